@@ -1,0 +1,1 @@
+int fg_store_placeholder_;
