@@ -278,6 +278,11 @@ typedef struct fg_decisions {
     /* statistics of the pass */
     int64_t scanned; /* pending jobs looked at */
     int64_t pass_no; /* increasing pass number */
+    /* The earliest future time at which a pass could decide something new even if no
+     * event arrives (a retry backoff ends, a starved job reaches the preemption wait,
+     * a long runner reaches the quantum or its minimum run time). FG_TIME_NEVER if
+     * none. Event-driven callers (the simulator) run a pass then. */
+    fg_time_t next_wake;
 } fg_decisions_t;
 
 void fg_decisions_init(fg_decisions_t *d);
