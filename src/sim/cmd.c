@@ -1,0 +1,502 @@
+/*
+ * cmd.c - `fairgpu sim TRACE.csv [options]`: option parsing, the --weights and --cluster
+ * files, and the output of one run or of --compare (see docs/sim.md).
+ */
+#include "common/commands.h"
+#include "common/xalloc.h"
+#include "sim/sim.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CONF_LINE_MAX 1024
+#define MAX_GROUPS    256
+#define MAX_NODES     100000
+
+static const char usage[] =
+    "usage: fairgpu sim TRACE.csv [options]\n"
+    "\n"
+    "Replays a job trace (CSV: job_id,user,submit_time_s,num_gpus,duration_s[,account,...])\n"
+    "through the scheduler core and prints its metrics (see docs/sim.md).\n"
+    "\n"
+    "cluster:\n"
+    "  --nodes N               nodes (default: auto, the fewest nodes whose GPUs cover the\n"
+    "                          trace's offered load: sum(g*d) / submit span)\n"
+    "  --gpus-per-node G       GPUs per node (default 8)\n"
+    "  --cluster FILE          mixed nodes: lines 'COUNT GPUS [GPU_TYPE]' ('#' comments)\n"
+    "policy (defaults are the core's, see docs/scheduler.md):\n"
+    "  --policy P              wfq (default), fifo, priority, round-robin, las\n"
+    "  --compare               run every policy and print one table (one JSON line each)\n"
+    "  --half-life T           usage half-life (0 = no memory)\n"
+    "  --quantum T             run time after which a job is a long runner\n"
+    "  --preempt-wait T        wait before a starved job may preempt\n"
+    "  --min-run T             no fair-share preemption within this run time\n"
+    "  --no-backfill           turn EASY backfill off\n"
+    "  --no-preemption         turn preemption off\n"
+    "  --backfill-depth N      pending jobs scanned past the first blocked one (0 = all)\n"
+    "  --reserve-depth N       blocked jobs with a reservation\n"
+    "  --estimate-depth N      pending jobs that get a start estimate\n"
+    "jobs:\n"
+    "  --weights FILE          tenant weights: lines 'TENANT WEIGHT' (default weight 1)\n"
+    "  --time-limit-factor F   time limit = duration x F (F >= 1, default 2)\n"
+    "  --checkpoint-interval T checkpoint every T of run time (default 900 s; 0 = never)\n"
+    "  --skip-bad              skip and count bad trace rows instead of failing\n"
+    "  --max-jobs N            replay only the first N rows of the trace\n"
+    "output:\n"
+    "  --json                  one JSON object per line per policy\n"
+    "  --markdown              the table in Markdown\n"
+    "  --share-series FILE     write each tenant's GPU share over time (last policy run)\n"
+    "  --share-interval T      its sampling interval (default 3600 s)\n"
+    "  --progress              progress on stderr (default: when stderr is a terminal)\n"
+    "Times T are seconds, or a number with a suffix s, m, h, d, w (e.g. 7d).\n";
+
+/* Parses a duration: digits with an optional unit suffix. */
+static int parse_time(const char *s, int64_t *out)
+{
+    size_t n = strlen(s);
+    int64_t mul = 1;
+    if (n > 0) {
+        switch (s[n - 1]) {
+        case 's':
+            mul = 1, n--;
+            break;
+        case 'm':
+            mul = 60, n--;
+            break;
+        case 'h':
+            mul = 3600, n--;
+            break;
+        case 'd':
+            mul = 86400, n--;
+            break;
+        case 'w':
+            mul = 604800, n--;
+            break;
+        }
+    }
+    int64_t v;
+    if (fg_parse_int64(s, n, 0, INT64_MAX / 604800 / 1000, &v))
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out)
+{
+    return fg_parse_int64(s, strlen(s), lo, hi, out);
+}
+
+static int parse_double(const char *s, double *out)
+{
+    errno = 0;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Reads a small config file line by line; calls fn for each non-blank, non-comment line
+ * split into up to 4 whitespace-separated words. */
+typedef int (*line_fn)(void *ctx, char **w, int nw, const char *path, int line);
+
+static int read_conf(const char *path, line_fn fn, void *ctx)
+{
+    FILE *fp = fopen(path, "r");
+    if (!fp) {
+        fprintf(stderr, "fairgpu sim: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    char buf[CONF_LINE_MAX + 2];
+    int line = 0, rc = 0;
+    while (fgets(buf, sizeof buf, fp)) {
+        line++;
+        size_t n = strlen(buf);
+        if (n == sizeof buf - 1 && buf[n - 1] != '\n') {
+            fprintf(stderr, "fairgpu sim: %s:%d: line longer than %d bytes\n", path, line,
+                    CONF_LINE_MAX);
+            rc = -1;
+            break;
+        }
+        char *hash = strchr(buf, '#');
+        if (hash)
+            *hash = '\0';
+        char *w[5];
+        int nw = 0;
+        char *save = NULL;
+        for (char *tok = strtok_r(buf, " \t\r\n", &save); tok && nw < 5;
+             tok = strtok_r(NULL, " \t\r\n", &save))
+            w[nw++] = tok;
+        if (nw == 0)
+            continue;
+        if (fn(ctx, w, nw, path, line) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+    fclose(fp);
+    return rc;
+}
+
+typedef struct weights_ctx {
+    const fg_trace_t *t;
+    double *w;
+    int unknown;
+} weights_ctx_t;
+
+static int weight_line(void *ctx, char **w, int nw, const char *path, int line)
+{
+    weights_ctx_t *c = ctx;
+    double v;
+    if (nw != 2 || parse_double(w[1], &v) || !(v > 0) || v > 1e9) {
+        fprintf(stderr, "fairgpu sim: %s:%d: expected 'TENANT WEIGHT' with 0 < WEIGHT <= 1e9\n",
+                path, line);
+        return -1;
+    }
+    for (size_t u = 0; u < c->t->ntenants; u++)
+        if (!strcmp(c->t->tenants[u], w[0])) {
+            c->w[u] = v;
+            return 0;
+        }
+    c->unknown++;
+    return 0;
+}
+
+typedef struct cluster_ctx {
+    fg_sim_nodes_t *g;
+    size_t n;
+    int64_t nodes;
+} cluster_ctx_t;
+
+static int cluster_line(void *ctx, char **w, int nw, const char *path, int line)
+{
+    cluster_ctx_t *c = ctx;
+    int64_t count, gpus;
+    if (nw < 2 || nw > 3 || parse_count(w[0], 1, MAX_NODES, &count) ||
+        parse_count(w[1], 1, FG_MAX_NODE_GPUS, &gpus) || (nw == 3 && strlen(w[2]) >= FG_NAME_MAX)) {
+        fprintf(stderr,
+                "fairgpu sim: %s:%d: expected 'COUNT GPUS [GPU_TYPE]' with 1 <= COUNT <= %d, "
+                "1 <= GPUS <= %d\n",
+                path, line, MAX_NODES, FG_MAX_NODE_GPUS);
+        return -1;
+    }
+    if (c->n == MAX_GROUPS || c->nodes + count > MAX_NODES) {
+        fprintf(stderr, "fairgpu sim: %s:%d: too many nodes\n", path, line);
+        return -1;
+    }
+    fg_sim_nodes_t *g = &c->g[c->n++];
+    g->count = (int32_t)count;
+    g->gpus = (int32_t)gpus;
+    snprintf(g->gpu_type, sizeof g->gpu_type, "%s", nw == 3 ? w[2] : "gpu");
+    c->nodes += count;
+    return 0;
+}
+
+enum {
+    O_NODES = 256,
+    O_GPN,
+    O_CLUSTER,
+    O_POLICY,
+    O_COMPARE,
+    O_HALF,
+    O_QUANTUM,
+    O_PWAIT,
+    O_MINRUN,
+    O_NOBF,
+    O_NOPRE,
+    O_BFD,
+    O_RSD,
+    O_ESD,
+    O_WEIGHTS,
+    O_TLF,
+    O_CKPT,
+    O_SKIP,
+    O_MAXJOBS,
+    O_JSON,
+    O_MD,
+    O_SERIES,
+    O_SERIES_INT,
+    O_PROGRESS,
+    O_HELP,
+};
+
+static const struct option longopts[] = {
+    {"nodes", required_argument, 0, O_NODES},
+    {"gpus-per-node", required_argument, 0, O_GPN},
+    {"cluster", required_argument, 0, O_CLUSTER},
+    {"policy", required_argument, 0, O_POLICY},
+    {"compare", no_argument, 0, O_COMPARE},
+    {"half-life", required_argument, 0, O_HALF},
+    {"quantum", required_argument, 0, O_QUANTUM},
+    {"preempt-wait", required_argument, 0, O_PWAIT},
+    {"min-run", required_argument, 0, O_MINRUN},
+    {"no-backfill", no_argument, 0, O_NOBF},
+    {"no-preemption", no_argument, 0, O_NOPRE},
+    {"backfill-depth", required_argument, 0, O_BFD},
+    {"reserve-depth", required_argument, 0, O_RSD},
+    {"estimate-depth", required_argument, 0, O_ESD},
+    {"weights", required_argument, 0, O_WEIGHTS},
+    {"time-limit-factor", required_argument, 0, O_TLF},
+    {"checkpoint-interval", required_argument, 0, O_CKPT},
+    {"skip-bad", no_argument, 0, O_SKIP},
+    {"max-jobs", required_argument, 0, O_MAXJOBS},
+    {"json", no_argument, 0, O_JSON},
+    {"markdown", no_argument, 0, O_MD},
+    {"share-series", required_argument, 0, O_SERIES},
+    {"share-interval", required_argument, 0, O_SERIES_INT},
+    {"progress", no_argument, 0, O_PROGRESS},
+    {"help", no_argument, 0, O_HELP},
+    {0, 0, 0, 0},
+};
+
+static int bad_opt(const char *opt, const char *val, const char *want)
+{
+    fprintf(stderr, "fairgpu sim: --%s '%s': expected %s\n", opt, val, want);
+    return 2;
+}
+
+/* Smallest node count whose GPUs cover the offered load (sum g*d over the submit span,
+ * at least one day) and the biggest job. */
+static int64_t auto_nodes(const fg_trace_t *t, int32_t gpn)
+{
+    if (t->njobs == 0)
+        return 1;
+    double work = 0;
+    int32_t gmax = 1;
+    for (size_t i = 0; i < t->njobs; i++) {
+        work += (double)t->jobs[i].gpus * (double)t->jobs[i].duration;
+        if (t->jobs[i].gpus > gmax)
+            gmax = t->jobs[i].gpus;
+    }
+    double span = (double)(t->jobs[t->njobs - 1].submit - t->jobs[0].submit);
+    if (span < 86400)
+        span = 86400;
+    double nodes = ceil(work / span / gpn);
+    double need = ceil((double)gmax / gpn);
+    if (nodes < need)
+        nodes = need;
+    if (nodes < 1)
+        nodes = 1;
+    if (nodes > MAX_NODES)
+        nodes = MAX_NODES;
+    return (int64_t)nodes;
+}
+
+int fg_cmd_sim(int argc, char **argv)
+{
+    fg_sim_opts_t o;
+    fg_sim_opts_default(&o);
+    int64_t nodes = 0, gpn = 8, v;
+    const char *cluster_file = NULL, *weights_file = NULL;
+    bool compare = false, json = false, markdown = false, progress = false;
+    fg_trace_opts_t topts = {0, 0};
+
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *name = NULL;
+        for (const struct option *lo = longopts; lo->name; lo++)
+            if (lo->val == c)
+                name = lo->name;
+        switch (c) {
+        case O_NODES:
+            if (parse_count(optarg, 1, MAX_NODES, &nodes))
+                return bad_opt(name, optarg, "an integer in [1, 100000]");
+            break;
+        case O_GPN:
+            if (parse_count(optarg, 1, FG_MAX_NODE_GPUS, &gpn))
+                return bad_opt(name, optarg, "an integer in [1, 64]");
+            break;
+        case O_CLUSTER:
+            cluster_file = optarg;
+            break;
+        case O_POLICY: {
+            int p = fg_policy_parse(optarg);
+            if (p < 0)
+                return bad_opt(name, optarg, "wfq, fifo, priority, round-robin or las");
+            o.cfg.policy = (fg_policy_t)p;
+            break;
+        }
+        case O_COMPARE:
+            compare = true;
+            break;
+        case O_HALF:
+        case O_QUANTUM:
+        case O_PWAIT:
+        case O_MINRUN:
+        case O_CKPT:
+        case O_SERIES_INT:
+            if (parse_time(optarg, &v))
+                return bad_opt(name, optarg, "a time: seconds, or with a suffix s/m/h/d/w");
+            if (c == O_HALF)
+                o.cfg.half_life_s = v;
+            else if (c == O_QUANTUM)
+                o.cfg.quantum_s = v;
+            else if (c == O_PWAIT)
+                o.cfg.preempt_wait_s = v;
+            else if (c == O_MINRUN)
+                o.cfg.min_run_s = v;
+            else if (c == O_CKPT)
+                o.checkpoint_interval_s = v;
+            else if (v < 1)
+                return bad_opt(name, optarg, "a time of at least 1 s");
+            else
+                o.share_interval_s = v;
+            break;
+        case O_NOBF:
+            o.cfg.backfill = false;
+            break;
+        case O_NOPRE:
+            o.cfg.preemption = false;
+            break;
+        case O_BFD:
+        case O_RSD:
+        case O_ESD:
+            if (parse_count(optarg, 0, INT32_MAX, &v))
+                return bad_opt(name, optarg, "an integer >= 0");
+            if (c == O_BFD)
+                o.cfg.backfill_depth = (int32_t)v;
+            else if (c == O_RSD)
+                o.cfg.reserve_depth = (int32_t)v;
+            else
+                o.cfg.estimate_depth = (int32_t)v;
+            break;
+        case O_WEIGHTS:
+            weights_file = optarg;
+            break;
+        case O_TLF:
+            if (parse_double(optarg, &o.time_limit_factor) || !(o.time_limit_factor >= 1.0) ||
+                o.time_limit_factor > 1000)
+                return bad_opt(name, optarg, "a number in [1, 1000]");
+            break;
+        case O_SKIP:
+            topts.skip_bad = 1;
+            break;
+        case O_MAXJOBS:
+            if (parse_count(optarg, 1, INT64_MAX, &v))
+                return bad_opt(name, optarg, "an integer >= 1");
+            topts.max_jobs = (size_t)v;
+            break;
+        case O_JSON:
+            json = true;
+            break;
+        case O_MD:
+            markdown = true;
+            break;
+        case O_SERIES:
+            o.share_series = optarg;
+            break;
+        case O_PROGRESS:
+            progress = true;
+            break;
+        case O_HELP:
+        case 'h':
+            fputs(usage, stdout);
+            return 0;
+        case ':':
+            fprintf(stderr, "fairgpu sim: %s needs a value\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "fairgpu sim: unknown option %s (see fairgpu sim --help)\n",
+                    argv[optind - 1]);
+            return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fputs(usage, stderr);
+        return 2;
+    }
+    const char *path = argv[optind];
+    const char *cmsg = NULL;
+    if (fg_config_check(&o.cfg, &cmsg) != FG_OK) {
+        fprintf(stderr, "fairgpu sim: bad option: %s\n", cmsg ? cmsg : "configuration");
+        return 2;
+    }
+
+    fg_trace_t t;
+    char err[512];
+    if (fg_trace_load(path, &topts, &t, err, sizeof err) < 0) {
+        fprintf(stderr, "fairgpu sim: %s\n", err);
+        return 1;
+    }
+    if (t.skipped_bad)
+        fprintf(stderr, "fairgpu sim: skipped %lld bad rows (first: %s)\n",
+                (long long)t.skipped_bad, t.first_bad);
+
+    int rc = 1;
+    fg_sim_nodes_t *groups = fg_xcalloc(MAX_GROUPS, sizeof *groups);
+    double *weights = fg_xmalloc((t.ntenants ? t.ntenants : 1) * sizeof *weights);
+    fg_sim_result_t *res = fg_xcalloc(FG_POLICY_COUNT, sizeof *res);
+    for (size_t u = 0; u < t.ntenants; u++)
+        weights[u] = 1.0;
+    if (weights_file) {
+        weights_ctx_t wc = {&t, weights, 0};
+        if (read_conf(weights_file, weight_line, &wc) < 0)
+            goto out;
+        if (wc.unknown)
+            fprintf(stderr, "fairgpu sim: %s: %d tenants not in the trace (ignored)\n",
+                    weights_file, wc.unknown);
+    }
+    o.weights = weights;
+    if (cluster_file) {
+        cluster_ctx_t cc = {groups, 0, 0};
+        if (read_conf(cluster_file, cluster_line, &cc) < 0)
+            goto out;
+        if (cc.n == 0) {
+            fprintf(stderr, "fairgpu sim: %s: no nodes\n", cluster_file);
+            goto out;
+        }
+        o.ngroups = cc.n;
+    } else {
+        groups[0].count = (int32_t)(nodes ? nodes : auto_nodes(&t, (int32_t)gpn));
+        groups[0].gpus = (int32_t)gpn;
+        snprintf(groups[0].gpu_type, sizeof groups[0].gpu_type, "gpu");
+        o.ngroups = 1;
+    }
+    o.groups = groups;
+    o.progress = progress || isatty(STDERR_FILENO);
+
+    size_t nres = 0;
+    for (int p = 0; p < FG_POLICY_COUNT; p++) {
+        if (compare)
+            o.cfg.policy = (fg_policy_t)p;
+        else if (p > 0)
+            break;
+        if (fg_sim_run(&t, &o, &res[nres], err, sizeof err) < 0) {
+            fprintf(stderr, "fairgpu sim: %s\n", err);
+            goto out;
+        }
+        if (res[nres].skipped_too_big && p == 0)
+            fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
+                    (long long)res[nres].skipped_too_big);
+        if (json) {
+            char *s = fg_sim_result_json(&res[nres]);
+            printf("%s\n", s);
+            fflush(stdout);
+            free(s);
+        }
+        nres++;
+    }
+    if (!json) {
+        if (!markdown)
+            printf("trace %s: %lld jobs, %lld nodes, %lld GPUs, %lld sizes rounded up to whole "
+                   "nodes, %lld skipped (never fit)\n",
+                   t.name, (long long)res[0].jobs, (long long)res[0].nodes, (long long)res[0].gpus,
+                   (long long)res[0].rounded_up, (long long)res[0].skipped_too_big);
+        fg_sim_print_table(stdout, res, nres, markdown);
+    }
+    rc = 0;
+out:
+    free(res);
+    free(weights);
+    free(groups);
+    fg_trace_free(&t);
+    return rc;
+}

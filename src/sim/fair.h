@@ -1,0 +1,67 @@
+/*
+ * fair.h - the fair-share bookkeeping of a replay (METRICS.md, "Fair share received" and
+ * "Finish-time fairness").
+ *
+ * The replay tells the tracker, at each event time, how each tenant's demand (GPUs of its
+ * pending or running jobs) and running GPUs change. Between events everything is
+ * constant, so the tracker integrates piecewise: received_u += R_u*dt,
+ * entitled_u += E_u*dt, and the number of tenants with demand, for Themis' N_j. The
+ * entitlement E (water-filling) is recomputed only when a demand changed since the last
+ * interval, in O(n log n) for the n tenants with demand.
+ *
+ * Order of calls at time t: fg_fair_advance(t) first (closes [last, t) with the old
+ * state), then the changes at t.
+ */
+#ifndef FG_SIM_FAIR_H
+#define FG_SIM_FAIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct fg_fair {
+    int32_t n;        /* tenants */
+    double capacity;  /* C, GPUs */
+    double *weight;   /* per tenant, > 0 */
+    int64_t *demand;  /* GPUs pending or running */
+    int64_t *running; /* GPUs running */
+    double *ent;      /* current entitlement E_u */
+    double *entitled; /* integral of E_u */
+    double *received; /* integral of R_u (GPU-seconds) */
+    int32_t *order;   /* scratch: tenants with demand */
+    int32_t with_demand;
+    int64_t n_integral; /* integral of the number of tenants with demand */
+    int64_t t_last;
+    int dirty;
+    /* Optional share series: every `interval` s from `t0`, each tenant's R_u / C. */
+    int64_t interval, next_sample;
+    float *samples; /* nsamples rows of n */
+    size_t nsamples, samples_cap, max_samples;
+} fg_fair_t;
+
+/* Sets up a tracker for n tenants with the given weights (copied) on capacity GPUs,
+ * starting at time t0. */
+void fg_fair_init(fg_fair_t *f, int32_t n, const double *weights, double capacity, int64_t t0);
+void fg_fair_free(fg_fair_t *f);
+
+/* Asks for the share series: one sample every `interval` seconds (> 0), at most
+ * max_samples of them (later samples are dropped). */
+void fg_fair_sample(fg_fair_t *f, int64_t interval, size_t max_samples);
+
+/* Integrates the current state over [t_last, t) and moves to t (t >= t_last). */
+void fg_fair_advance(fg_fair_t *f, int64_t t);
+
+/* Changes at the current time: demand (submit +g, end -g) and running (start +g,
+ * end or preemption -g) of tenant u. */
+void fg_fair_demand(fg_fair_t *f, int32_t u, int64_t dg);
+void fg_fair_running(fg_fair_t *f, int32_t u, int64_t dg);
+
+/* Water-filling split of capacity among tenants with demand > 0 (METRICS.md): writes
+ * ent[u] for each of the n tenants (0 without demand). order is scratch of n ints. */
+void fg_fair_waterfill(int32_t n, const double *weight, const int64_t *demand, double capacity,
+                       int32_t *order, double *ent);
+
+/* Jain's index over tenants with entitled > 0 of x_u = received_u / entitled_u;
+ * 1.0 when there is no such tenant. */
+double fg_fair_jain(int32_t n, const double *entitled, const double *received);
+
+#endif

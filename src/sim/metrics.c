@@ -1,0 +1,289 @@
+/*
+ * metrics.c - METRICS.md's figures from per-job records, and their output.
+ */
+#include "sim/metrics.h"
+
+#include "common/xalloc.h"
+#include "sim/fair.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const fg_size_class_names[FG_SIZE_CLASSES] = {"1", "2-4", "8", ">8"};
+
+int fg_size_class(int32_t g)
+{
+    if (g <= 1)
+        return 0;
+    if (g <= 4)
+        return 1;
+    if (g <= 8)
+        return 2;
+    return 3;
+}
+
+int64_t fg_percentile(const int64_t *v, size_t n, int p)
+{
+    if (n == 0)
+        return 0;
+    /* nearest rank: the smallest value with at least p% of the values <= it */
+    size_t rank = ((size_t)p * n + 99) / 100;
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
+                        const double *entitled, const double *received, fg_sim_result_t *r)
+{
+    r->gpus = gpus;
+    r->jobs = (int64_t)n;
+    int64_t *jct = fg_xmalloc((n ? n : 1) * sizeof *jct);
+    int64_t *wait = fg_xmalloc((n ? n : 1) * sizeof *wait);
+    int64_t *cls[FG_SIZE_CLASSES];
+    size_t ncls[FG_SIZE_CLASSES] = {0};
+    for (int c = 0; c < FG_SIZE_CLASSES; c++)
+        cls[c] = fg_xmalloc((n ? n : 1) * sizeof *cls[c]);
+    int64_t smin = INT64_MAX, emax = INT64_MIN;
+    double jct_sum = 0, wait_sum = 0, rho_sum = 0, rho_max = 0;
+    int64_t gpu_s = 0, over24 = 0, wmax = 0;
+    for (size_t i = 0; i < n; i++) {
+        const fg_jobrec_t *j = &recs[i];
+        if (j->submit < smin)
+            smin = j->submit;
+        if (j->end > emax)
+            emax = j->end;
+        jct[i] = j->end - j->submit;
+        wait[i] = j->start - j->submit;
+        jct_sum += (double)jct[i];
+        wait_sum += (double)wait[i];
+        if (wait[i] > wmax)
+            wmax = wait[i];
+        if (wait[i] > 86400)
+            over24++;
+        int c = fg_size_class(j->gpus);
+        cls[c][ncls[c]++] = wait[i];
+        gpu_s += j->gpu_seconds;
+        double nj = j->n_avg > 0 ? j->n_avg : 1.0;
+        double scale = (double)j->gpus * nj / (double)gpus;
+        double alone = (double)j->duration * (scale > 1.0 ? scale : 1.0);
+        double rho = (double)jct[i] / alone;
+        rho_sum += rho;
+        if (rho > rho_max)
+            rho_max = rho;
+    }
+    r->makespan_s = n ? emax - smin : 0;
+    r->gpu_seconds = gpu_s;
+    r->utilization =
+        (n && r->makespan_s > 0) ? (double)gpu_s / ((double)gpus * (double)r->makespan_s) : 0.0;
+    qsort(jct, n, sizeof *jct, cmp_i64);
+    qsort(wait, n, sizeof *wait, cmp_i64);
+    r->jct_avg_s = n ? jct_sum / (double)n : 0;
+    r->jct_p50_s = fg_percentile(jct, n, 50);
+    r->jct_p95_s = fg_percentile(jct, n, 95);
+    r->jct_p99_s = fg_percentile(jct, n, 99);
+    r->wait_avg_s = n ? wait_sum / (double)n : 0;
+    r->wait_p50_s = fg_percentile(wait, n, 50);
+    r->wait_max_s = wmax;
+    r->waits_over_24h = over24;
+    for (int c = 0; c < FG_SIZE_CLASSES; c++) {
+        qsort(cls[c], ncls[c], sizeof *cls[c], cmp_i64);
+        r->has_size[c] = ncls[c] > 0;
+        r->wait_p50_by_size[c] = fg_percentile(cls[c], ncls[c], 50);
+        free(cls[c]);
+    }
+    r->ftf_rho_avg = n ? rho_sum / (double)n : 0;
+    r->ftf_rho_max = rho_max;
+    r->jain = fg_fair_jain(ntenants, entitled, received);
+    free(jct);
+    free(wait);
+}
+
+/* ------------------------------------------------------------------ output */
+
+/* A real rounded to `decimals` places, so the printed form is short and stable. */
+static json_t *real(double x, int decimals)
+{
+    double m = pow(10.0, decimals);
+    return json_real(round(x * m) / m);
+}
+
+char *fg_sim_result_json(const fg_sim_result_t *r)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "policy", json_string(r->policy));
+    json_object_set_new(o, "trace", json_string(r->trace ? r->trace : ""));
+    json_object_set_new(o, "nodes", json_integer(r->nodes));
+    json_object_set_new(o, "gpus_per_node",
+                        r->gpus_per_node ? json_integer(r->gpus_per_node) : json_null());
+    json_object_set_new(o, "gpus", json_integer(r->gpus));
+    json_object_set_new(o, "jobs", json_integer(r->jobs));
+    json_object_set_new(o, "rounded_up", json_integer(r->rounded_up));
+    json_object_set_new(o, "skipped_bad", json_integer(r->skipped_bad));
+    json_object_set_new(o, "skipped_too_big", json_integer(r->skipped_too_big));
+    json_object_set_new(o, "makespan_s", json_integer(r->makespan_s));
+    json_object_set_new(o, "utilization", real(r->utilization, 4));
+    json_object_set_new(o, "jct_avg_s", real(r->jct_avg_s, 1));
+    json_object_set_new(o, "jct_p50_s", json_integer(r->jct_p50_s));
+    json_object_set_new(o, "jct_p95_s", json_integer(r->jct_p95_s));
+    json_object_set_new(o, "jct_p99_s", json_integer(r->jct_p99_s));
+    json_object_set_new(o, "wait_avg_s", real(r->wait_avg_s, 1));
+    json_object_set_new(o, "wait_p50_s", json_integer(r->wait_p50_s));
+    json_t *by = json_object();
+    for (int c = 0; c < FG_SIZE_CLASSES; c++)
+        json_object_set_new(by, fg_size_class_names[c],
+                            r->has_size[c] ? json_integer(r->wait_p50_by_size[c]) : json_null());
+    json_object_set_new(o, "wait_p50_by_size", by);
+    json_object_set_new(o, "wait_max_s", json_integer(r->wait_max_s));
+    json_object_set_new(o, "preemptions", json_integer(r->preemptions));
+    json_object_set_new(o, "lost_gpu_seconds", json_integer(r->lost_gpu_seconds));
+    json_object_set_new(o, "gpu_seconds", json_integer(r->gpu_seconds));
+    json_object_set_new(o, "jain", real(r->jain, 4));
+    json_object_set_new(o, "ftf_rho_avg", real(r->ftf_rho_avg, 3));
+    json_object_set_new(o, "ftf_rho_max", real(r->ftf_rho_max, 3));
+    json_object_set_new(o, "waits_over_24h", json_integer(r->waits_over_24h));
+    json_object_set_new(o, "half_life_s", json_integer(r->half_life_s));
+    json_object_set_new(o, "passes", json_integer(r->passes));
+    json_object_set_new(o, "replay_seconds", real(r->replay_seconds, 4));
+    char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
+    json_decref(o);
+    if (!s) {
+        fprintf(stderr, "fairgpu sim: out of memory\n");
+        abort();
+    }
+    return s;
+}
+
+static void cell_int(char *b, size_t n, int64_t v)
+{
+    snprintf(b, n, "%lld", (long long)v);
+}
+
+static void cell_real(char *b, size_t n, double v, int decimals)
+{
+    snprintf(b, n, "%.*f", decimals, v);
+}
+
+/* The rows of the table: a label and a function writing the cell of one result. */
+#define NROWS 24
+
+static void row_cell(int row, const fg_sim_result_t *r, char *b, size_t n)
+{
+    switch (row) {
+    case 0:
+        snprintf(b, n, "%s", r->policy);
+        return;
+    case 1:
+        cell_int(b, n, r->jobs);
+        return;
+    case 2:
+        cell_int(b, n, r->gpus);
+        return;
+    case 3:
+        cell_int(b, n, r->makespan_s);
+        return;
+    case 4:
+        cell_real(b, n, r->utilization, 4);
+        return;
+    case 5:
+        cell_real(b, n, r->jct_avg_s, 0);
+        return;
+    case 6:
+        cell_int(b, n, r->jct_p50_s);
+        return;
+    case 7:
+        cell_int(b, n, r->jct_p95_s);
+        return;
+    case 8:
+        cell_int(b, n, r->jct_p99_s);
+        return;
+    case 9:
+        cell_real(b, n, r->wait_avg_s, 0);
+        return;
+    case 10:
+        cell_int(b, n, r->wait_p50_s);
+        return;
+    case 11:
+    case 12:
+    case 13:
+    case 14: {
+        int c = row - 11;
+        if (r->has_size[c])
+            cell_int(b, n, r->wait_p50_by_size[c]);
+        else
+            snprintf(b, n, "-");
+        return;
+    }
+    case 15:
+        cell_int(b, n, r->wait_max_s);
+        return;
+    case 16:
+        cell_int(b, n, r->waits_over_24h);
+        return;
+    case 17:
+        cell_int(b, n, r->preemptions);
+        return;
+    case 18:
+        cell_int(b, n, r->lost_gpu_seconds);
+        return;
+    case 19:
+        cell_real(b, n, r->jain, 4);
+        return;
+    case 20:
+        cell_real(b, n, r->ftf_rho_avg, 3);
+        return;
+    case 21:
+        cell_real(b, n, r->ftf_rho_max, 3);
+        return;
+    case 22:
+        cell_int(b, n, r->rounded_up);
+        return;
+    case 23:
+        cell_real(b, n, r->replay_seconds, 3);
+        return;
+    }
+}
+
+static const char *const row_names[NROWS] = {
+    "policy",          "jobs",          "gpus",           "makespan_s",
+    "utilization",     "jct_avg_s",     "jct_p50_s",      "jct_p95_s",
+    "jct_p99_s",       "wait_avg_s",    "wait_p50_s",     "wait_p50_s[1]",
+    "wait_p50_s[2-4]", "wait_p50_s[8]", "wait_p50_s[>8]", "wait_max_s",
+    "waits_over_24h",  "preemptions",   "lost_gpu_s",     "jain",
+    "ftf_rho_avg",     "ftf_rho_max",   "rounded_up",     "replay_seconds",
+};
+
+void fg_sim_print_table(FILE *out, const fg_sim_result_t *results, size_t n, bool markdown)
+{
+    char cell[64];
+    for (int row = 0; row < NROWS; row++) {
+        if (markdown)
+            fprintf(out, "| %s |", row_names[row]);
+        else
+            fprintf(out, "%-16s", row_names[row]);
+        for (size_t i = 0; i < n; i++) {
+            row_cell(row, &results[i], cell, sizeof cell);
+            if (markdown)
+                fprintf(out, " %s |", cell);
+            else
+                fprintf(out, " %14s", cell);
+        }
+        fputc('\n', out);
+        if (markdown && row == 0) {
+            fprintf(out, "|---|");
+            for (size_t i = 0; i < n; i++)
+                fprintf(out, "---:|");
+            fputc('\n', out);
+        }
+    }
+}

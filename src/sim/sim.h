@@ -1,0 +1,51 @@
+/*
+ * sim.h - the trace replay: a discrete-event simulation that drives the scheduler core
+ * (include/fairgpu/core.h) through its public API only.
+ */
+#ifndef FG_SIM_SIM_H
+#define FG_SIM_SIM_H
+
+#include "fairgpu/core.h"
+#include "sim/metrics.h"
+#include "sim/trace.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A group of identical nodes (--cluster FILE lines). */
+typedef struct fg_sim_nodes {
+    int32_t count;
+    int32_t gpus;
+    char gpu_type[FG_NAME_MAX];
+} fg_sim_nodes_t;
+
+typedef struct fg_sim_opts {
+    fg_config_t cfg;              /* policy and tunables, passed to the core as is */
+    const fg_sim_nodes_t *groups; /* the cluster */
+    size_t ngroups;
+    const double *weights;         /* per trace tenant (NULL: all 1) */
+    double time_limit_factor;      /* >= 1 */
+    int64_t checkpoint_interval_s; /* >= 0, 0 = none */
+    bool progress;                 /* progress lines on stderr */
+    const char *share_series;      /* file for each tenant's GPU share over time, or NULL */
+    int64_t share_interval_s;      /* its sampling interval (> 0) */
+} fg_sim_opts_t;
+
+/* Fills *o with the defaults: fg_config_default, time limit factor 2, checkpoint
+ * interval 900 s, share interval 3600 s; no cluster. */
+void fg_sim_opts_default(fg_sim_opts_t *o);
+
+/* Replays trace t under o. Fills *r (every field) and returns 0, or returns -1 with a
+ * message in err. Jobs that can never fit the cluster are skipped and counted
+ * (r->skipped_too_big). */
+int fg_sim_run(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r, char *err,
+               size_t errlen);
+
+/* Per-job records of the last run are kept only for tests: fg_sim_run_recs does what
+ * fg_sim_run does and also returns the records (indexed like t->jobs; a skipped job has
+ * start = end = -1), caller frees. */
+int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
+                    fg_jobrec_t **recs, char *err, size_t errlen);
+
+#endif

@@ -1,1 +1,0 @@
-int fg_store_placeholder_;
