@@ -1,0 +1,195 @@
+/*
+ * index.c - the per-GPU-type indexes that make a pass cost what it scans.
+ *
+ * Free-count bitmaps. For each GPU type, bucket f is a bitmap over the type's nodes
+ * that are up and have exactly f free GPUs. Best fit for a job of g GPUs is then the
+ * first set bit of bucket g, g+1, ... : the node with the fewest free GPUs that still
+ * fits, ties to the lowest node index.
+ *
+ * Availability trees. For each GPU type, a segment tree over its nodes whose leaves
+ * hold, for g = 1..8, the time at which g GPUs of the node are available (the g-th
+ * smallest per-GPU availability: free = long ago, busy = its job's start + time limit),
+ * and as a ninth key the time the whole node is. Inner nodes hold the minimum of their
+ * children, so "the earliest time any node has g GPUs" is the root and its node is one
+ * descent away. Reservations made during a pass change the leaves of the nodes they
+ * touch (node->avail); the pass restores those leaves when it ends.
+ *
+ * Example: node n0 runs a 4-GPU job until t=100 and has 4 GPUs free; n1 runs an 8-GPU
+ * job until t=50. Leaf n0: g=1..4 -> past, g=5..8 -> 100, whole -> 100. Leaf n1: all 50.
+ * A blocked 8-GPU job reads the root's whole key: 50, at n1.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int32_t fg__type_find(const fg_sched_t *s, const char *name)
+{
+    for (size_t i = 0; i < s->ntypes; i++)
+        if (!strcmp(s->types[i].name, name))
+            return (int32_t)i;
+    return -1;
+}
+
+/* Returns the index of GPU type `name`, creating it (with no nodes) if new. */
+int32_t fg__type_get(fg_sched_t *s, const char *name)
+{
+    int32_t t = fg__type_find(s, name);
+    if (t >= 0)
+        return t;
+    s->types = fg__grow(s->types, &s->types_cap, s->ntypes + 1, sizeof *s->types);
+    fg__type_t *ty = &s->types[s->ntypes];
+    memset(ty, 0, sizeof *ty);
+    snprintf(ty->name, sizeof ty->name, "%s", name);
+    return (int32_t)s->ntypes++;
+}
+
+fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
+{
+    int32_t slot = nd->gpu_job[i];
+    if (slot < 0)
+        return FG__PAST;
+    const fg__job_t *j = &s->jobs[slot];
+    if (j->preempting)
+        return FG__PAST; /* stops any moment */
+    return j->start_time + j->time_limit;
+}
+
+static fg_time_t gpu_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
+{
+    return nd->touched == s->pass_no ? nd->avail[i] : fg__gpu_real_avail(s, nd, i);
+}
+
+static void leaf_keys(const fg_sched_t *s, const fg__node_t *nd, int64_t *key)
+{
+    for (int k = 0; k < FG__TREE_KEYS; k++)
+        key[k] = FG__INF;
+    if (nd->state != FG_NODE_UP || nd->excluded)
+        return;
+    fg_time_t a[FG_MAX_NODE_GPUS];
+    int n = nd->gpus;
+    for (int i = 0; i < n; i++) { /* insertion sort: n is small */
+        fg_time_t v = gpu_avail(s, nd, i);
+        int p = i;
+        while (p > 0 && a[p - 1] > v) {
+            a[p] = a[p - 1];
+            p--;
+        }
+        a[p] = v;
+    }
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS && g <= n; g++)
+        key[g - 1] = a[g - 1];
+    if (n >= FG_WHOLE_NODE_GPUS)
+        key[FG__TREE_KEYS - 1] = a[n - 1];
+}
+
+static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
+{
+    size_t i = (size_t)t->tsize + (size_t)pos;
+    memcpy(&t->tree[i * FG__TREE_KEYS], key, sizeof(int64_t) * FG__TREE_KEYS);
+    for (i /= 2; i >= 1; i /= 2) {
+        int64_t *p = &t->tree[i * FG__TREE_KEYS];
+        const int64_t *l = &t->tree[2 * i * FG__TREE_KEYS];
+        const int64_t *r = &t->tree[(2 * i + 1) * FG__TREE_KEYS];
+        for (int k = 0; k < FG__TREE_KEYS; k++)
+            p[k] = l[k] <= r[k] ? l[k] : r[k];
+    }
+}
+
+void fg__node_leaf_update(fg_sched_t *s, int32_t n)
+{
+    fg__node_t *nd = &s->nodes[n];
+    fg__type_t *t = &s->types[nd->type];
+    if (t->dirty)
+        return;
+    int64_t key[FG__TREE_KEYS];
+    leaf_keys(s, nd, key);
+    tree_set(t, nd->type_pos, key);
+}
+
+int64_t fg__tree_min(const fg__type_t *t, int key)
+{
+    if (t->n == 0)
+        return FG__INF;
+    return t->tree[1 * FG__TREE_KEYS + key];
+}
+
+int32_t fg__tree_argmin(const fg__type_t *t, int key)
+{
+    if (t->n == 0 || t->tree[FG__TREE_KEYS + key] == FG__INF)
+        return -1;
+    size_t i = 1;
+    while (i < (size_t)t->tsize) {
+        const int64_t l = t->tree[2 * i * FG__TREE_KEYS + key];
+        const int64_t r = t->tree[(2 * i + 1) * FG__TREE_KEYS + key];
+        i = l <= r ? 2 * i : 2 * i + 1;
+    }
+    return t->nodes[i - (size_t)t->tsize];
+}
+
+static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
+{
+    uint64_t *w = &t->bm[(size_t)f * (size_t)t->words + (size_t)(pos / 64)];
+    uint64_t bit = (uint64_t)1 << (pos % 64);
+    if (on)
+        *w |= bit;
+    else
+        *w &= ~bit;
+}
+
+/* Recomputes the node's bucket, the type's counters and its tree leaf after its real
+ * state (free mask, node state, jobs) changed. */
+void fg__node_changed(fg_sched_t *s, int32_t n)
+{
+    fg__node_t *nd = &s->nodes[n];
+    fg__type_t *t = &s->types[nd->type];
+    if (t->dirty)
+        return;
+    if (nd->bucket >= 0) {
+        bucket_set(t, nd->bucket, nd->type_pos, false);
+        t->up_gpus -= nd->gpus;
+        t->free_gpus -= nd->bucket;
+    }
+    nd->bucket = -1;
+    if (nd->state == FG_NODE_UP) {
+        nd->bucket = nd->nfree;
+        bucket_set(t, nd->nfree, nd->type_pos, true);
+        t->up_gpus += nd->gpus;
+        t->free_gpus += nd->nfree;
+    }
+    fg__node_leaf_update(s, n);
+}
+
+/* Rebuilds type t's bitmaps, tree and counters from its nodes' real state. */
+void fg__type_rebuild(fg_sched_t *s, int32_t ti)
+{
+    fg__type_t *t = &s->types[ti];
+    t->maxgpus = 0;
+    for (int32_t p = 0; p < t->n; p++)
+        if (s->nodes[t->nodes[p]].gpus > t->maxgpus)
+            t->maxgpus = s->nodes[t->nodes[p]].gpus;
+    int32_t cap = t->cap > t->n ? t->cap : t->n;
+    t->words = (cap + 63) / 64;
+    if (t->words < 1)
+        t->words = 1;
+    free(t->bm);
+    t->bm = fg__alloc(sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
+    memset(t->bm, 0, sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
+    t->tsize = 1;
+    while (t->tsize < cap)
+        t->tsize *= 2;
+    free(t->tree);
+    size_t tn = 2 * (size_t)t->tsize * FG__TREE_KEYS;
+    t->tree = fg__alloc(sizeof(int64_t) * tn);
+    for (size_t i = 0; i < tn; i++)
+        t->tree[i] = FG__INF;
+    t->up_gpus = t->free_gpus = 0;
+    t->dirty = false;
+    for (int32_t p = 0; p < t->n; p++) {
+        fg__node_t *nd = &s->nodes[t->nodes[p]];
+        nd->type_pos = p;
+        nd->bucket = -1;
+        fg__node_changed(s, t->nodes[p]);
+    }
+}

@@ -1,0 +1,196 @@
+/*
+ * internal.h - the scheduler core's private structures, shared by the files of
+ * src/core/ only. Names with fg__ are internal to the core.
+ *
+ * Base records (what rebuild starts from): jobs (state, member, allocation, counters),
+ * nodes (state, which job holds each GPU), accounts and members (weights, quotas, usage).
+ * Derived structures (kept in step by every event, rebuilt by fg_sched_rebuild):
+ * per member and band a sorted queue of pending jobs; per node its free mask and count;
+ * per GPU type a bitmap of nodes for each free count and a segment tree of "when are g
+ * GPUs available" keys; per account and member running GPUs and pending counts.
+ */
+#ifndef FG_CORE_INTERNAL_H
+#define FG_CORE_INTERNAL_H
+
+#include "fairgpu/core.h"
+
+#define FG__NBANDS    FG_LAS_MAX_LEVELS /* >= 3 classes */
+#define FG__PAST      (INT64_MIN / 4)   /* "available since forever" */
+#define FG__INF       INT64_MAX
+#define FG__TREE_KEYS 9 /* g = 1..8 on one node, then "whole node" */
+
+/* A queue of pending job slots sorted by (submit_time, id); live part v[head..len). */
+typedef struct fg__queue {
+    int32_t *v;
+    int32_t head, len, cap;
+} fg__queue_t;
+
+typedef struct fg__job {
+    fg_job_id_t id; /* 0: free slot */
+    int32_t account, member;
+    int32_t gpus;
+    int32_t type; /* GPU type index, -1 = any */
+    fg_prio_t prio;
+    fg_job_state_t state;
+    fg_time_t submit_time, time_limit, ckpt;
+    fg_time_t queued_since; /* submit, or the last requeue */
+    fg_time_t start_time;   /* current attempt */
+    fg_time_t eligible_time;
+    int32_t attempt, retries_used, max_retries;
+    int64_t attained_gpu_s;
+    int64_t run_s; /* seconds run by ended attempts */
+    int32_t band;  /* queue band while pending */
+    bool preempting;
+    int32_t live_pos; /* position in s->live */
+    /* allocation while RUNNING */
+    int32_t nallocs;
+    fg_alloc_t alloc1;
+    fg_alloc_t *allocm; /* when nallocs > 1 */
+    /* what the last pass that looked at it said */
+    int64_t reason_pass;
+    fg_reason_t reason;
+    fg_time_t est;
+    fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
+    int64_t r_a, r_b;  /* numbers for the text */
+} fg__job_t;
+
+typedef struct fg__account {
+    char name[FG_NAME_MAX];
+    double weight;
+    int32_t quota;
+    bool budget_exhausted;
+    double usage;
+    fg_time_t usage_at;
+    int32_t running; /* GPUs held (preempting included) */
+    int32_t pending; /* jobs */
+    int64_t pending_gpus;
+} fg__account_t;
+
+typedef struct fg__member {
+    char user[FG_NAME_MAX];
+    int32_t account;
+    double weight;
+    double usage;
+    fg_time_t usage_at;
+    int32_t running;
+    int32_t pending;
+    int64_t pending_gpus;
+    fg__queue_t q[FG__NBANDS];
+} fg__member_t;
+
+typedef struct fg__node {
+    char name[FG_NAME_MAX];
+    int32_t gpus;
+    int32_t type, type_pos;
+    fg_node_state_t state;
+    uint64_t free_mask;
+    int32_t nfree;
+    int32_t bucket;                    /* free-count bucket it sits in, -1 if in none (not up) */
+    int32_t gpu_job[FG_MAX_NODE_GPUS]; /* job slot, -1 free */
+    /* pass-local, valid while touched == s->pass_no */
+    int64_t touched;
+    bool excluded; /* temporarily out of the tree while picking whole nodes */
+    fg_time_t avail[FG_MAX_NODE_GPUS];
+    fg_time_t res_from[FG_MAX_NODE_GPUS];
+    fg_job_id_t res_job[FG_MAX_NODE_GPUS];
+} fg__node_t;
+
+typedef struct fg__type {
+    char name[FG_NAME_MAX];
+    int32_t *nodes; /* node indices, ascending */
+    int32_t n, cap;
+    int32_t maxgpus;
+    bool dirty;        /* bitmaps/tree need a rebuild (a node was added) */
+    int32_t words;     /* bitmap words */
+    uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
+    int32_t tsize;     /* leaves (power of two) */
+    int64_t *tree;     /* 2*tsize x FG__TREE_KEYS */
+    int32_t up_gpus;   /* GPUs on up nodes */
+    int32_t free_gpus; /* free GPUs on up nodes */
+    /* nodes with >= g GPUs (g = 1..8): up, and in any state; valid while fit_gen ==
+     * s->node_gen */
+    int32_t up_ge[FG_WHOLE_NODE_GPUS + 1], any_ge[FG_WHOLE_NODE_GPUS + 1];
+    int64_t fit_gen;
+} fg__type_t;
+
+/* The walk of pending jobs in plan order (see order.c). */
+typedef struct fg__order {
+    int band;
+    int32_t *cursor;   /* per member: next index in q[band] */
+    int64_t *m_picked; /* per member: GPUs walked this pass */
+    int64_t *a_picked; /* per account */
+    int32_t *m_left;   /* per member: jobs left in band */
+    int64_t *a_left;   /* per account: jobs left in band */
+    int32_t *m_run0, *a_run0;
+    double *m_base, *a_base; /* usage / tau at the start */
+    int32_t rr_pos;
+    int32_t rr_round_left;
+} fg__order_t;
+
+struct fg_sched {
+    fg_config_t cfg;
+    double tau; /* half_life / ln 2; 0 when no memory */
+
+    fg__job_t *jobs;
+    size_t njobs_slots, jobs_cap;
+    int32_t *free_slots;
+    size_t nfree_slots, free_slots_cap;
+    int32_t *live; /* slots of live jobs */
+    size_t nlive, live_cap;
+    int32_t *hash; /* open addressing: slot or -1 */
+    size_t hash_cap;
+    size_t npending;
+
+    fg__account_t *accounts;
+    size_t naccounts, accounts_cap;
+    fg__member_t *members;
+    size_t nmembers, members_cap;
+    fg__node_t *nodes;
+    size_t nnodes, nodes_cap;
+    fg__type_t *types;
+    size_t ntypes, types_cap;
+
+    int64_t pass_no;
+    int64_t node_gen; /* bumped when a node is added or changes state */
+    fg_time_t last_now;
+    fg__order_t it;
+    size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
+    int32_t *touched_nodes;
+    size_t ntouched, touched_cap;
+    int32_t *blocked; /* job slots blocked this pass, in plan order */
+    size_t nblocked, blocked_cap;
+};
+
+/* sched.c */
+void *fg__alloc(size_t n);
+void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
+fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
+int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
+void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
+                       fg_time_t now);
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
+const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
+int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
+void fg__pending_del(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
+
+/* index.c: free-GPU bitmaps and availability trees */
+void fg__type_rebuild(fg_sched_t *s, int32_t t);
+void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
+void fg__node_leaf_update(fg_sched_t *s, int32_t n);
+fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
+int32_t fg__tree_argmin(const fg__type_t *t, int key);
+int64_t fg__tree_min(const fg__type_t *t, int key);
+int32_t fg__type_find(const fg_sched_t *s, const char *name);
+int32_t fg__type_get(fg_sched_t *s, const char *name);
+
+/* queue.c */
+void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
+void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
+void fg__queue_free(fg__queue_t *q);
+
+/* order.c */
+void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
+int32_t fg__order_next(fg_sched_t *s, fg__order_t *o);
+void fg__order_free(fg__order_t *o);
+
+#endif

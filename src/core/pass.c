@@ -1,0 +1,893 @@
+/*
+ * pass.c - one scheduling pass: place, reserve, backfill, estimate, preempt.
+ *
+ * The pass walks pending jobs in plan order (order.c) and for each one:
+ *   1. skips it if it waits out a retry backoff, its account is at quota or out of
+ *      budget, or no up node could hold it;
+ *   2. starts it now on the best-fit node (fewest free GPUs that still fit), unless a
+ *      job before it blocked and the policy has no backfill (fifo, --no-backfill);
+ *   3. otherwise, the first `reserve_depth` blocked jobs get a reservation: the GPUs
+ *      that free up soonest (running jobs' start + time limit, from the availability
+ *      trees of index.c). Reserved GPUs carry res_from = the reservation's start; a
+ *      later job may start on a free GPU only if it ends (now + its time limit) by then.
+ *      Blocked jobs up to `estimate_depth` get an estimate from the same model.
+ *
+ * EASY backfill, worked example: 2 nodes x 8 GPUs. n0 runs a 4-GPU job until t=100,
+ * n1 is full until t=50. At t=0 an 8-GPU job J is first in plan order: it cannot
+ * start; its reservation is n1 from t=50 (whole-node key 50 < 100). Then a 1-GPU job
+ * with limit 200 may start on n0 (not reserved), and a 1-GPU job could start on n1
+ * only if it were free and ended by t=50. J starts at t=50 at the latest.
+ *
+ * Preemption comes last, for up to `preempt_jobs_per_pass` blocked jobs whose GPUs
+ * are not already being freed: high takes from low at once; under wfq/round-robin a
+ * job that waited `preempt_wait_s` and whose account (member) is below its entitlement
+ * takes from long runners (>= quantum_s in all, >= min_run_s this attempt) of
+ * over-entitled accounts (members); under las, from long runners in a higher LAS queue.
+ * Victims are the cheapest in GPU-time lost since their last checkpoint.
+ */
+#include "internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ decisions */
+
+void fg_decisions_init(fg_decisions_t *d)
+{
+    memset(d, 0, sizeof *d);
+}
+
+void fg_decisions_free(fg_decisions_t *d)
+{
+    free(d->starts);
+    free(d->allocs);
+    free(d->preempts);
+    memset(d, 0, sizeof *d);
+}
+
+static void push_start(fg_decisions_t *d, const fg__job_t *j, const fg_alloc_t *al, int32_t n)
+{
+    d->starts = fg__grow(d->starts, &d->starts_cap, d->nstarts + 1, sizeof *d->starts);
+    d->allocs = fg__grow(d->allocs, &d->allocs_cap, d->nallocs + (size_t)n, sizeof *d->allocs);
+    fg_start_t *st = &d->starts[d->nstarts++];
+    st->job = j->id;
+    st->attempt = j->attempt;
+    st->gpus = j->gpus;
+    st->alloc_off = (int32_t)d->nallocs;
+    st->alloc_n = n;
+    memcpy(&d->allocs[d->nallocs], al, sizeof *al * (size_t)n);
+    d->nallocs += (size_t)n;
+}
+
+static void push_preempt(fg_decisions_t *d, const fg__job_t *v, fg_preempt_why_t why,
+                         fg_job_id_t for_job)
+{
+    d->preempts = fg__grow(d->preempts, &d->preempts_cap, d->npreempts + 1, sizeof *d->preempts);
+    fg_preempt_t *p = &d->preempts[d->npreempts++];
+    p->job = v->id;
+    p->attempt = v->attempt;
+    p->why = why;
+    p->for_job = for_job;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static uint64_t low_bits(int n)
+{
+    return n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1);
+}
+
+/* Makes node n's pass-local view (avail, reservations) live for this pass. */
+static void touch(fg_sched_t *s, int32_t n)
+{
+    fg__node_t *nd = &s->nodes[n];
+    if (nd->touched == s->pass_no)
+        return;
+    nd->touched = s->pass_no;
+    for (int i = 0; i < nd->gpus; i++) {
+        nd->avail[i] = fg__gpu_real_avail(s, nd, i);
+        nd->res_from[i] = FG__INF;
+        nd->res_job[i] = 0;
+    }
+    s->touched_nodes =
+        fg__grow(s->touched_nodes, &s->touched_cap, s->ntouched + 1, sizeof *s->touched_nodes);
+    s->touched_nodes[s->ntouched++] = n;
+}
+
+static bool is_touched(const fg_sched_t *s, int32_t n)
+{
+    return s->nodes[n].touched == s->pass_no;
+}
+
+/* GPUs of node n that a job ending at `end` may take now: free, and not reserved
+ * before `end`. */
+static uint64_t usable_mask(const fg_sched_t *s, int32_t n, fg_time_t end)
+{
+    const fg__node_t *nd = &s->nodes[n];
+    if (!is_touched(s, n))
+        return nd->free_mask;
+    uint64_t m = 0;
+    for (int i = 0; i < nd->gpus; i++)
+        if (nd->gpu_job[i] < 0 && nd->res_from[i] >= end)
+            m |= (uint64_t)1 << i;
+    return m;
+}
+
+static uint64_t lowest_n_bits(uint64_t m, int n)
+{
+    uint64_t r = 0;
+    while (n-- > 0 && m) {
+        uint64_t b = m & -m;
+        r |= b;
+        m &= m - 1;
+    }
+    return r;
+}
+
+static bool type_matches(const fg__job_t *j, int32_t t)
+{
+    return j->type < 0 || j->type == t;
+}
+
+/* ------------------------------------------------------------------ placing now */
+
+/* Best-fit single node for j (g <= 8) starting now; fills *al. */
+static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al)
+{
+    const int g = j->gpus;
+    const fg_time_t end = now + j->time_limit;
+    int32_t best = -1, best_free = 0;
+    uint64_t best_mask = 0;
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        const fg__type_t *t = &s->types[ti];
+        if (!type_matches(j, (int32_t)ti) || t->free_gpus < g || t->dirty)
+            continue;
+        for (int f = g; f <= t->maxgpus; f++) {
+            if (best >= 0 && f > best_free)
+                break;
+            const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+            int32_t found = -1;
+            for (int32_t w = 0; w < t->words && found < 0; w++) {
+                uint64_t bits = bm[w];
+                while (bits) {
+                    int32_t pos = w * 64 + __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    int32_t n = t->nodes[pos];
+                    if (!is_touched(s, n)) {
+                        found = n;
+                        break;
+                    }
+                }
+            }
+            if (found >= 0) {
+                if (best < 0 || f < best_free || (f == best_free && found < best)) {
+                    best = found;
+                    best_free = f;
+                    best_mask = lowest_n_bits(s->nodes[found].free_mask, g);
+                }
+                break;
+            }
+        }
+    }
+    for (size_t k = 0; k < s->ntouched; k++) {
+        int32_t n = s->touched_nodes[k];
+        const fg__node_t *nd = &s->nodes[n];
+        if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) || nd->nfree < g)
+            continue;
+        uint64_t m = usable_mask(s, n, end);
+        if (__builtin_popcountll(m) < g)
+            continue;
+        if (best < 0 || nd->nfree < best_free || (nd->nfree == best_free && n < best)) {
+            best = n;
+            best_free = nd->nfree;
+            best_mask = lowest_n_bits(m, g);
+        }
+    }
+    if (best < 0)
+        return false;
+    al->node = best;
+    al->gpu_mask = best_mask;
+    return true;
+}
+
+/* k whole nodes of one type for j (g = 8k) starting now; fills al[0..k). */
+static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al)
+{
+    const int32_t k = j->gpus / FG_WHOLE_NODE_GPUS;
+    const fg_time_t end = now + j->time_limit;
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        const fg__type_t *t = &s->types[ti];
+        if (!type_matches(j, (int32_t)ti) || t->free_gpus < j->gpus || t->dirty)
+            continue;
+        int32_t got = 0;
+        /* smallest nodes first (best fit), then lowest index */
+        for (int f = FG_WHOLE_NODE_GPUS; f <= t->maxgpus && got < k; f++) {
+            const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+            for (int32_t w = 0; w < t->words && got < k; w++) {
+                uint64_t bits = bm[w];
+                while (bits && got < k) {
+                    int32_t n = t->nodes[w * 64 + __builtin_ctzll(bits)];
+                    bits &= bits - 1;
+                    const fg__node_t *nd = &s->nodes[n];
+                    if (nd->gpus != f) /* f free GPUs but not whole */
+                        continue;
+                    if (is_touched(s, n) && usable_mask(s, n, end) != low_bits(nd->gpus))
+                        continue;
+                    al[got].node = n;
+                    al[got].gpu_mask = low_bits(FG_WHOLE_NODE_GPUS);
+                    got++;
+                }
+            }
+        }
+        if (got == k)
+            return true;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ the plan */
+
+/* Claims for j, in the availability model, the GPUs that free up soonest; with
+ * `protect`, later jobs may not use them before the claim starts. Returns the
+ * estimated start (FG_TIME_NEVER if no up node could ever hold j). */
+static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool protect)
+{
+    const int g = j->gpus;
+    if (g <= FG_WHOLE_NODE_GPUS) {
+        int64_t best = FG__INF;
+        int32_t bt = -1;
+        for (size_t ti = 0; ti < s->ntypes; ti++) {
+            if (!type_matches(j, (int32_t)ti) || s->types[ti].dirty)
+                continue;
+            int64_t v = fg__tree_min(&s->types[ti], g - 1);
+            if (v < best) {
+                best = v;
+                bt = (int32_t)ti;
+            }
+        }
+        if (bt < 0)
+            return FG_TIME_NEVER;
+        int32_t n = fg__tree_argmin(&s->types[bt], g - 1);
+        fg_time_t T = best > now ? best : now;
+        touch(s, n);
+        fg__node_t *nd = &s->nodes[n];
+        for (int c = 0; c < g; c++) { /* the g GPUs with the smallest avail */
+            int pick = -1;
+            for (int i = 0; i < nd->gpus; i++)
+                if (nd->avail[i] <= best && (pick < 0 || nd->avail[i] < nd->avail[pick]))
+                    pick = i;
+            if (pick < 0)
+                break;
+            nd->avail[pick] = T + j->time_limit;
+            if (protect && T < nd->res_from[pick]) {
+                nd->res_from[pick] = T;
+                nd->res_job[pick] = j->id;
+            }
+        }
+        fg__node_leaf_update(s, n);
+        j->r_a = n;
+        return T;
+    }
+    const int32_t k = g / FG_WHOLE_NODE_GPUS;
+    int32_t chosen[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int64_t bestT = FG__INF;
+    int32_t bt = -1;
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        fg__type_t *t = &s->types[ti];
+        if (!type_matches(j, (int32_t)ti) || t->dirty)
+            continue;
+        int32_t got = 0;
+        int64_t T = FG__INF;
+        while (got < k) {
+            int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
+            if (n < 0)
+                break;
+            T = fg__tree_min(t, FG__TREE_KEYS - 1);
+            chosen[got++] = n;
+            s->nodes[n].excluded = true;
+            fg__node_leaf_update(s, n);
+        }
+        for (int32_t c = 0; c < got; c++) {
+            s->nodes[chosen[c]].excluded = false;
+            fg__node_leaf_update(s, chosen[c]);
+        }
+        if (got == k && T < bestT) {
+            bestT = T;
+            bt = (int32_t)ti;
+        }
+    }
+    if (bt < 0)
+        return FG_TIME_NEVER;
+    fg__type_t *t = &s->types[bt];
+    fg_time_t T = bestT > now ? bestT : now;
+    for (int32_t c = 0; c < k; c++) {
+        int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
+        touch(s, n);
+        fg__node_t *nd = &s->nodes[n];
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->avail[i] = T + j->time_limit;
+            if (protect && T < nd->res_from[i]) {
+                nd->res_from[i] = T;
+                nd->res_job[i] = j->id;
+            }
+        }
+        fg__node_leaf_update(s, n);
+        if (c == 0)
+            j->r_a = n;
+    }
+    return T;
+}
+
+/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. */
+static bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
+{
+    bool exists = false; /* some node, any state, could hold it */
+    const int gi = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG_WHOLE_NODE_GPUS;
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        fg__type_t *t = &s->types[ti];
+        if (!type_matches(j, (int32_t)ti))
+            continue;
+        if (t->fit_gen != s->node_gen) { /* nodes changed: recount */
+            memset(t->up_ge, 0, sizeof t->up_ge);
+            memset(t->any_ge, 0, sizeof t->any_ge);
+            for (int32_t p = 0; p < t->n; p++) {
+                const fg__node_t *nd = &s->nodes[t->nodes[p]];
+                for (int g = 1; g <= FG_WHOLE_NODE_GPUS && g <= nd->gpus; g++) {
+                    t->any_ge[g]++;
+                    t->up_ge[g] += nd->state == FG_NODE_UP;
+                }
+            }
+            t->fit_gen = s->node_gen;
+        }
+        int32_t up = t->up_ge[gi], any = t->any_ge[gi];
+        int32_t need = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+        if (up >= need)
+            return true;
+        if (any >= need)
+            exists = true;
+    }
+    *why = exists ? FG_REASON_NODES_DOWN : FG_REASON_GPU_TYPE;
+    return false;
+}
+
+/* Why a job that could not start waits: reserved GPUs, fragmentation or resources. */
+static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
+{
+    int32_t free_any = 0;
+    for (size_t ti = 0; ti < s->ntypes; ti++)
+        if (type_matches(j, (int32_t)ti))
+            free_any += s->types[ti].free_gpus;
+    j->r_b = free_any;
+    /* Free GPUs that would fit it but are held for another job? */
+    for (size_t k = 0; k < s->ntouched; k++) {
+        const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
+        if (nd->state != FG_NODE_UP || !type_matches(j, nd->type))
+            continue;
+        bool fits = j->gpus <= FG_WHOLE_NODE_GPUS ? nd->nfree >= j->gpus : nd->nfree == nd->gpus;
+        if (!fits)
+            continue;
+        for (int i = 0; i < nd->gpus; i++)
+            if (nd->gpu_job[i] < 0 && nd->res_job[i] && nd->res_job[i] != j->id) {
+                j->r_job = nd->res_job[i];
+                j->r_a = nd->res_from[i];
+                return FG_REASON_RESERVATION;
+            }
+    }
+    return free_any >= j->gpus ? FG_REASON_FRAGMENTATION : FG_REASON_RESOURCES;
+}
+
+/* ------------------------------------------------------------------ preemption */
+
+typedef struct ent_calc {
+    double *ent_a, *ent_m;
+    bool done;
+} ent_calc_t;
+
+/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i]. */
+static void water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                       int32_t *idx)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (d[i] > 0)
+            idx[m++] = (int32_t)i;
+    }
+    /* insertion sort by d/w (n is the number of accounts or members: small) */
+    for (size_t a = 1; a < m; a++) {
+        int32_t v = idx[a];
+        size_t b = a;
+        while (b > 0 && d[idx[b - 1]] / w[idx[b - 1]] > d[v] / w[v]) {
+            idx[b] = idx[b - 1];
+            b--;
+        }
+        idx[b] = v;
+    }
+    double wsum = 0;
+    for (size_t a = 0; a < m; a++)
+        wsum += w[idx[a]];
+    for (size_t a = 0; a < m; a++) {
+        int32_t i = idx[a];
+        double share = wsum > 0 ? cap * w[i] / wsum : 0;
+        out[i] = d[i] < share ? d[i] : share;
+        cap -= out[i];
+        wsum -= w[i];
+    }
+}
+
+static void entitlements(fg_sched_t *s, ent_calc_t *e)
+{
+    if (e->done)
+        return;
+    e->done = true;
+    size_t na = s->naccounts, nm = s->nmembers;
+    e->ent_a = fg__alloc(sizeof(double) * na);
+    e->ent_m = fg__alloc(sizeof(double) * (nm ? nm : 1));
+    double *d = fg__alloc(sizeof(double) * (na + nm + 1));
+    double *w = fg__alloc(sizeof(double) * (na + nm + 1));
+    int32_t *idx = fg__alloc(sizeof(int32_t) * (na + nm + 1));
+    for (size_t i = 0; i < na; i++) {
+        d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+        w[i] = s->accounts[i].weight;
+    }
+    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, idx);
+    double *dm = fg__alloc(sizeof(double) * (nm + 1));
+    double *wm = fg__alloc(sizeof(double) * (nm + 1));
+    double *om = fg__alloc(sizeof(double) * (nm + 1));
+    int32_t *map = fg__alloc(sizeof(int32_t) * (nm + 1));
+    for (size_t a = 0; a < na; a++) {
+        size_t c = 0;
+        for (size_t i = 0; i < nm; i++) {
+            if (s->members[i].account != (int32_t)a)
+                continue;
+            dm[c] = (double)s->members[i].running + (double)s->members[i].pending_gpus;
+            wm[c] = s->members[i].weight;
+            map[c++] = (int32_t)i;
+        }
+        water_fill(c, dm, wm, e->ent_a[a], om, idx);
+        for (size_t i = 0; i < c; i++)
+            e->ent_m[map[i]] = om[i];
+    }
+    free(d);
+    free(w);
+    free(idx);
+    free(dm);
+    free(wm);
+    free(om);
+    free(map);
+}
+
+/* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
+ * would become one later by running longer. */
+static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_preempt_why_t why,
+                      ent_calc_t *e, fg_time_t now, fg_time_t *wake)
+{
+    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
+        return false;
+    if (why == FG_PREEMPT_PRIORITY)
+        return v->prio == FG_PRIO_LOW;
+    if (v->prio == FG_PRIO_HIGH || v->prio > j->prio)
+        return false;
+    fg_time_t ran = now - v->start_time;
+    if (why == FG_PREEMPT_LAS) {
+        int64_t att = v->attained_gpu_s + (int64_t)v->gpus * ran;
+        if (fg__las_level(s, att) <= j->band)
+            return false;
+    } else {
+        entitlements(s, e);
+        if (v->account != j->account) {
+            if ((double)s->accounts[v->account].running <= e->ent_a[v->account] + 1e-9)
+                return false;
+        } else if (v->member == j->member ||
+                   (double)s->members[v->member].running <= e->ent_m[v->member] + 1e-9) {
+            return false;
+        }
+    }
+    fg_time_t ok_at = v->start_time + s->cfg.min_run_s;
+    if (why == FG_PREEMPT_FAIR_SHARE) {
+        fg_time_t q = v->start_time + (s->cfg.quantum_s - v->run_s);
+        if (q > ok_at)
+            ok_at = q;
+    }
+    if (ok_at > now) {
+        if (ok_at < *wake)
+            *wake = ok_at;
+        return false;
+    }
+    return true;
+}
+
+static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
+{
+    fg_time_t ran = now - v->start_time;
+    return (int64_t)v->gpus * (v->ckpt > 0 ? ran % v->ckpt : ran);
+}
+
+typedef struct victim {
+    int32_t slot;
+    int64_t lost;
+} victim_t;
+
+static int victim_cmp(const void *a, const void *b)
+{
+    const victim_t *x = a, *y = b;
+    if (x->lost != y->lost)
+        return x->lost < y->lost ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* Tries to free room for blocked job j by preemption; pushes the victims. */
+static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e,
+                        fg_decisions_t *out, fg_time_t *wake)
+{
+    fg_preempt_why_t why;
+    if (j->prio == FG_PRIO_HIGH) {
+        why = FG_PREEMPT_PRIORITY;
+    } else if (s->cfg.policy == FG_POLICY_WFQ || s->cfg.policy == FG_POLICY_RR ||
+               s->cfg.policy == FG_POLICY_LAS) {
+        fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
+        if (ready > now) {
+            if (ready < *wake)
+                *wake = ready;
+            return;
+        }
+        why = s->cfg.policy == FG_POLICY_LAS ? FG_PREEMPT_LAS : FG_PREEMPT_FAIR_SHARE;
+        if (why == FG_PREEMPT_FAIR_SHARE) {
+            entitlements(s, e);
+            bool acct_under =
+                (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9;
+            bool member_under =
+                (double)s->members[j->member].running + j->gpus <= e->ent_m[j->member] + 1e-9;
+            if (!acct_under && !member_under)
+                return;
+        }
+    } else {
+        return;
+    }
+
+    const size_t before = out->npreempts;
+    const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
+    const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
+    /* per node: cost and victims; keep the cheapest need_nodes nodes */
+    int32_t best_nodes[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int64_t best_cost[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int32_t nbest = 0;
+    victim_t cand[FG_MAX_NODE_GPUS];
+    for (size_t n = 0; n < s->nnodes; n++) {
+        const fg__node_t *nd = &s->nodes[n];
+        if (nd->state != FG_NODE_UP || !type_matches(j, nd->type))
+            continue;
+        if (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus)
+            continue;
+        int32_t have = 0, nc = 0;
+        bool blocked = false;
+        for (int i = 0; i < nd->gpus; i++) {
+            int32_t slot = nd->gpu_job[i];
+            if (slot < 0 || s->jobs[slot].preempting) {
+                have++;
+                continue;
+            }
+            bool seen = false;
+            for (int32_t c = 0; c < nc; c++)
+                seen |= cand[c].slot == slot;
+            if (seen)
+                continue;
+            if (victim_ok(s, j, &s->jobs[slot], why, e, now, wake)) {
+                cand[nc].slot = slot;
+                cand[nc].lost = lost_gpu_s(&s->jobs[slot], now);
+                nc++;
+            } else {
+                blocked = true;
+            }
+        }
+        if (!whole && have >= j->gpus)
+            return; /* room is already there or on its way: nothing to preempt */
+        if (whole && blocked)
+            continue;
+        qsort(cand, (size_t)nc, sizeof *cand, victim_cmp);
+        int64_t cost = 0;
+        int32_t used = 0;
+        int32_t target = whole ? nd->gpus : j->gpus;
+        for (int32_t c = 0; c < nc && have < target; c++) {
+            const fg__node_t *vn = nd;
+            int32_t on_node = 0;
+            for (int i = 0; i < vn->gpus; i++)
+                on_node += vn->gpu_job[i] == cand[c].slot;
+            have += on_node;
+            cost += cand[c].lost;
+            used++;
+        }
+        if (have < target)
+            continue;
+        (void)used;
+        /* insert into the best list (cost, then node index), keep need_nodes */
+        int32_t p = nbest;
+        while (p > 0 && best_cost[p - 1] > cost)
+            p--;
+        if (p >= need_nodes)
+            continue;
+        int32_t last = nbest < need_nodes ? nbest : need_nodes - 1;
+        for (int32_t q = last; q > p; q--) {
+            best_nodes[q] = best_nodes[q - 1];
+            best_cost[q] = best_cost[q - 1];
+        }
+        best_nodes[p] = (int32_t)n;
+        best_cost[p] = cost;
+        if (nbest < need_nodes)
+            nbest++;
+    }
+    if (nbest < need_nodes)
+        return;
+    /* Preempt: on each chosen node, the cheapest victims until it has room. */
+    for (int32_t b = 0; b < nbest; b++) {
+        const fg__node_t *nd = &s->nodes[best_nodes[b]];
+        int32_t have = 0, nc = 0;
+        fg_time_t dummy = FG_TIME_NEVER;
+        for (int i = 0; i < nd->gpus; i++) {
+            int32_t slot = nd->gpu_job[i];
+            if (slot < 0 || s->jobs[slot].preempting) {
+                have++;
+                continue;
+            }
+            bool seen = false;
+            for (int32_t c = 0; c < nc; c++)
+                seen |= cand[c].slot == slot;
+            if (!seen && victim_ok(s, j, &s->jobs[slot], why, e, now, &dummy)) {
+                cand[nc].slot = slot;
+                cand[nc].lost = lost_gpu_s(&s->jobs[slot], now);
+                nc++;
+            }
+        }
+        qsort(cand, (size_t)nc, sizeof *cand, victim_cmp);
+        int32_t target = whole ? nd->gpus : j->gpus;
+        for (int32_t c = 0; c < nc && have < target; c++) {
+            fg__job_t *v = &s->jobs[cand[c].slot];
+            for (int i = 0; i < nd->gpus; i++)
+                have += nd->gpu_job[i] == cand[c].slot;
+            v->preempting = true;
+            v->r_job = j->id;
+            push_preempt(out, v, why, j->id);
+            const fg_alloc_t *al = fg__job_allocs(v);
+            for (int32_t k = 0; k < v->nallocs; k++)
+                fg__node_leaf_update(s, al[k].node);
+        }
+    }
+    if (out->npreempts > before)
+        j->r_job = out->preempts[out->npreempts - 1].job;
+}
+
+/* ------------------------------------------------------------------ the pass */
+
+int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
+{
+    if (!s || !out)
+        return FG_EINVAL;
+    if (now < s->last_now)
+        now = s->last_now; /* time never runs backwards inside the core */
+    s->last_now = now;
+    out->nstarts = out->nallocs = out->npreempts = 0;
+    out->scanned = 0;
+    out->next_wake = FG_TIME_NEVER;
+    s->pass_no++;
+    out->pass_no = s->pass_no;
+    s->ntouched = 0;
+    s->nblocked = 0;
+    for (size_t t = 0; t < s->ntypes; t++)
+        if (s->types[t].dirty)
+            fg__type_rebuild(s, (int32_t)t);
+
+    const fg_config_t *c = &s->cfg;
+    const bool no_backfill = c->policy == FG_POLICY_FIFO || !c->backfill;
+    const int64_t K = c->estimate_depth;
+    fg_time_t wake = FG_TIME_NEVER;
+    fg__order_t *o = &s->it;
+    fg__order_prepare(s, o, now);
+    int64_t idx = 0, after_block = 0;
+    int32_t reserved = 0;
+    fg_job_id_t head_blocked = 0;
+    int32_t slot;
+    fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+
+    while ((slot = fg__order_next(s, o)) >= 0) {
+        idx++;
+        if (head_blocked) {
+            after_block++;
+            bool starts_possible = !no_backfill && fg_sched_gpus_free(s) > 0;
+            if (idx > K &&
+                (!starts_possible || (c->backfill_depth > 0 && after_block > c->backfill_depth)))
+                break;
+        } else if (idx > K && fg_sched_gpus_free(s) == 0) {
+            break;
+        }
+        out->scanned++;
+        fg__job_t *j = &s->jobs[slot];
+        j->reason_pass = s->pass_no;
+        j->est = FG_TIME_NEVER;
+        j->r_job = 0;
+        j->r_a = j->r_b = 0;
+        fg__account_t *a = &s->accounts[j->account];
+
+        if (j->eligible_time > now) {
+            j->reason = FG_REASON_RETRY_BACKOFF;
+            j->est = j->eligible_time;
+            if (j->eligible_time < wake)
+                wake = j->eligible_time;
+            continue;
+        }
+        if (a->budget_exhausted) {
+            j->reason = FG_REASON_BUDGET;
+            continue;
+        }
+        if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+            j->reason = FG_REASON_QUOTA;
+            j->r_a = a->running;
+            j->r_b = a->quota;
+            continue;
+        }
+        fg_reason_t why;
+        if (!feasible(s, j, &why)) {
+            j->reason = why;
+            continue;
+        }
+        if (no_backfill && head_blocked) {
+            j->reason = FG_REASON_PRIORITY;
+            j->r_job = head_blocked;
+            if (idx <= K)
+                j->est = plan_claim(s, j, now, false);
+            continue;
+        }
+        bool placed = j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al)
+                                                    : place_whole(s, j, now, al);
+        if (placed) {
+            int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+            fg__job_start(s, slot, al, n, now);
+            push_start(out, j, al, n);
+            continue;
+        }
+        j->reason = blocked_reason(s, j);
+        fg_job_id_t keep_job = j->r_job;
+        int64_t keep_from = j->r_a;
+        if (!head_blocked)
+            head_blocked = j->id;
+        bool protect = reserved < c->reserve_depth;
+        if (protect || idx <= K) {
+            j->est = plan_claim(s, j, now, protect);
+            reserved += protect;
+        }
+        if (j->reason == FG_REASON_RESERVATION) {
+            j->r_job = keep_job;
+            j->r_b = keep_from;
+        }
+        if (j->reason != FG_REASON_RESERVATION && (j->est == FG_TIME_NEVER || j->est > now)) {
+            s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
+            s->blocked[s->nblocked++] = slot;
+        }
+    }
+
+    /* Started jobs leave their queues now that the walk over them is over. */
+    for (size_t k = 0; k < out->nstarts; k++)
+        fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
+
+    /* Drop the pass-local view: leaves go back to the real state. */
+    for (size_t k = 0; k < s->ntouched; k++) {
+        int32_t n = s->touched_nodes[k];
+        s->nodes[n].touched = -1;
+        fg__node_leaf_update(s, n);
+    }
+    s->ntouched = 0;
+
+    if (c->preemption && s->nblocked) {
+        ent_calc_t e = {0};
+        int32_t served = 0;
+        for (size_t b = 0; b < s->nblocked && served < c->preempt_jobs_per_pass; b++) {
+            fg__job_t *j = &s->jobs[s->blocked[b]];
+            size_t before = out->npreempts;
+            try_preempt(s, j, now, &e, out, &wake);
+            served += out->npreempts > before;
+        }
+        free(e.ent_a);
+        free(e.ent_m);
+    }
+    out->next_wake = wake;
+    return FG_OK;
+}
+
+/* ------------------------------------------------------------------ explain */
+
+static int fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *buf, size_t n, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int r = vsnprintf(buf, n, f, ap);
+    va_end(ap);
+    return r;
+}
+
+static void when(char *b, size_t n, fg_time_t t, fg_time_t now)
+{
+    if (t == FG_TIME_NEVER)
+        fmt(b, n, "no estimate yet");
+    else if (t <= now)
+        fmt(b, n, "expected now");
+    else
+        fmt(b, n, "expected at t=%" PRId64 " (in %" PRId64 " s)", t, t - now);
+}
+
+int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+{
+    fg__job_t *j = fg__job_by_id(s, id);
+    if (!j)
+        return FG_ENOENT;
+    if (!buf || !n)
+        return FG_EINVAL;
+    if (j->state == FG_JOB_RUNNING) {
+        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
+        return FG_REASON_NONE;
+    }
+    const fg__account_t *a = &s->accounts[j->account];
+    char w[96];
+    when(w, sizeof w, j->est, now);
+    if (j->reason_pass != s->pass_no) {
+        /* not reached by the last pass: count the jobs before it in plan order */
+        fg__order_t tmp = {0};
+        fg__order_prepare(s, &tmp, now);
+        int64_t ahead = 0;
+        int32_t slot;
+        while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
+            ahead++;
+        fg__order_free(&tmp);
+        fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
+            ahead, fg_policy_name(s->cfg.policy));
+        return FG_REASON_PRIORITY;
+    }
+    switch (j->reason) {
+    case FG_REASON_PRIORITY:
+        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", j->r_job,
+            fg_policy_name(s->cfg.policy), w);
+        break;
+    case FG_REASON_RESOURCES:
+        if (j->r_job)
+            fmt(buf, n,
+                "waiting for %d GPUs (%" PRId64 " free); preempting job %" PRIu64 " to make room",
+                j->gpus, j->r_b, j->r_job);
+        else
+            fmt(buf, n, "waiting for %d free GPUs%s (%" PRId64 " free now); node %s; %s", j->gpus,
+                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", j->r_b,
+                j->est != FG_TIME_NEVER ? s->nodes[j->r_a].name : "?", w);
+        break;
+    case FG_REASON_FRAGMENTATION:
+        fmt(buf, n, "%" PRId64 " GPUs free but not %d %s; %s", j->r_b, j->gpus,
+            j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node", w);
+        break;
+    case FG_REASON_RESERVATION:
+        fmt(buf, n, "the free GPUs it fits are reserved for job %" PRIu64 " from t=%" PRId64 "; %s",
+            j->r_job, j->r_b, w);
+        break;
+    case FG_REASON_QUOTA:
+        fmt(buf, n, "account %s at its quota: %" PRId64 "/%" PRId64 " GPUs in use, needs %d",
+            a->name, j->r_a, j->r_b, j->gpus);
+        break;
+    case FG_REASON_BUDGET:
+        fmt(buf, n, "account %s has exhausted its budget", a->name);
+        break;
+    case FG_REASON_RETRY_BACKOFF:
+        fmt(buf, n, "retry %d of %d after a failure; eligible at t=%" PRId64 " (in %" PRId64 " s)",
+            j->retries_used, j->max_retries, j->eligible_time, j->eligible_time - now);
+        break;
+    case FG_REASON_GPU_TYPE:
+        fmt(buf, n, "no node has %d GPUs of type %s", j->gpus,
+            j->type >= 0 ? s->types[j->type].name : "any");
+        break;
+    case FG_REASON_NODES_DOWN:
+        fmt(buf, n, "every node that can hold its %d GPUs is down or draining", j->gpus);
+        break;
+    default:
+        fmt(buf, n, "waiting for the next scheduling pass");
+        break;
+    }
+    return (int)j->reason;
+}

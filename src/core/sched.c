@@ -1,0 +1,924 @@
+/*
+ * sched.c - the scheduler's state and its events: accounts, members, nodes, job
+ * submission, cancellation, attempt ends, usage, inspection and rebuild.
+ * The pass itself lives in pass.c, the plan order in order.c.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ memory */
+
+void *fg__alloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fputs("fairgpu core: out of memory\n", stderr);
+        abort();
+    }
+    return p;
+}
+
+void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(p, c * size);
+    if (!q) {
+        fputs("fairgpu core: out of memory\n", stderr);
+        abort();
+    }
+    *cap = c;
+    return q;
+}
+
+/* ------------------------------------------------------------------ id hash */
+
+static size_t hash_id(fg_job_id_t id, size_t cap)
+{
+    uint64_t x = id * 0x9E3779B97F4A7C15ull;
+    return (size_t)(x ^ (x >> 29)) & (cap - 1);
+}
+
+static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot);
+
+static void hash_resize(fg_sched_t *s, size_t cap)
+{
+    int32_t *old = s->hash;
+    size_t oldcap = s->hash_cap;
+    s->hash = fg__alloc(cap * sizeof *s->hash);
+    for (size_t i = 0; i < cap; i++)
+        s->hash[i] = -1;
+    s->hash_cap = cap;
+    for (size_t i = 0; i < oldcap; i++)
+        if (old[i] >= 0)
+            hash_put(s, s->jobs[old[i]].id, old[i]);
+    free(old);
+}
+
+static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot)
+{
+    if ((s->nlive + 1) * 2 > s->hash_cap)
+        hash_resize(s, s->hash_cap ? s->hash_cap * 2 : 1024);
+    size_t i = hash_id(id, s->hash_cap);
+    while (s->hash[i] >= 0)
+        i = (i + 1) & (s->hash_cap - 1);
+    s->hash[i] = slot;
+}
+
+static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
+{
+    if (!s->hash_cap)
+        return -1;
+    size_t i = hash_id(id, s->hash_cap);
+    while (s->hash[i] >= 0) {
+        if (s->jobs[s->hash[i]].id == id)
+            return s->hash[i];
+        i = (i + 1) & (s->hash_cap - 1);
+    }
+    return -1;
+}
+
+/* Linear-probing delete by backward shift: no tombstones. */
+static void hash_del(fg_sched_t *s, fg_job_id_t id)
+{
+    size_t m = s->hash_cap - 1, i = hash_id(id, s->hash_cap);
+    while (s->hash[i] >= 0 && s->jobs[s->hash[i]].id != id)
+        i = (i + 1) & m;
+    if (s->hash[i] < 0)
+        return;
+    size_t j = i;
+    for (;;) {
+        s->hash[i] = -1;
+        for (;;) {
+            j = (j + 1) & m;
+            if (s->hash[j] < 0)
+                return;
+            size_t k = hash_id(s->jobs[s->hash[j]].id, s->hash_cap);
+            /* move j back to i unless its home k lies cyclically in (i, j] */
+            if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+                continue;
+            break;
+        }
+        s->hash[i] = s->hash[j];
+        i = j;
+    }
+}
+
+fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id)
+{
+    int32_t slot = hash_get(s, id);
+    return slot < 0 ? NULL : &s->jobs[slot];
+}
+
+/* ------------------------------------------------------------------ lifecycle */
+
+fg_sched_t *fg_sched_new(const fg_config_t *cfg)
+{
+    if (fg_config_check(cfg, NULL) != FG_OK)
+        return NULL;
+    fg_sched_t *s = calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->cfg = *cfg;
+    s->tau = cfg->half_life_s > 0 ? (double)cfg->half_life_s / M_LN2 : 0.0;
+    s->last_now = INT64_MIN;
+    s->node_gen = 1;
+    fg_sched_account_set(s, "default", 1.0, -1);
+    return s;
+}
+
+void fg_sched_free(fg_sched_t *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->njobs_slots; i++)
+        free(s->jobs[i].allocm);
+    for (size_t i = 0; i < s->nmembers; i++)
+        for (int b = 0; b < FG__NBANDS; b++)
+            fg__queue_free(&s->members[i].q[b]);
+    for (size_t i = 0; i < s->ntypes; i++) {
+        free(s->types[i].nodes);
+        free(s->types[i].bm);
+        free(s->types[i].tree);
+    }
+    fg__order_free(&s->it);
+    free(s->jobs);
+    free(s->free_slots);
+    free(s->live);
+    free(s->hash);
+    free(s->accounts);
+    free(s->members);
+    free(s->nodes);
+    free(s->types);
+    free(s->touched_nodes);
+    free(s->blocked);
+    free(s);
+}
+
+const fg_config_t *fg_sched_config(const fg_sched_t *s)
+{
+    return &s->cfg;
+}
+
+/* ------------------------------------------------------------------ usage */
+
+/* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
+ * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0. */
+void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
+                       fg_time_t now)
+{
+    if (now <= *at)
+        return;
+    if (*at == INT64_MIN) { /* never used before */
+        *at = now;
+        return;
+    }
+    if (s->tau <= 0.0) {
+        *usage = 0.0;
+    } else {
+        double d = exp(-(double)(now - *at) / s->tau);
+        *usage = *usage * d + (double)running * s->tau * (1.0 - d);
+    }
+    *at = now;
+}
+
+static void usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now)
+{
+    fg__account_t *a = &s->accounts[account];
+    fg__member_t *m = &s->members[member];
+    fg__usage_advance(s, &a->usage, &a->usage_at, a->running, now);
+    fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+}
+
+double fg_sched_account_usage(fg_sched_t *s, int account, fg_time_t now)
+{
+    if (account < 0 || (size_t)account >= s->naccounts)
+        return 0.0;
+    fg__account_t *a = &s->accounts[account];
+    fg__usage_advance(s, &a->usage, &a->usage_at, a->running, now);
+    return a->usage;
+}
+
+double fg_sched_member_usage(fg_sched_t *s, int member, fg_time_t now)
+{
+    if (member < 0 || (size_t)member >= s->nmembers)
+        return 0.0;
+    fg__member_t *m = &s->members[member];
+    fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+    return m->usage;
+}
+
+int fg_sched_account_set_usage(fg_sched_t *s, int account, double gpu_s, fg_time_t now)
+{
+    if (account < 0 || (size_t)account >= s->naccounts || !(gpu_s >= 0.0))
+        return FG_EINVAL;
+    s->accounts[account].usage = s->tau > 0 ? gpu_s : 0.0;
+    s->accounts[account].usage_at = now;
+    return FG_OK;
+}
+
+int fg_sched_member_set_usage(fg_sched_t *s, int member, double gpu_s, fg_time_t now)
+{
+    if (member < 0 || (size_t)member >= s->nmembers || !(gpu_s >= 0.0))
+        return FG_EINVAL;
+    s->members[member].usage = s->tau > 0 ? gpu_s : 0.0;
+    s->members[member].usage_at = now;
+    return FG_OK;
+}
+
+/* ------------------------------------------------------------------ accounts, members */
+
+static bool name_ok(const char *name)
+{
+    return name && name[0] && strlen(name) < FG_NAME_MAX;
+}
+
+int fg_sched_account_find(const fg_sched_t *s, const char *name)
+{
+    for (size_t i = 0; name && i < s->naccounts; i++)
+        if (!strcmp(s->accounts[i].name, name))
+            return (int)i;
+    return FG_ENOENT;
+}
+
+int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t gpu_quota)
+{
+    if (!name_ok(name) || !(weight > 0.0) || !isfinite(weight))
+        return FG_EINVAL;
+    int i = fg_sched_account_find(s, name);
+    if (i < 0) {
+        s->accounts =
+            fg__grow(s->accounts, &s->accounts_cap, s->naccounts + 1, sizeof *s->accounts);
+        i = (int)s->naccounts++;
+        fg__account_t *a = &s->accounts[i];
+        memset(a, 0, sizeof *a);
+        snprintf(a->name, sizeof a->name, "%s", name);
+        a->usage_at = INT64_MIN;
+    }
+    s->accounts[i].weight = weight;
+    s->accounts[i].quota = gpu_quota < 0 ? -1 : gpu_quota;
+    return i;
+}
+
+int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhausted)
+{
+    if (account < 0 || (size_t)account >= s->naccounts)
+        return FG_ENOENT;
+    s->accounts[account].budget_exhausted = exhausted;
+    return FG_OK;
+}
+
+int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
+{
+    int a = fg_sched_account_find(s, account);
+    if (a < 0 || !user)
+        return FG_ENOENT;
+    for (size_t i = 0; i < s->nmembers; i++)
+        if (s->members[i].account == a && !strcmp(s->members[i].user, user))
+            return (int)i;
+    return FG_ENOENT;
+}
+
+int fg_sched_member_set(fg_sched_t *s, const char *account, const char *user, double weight)
+{
+    if (!name_ok(user) || !(weight > 0.0) || !isfinite(weight))
+        return FG_EINVAL;
+    int a = fg_sched_account_find(s, account);
+    if (a < 0)
+        return FG_ENOENT;
+    int i = fg_sched_member_find(s, account, user);
+    if (i < 0) {
+        s->members = fg__grow(s->members, &s->members_cap, s->nmembers + 1, sizeof *s->members);
+        i = (int)s->nmembers++;
+        fg__member_t *m = &s->members[i];
+        memset(m, 0, sizeof *m);
+        snprintf(m->user, sizeof m->user, "%s", user);
+        m->account = a;
+        m->usage_at = INT64_MIN;
+    }
+    s->members[i].weight = weight;
+    return i;
+}
+
+/* ------------------------------------------------------------------ nodes */
+
+int fg_sched_node_find(const fg_sched_t *s, const char *name)
+{
+    for (size_t i = 0; name && i < s->nnodes; i++)
+        if (!strcmp(s->nodes[i].name, name))
+            return (int)i;
+    return FG_ENOENT;
+}
+
+int fg_sched_node_add(fg_sched_t *s, const char *name, int32_t gpus, const char *gpu_type,
+                      fg_node_state_t state)
+{
+    if (!name_ok(name) || gpus < 1 || gpus > FG_MAX_NODE_GPUS || !name_ok(gpu_type) ||
+        (unsigned)state > FG_NODE_DOWN)
+        return FG_EINVAL;
+    if (fg_sched_node_find(s, name) >= 0)
+        return FG_EEXIST;
+    int32_t ti = fg__type_get(s, gpu_type);
+    s->node_gen++;
+    s->nodes = fg__grow(s->nodes, &s->nodes_cap, s->nnodes + 1, sizeof *s->nodes);
+    int32_t n = (int32_t)s->nnodes++;
+    fg__node_t *nd = &s->nodes[n];
+    memset(nd, 0, sizeof *nd);
+    snprintf(nd->name, sizeof nd->name, "%s", name);
+    nd->gpus = gpus;
+    nd->type = ti;
+    nd->state = state;
+    nd->free_mask = gpus == 64 ? ~(uint64_t)0 : (((uint64_t)1 << gpus) - 1);
+    nd->nfree = gpus;
+    nd->bucket = -1;
+    nd->touched = -1;
+    for (int i = 0; i < FG_MAX_NODE_GPUS; i++)
+        nd->gpu_job[i] = -1;
+    fg__type_t *t = &s->types[ti];
+    size_t cap = (size_t)t->cap;
+    t->nodes = fg__grow(t->nodes, &cap, (size_t)t->n + 1, sizeof *t->nodes);
+    bool resized = (int32_t)cap != t->cap;
+    t->cap = (int32_t)cap;
+    nd->type_pos = t->n;
+    t->nodes[t->n++] = n;
+    if (resized || gpus > t->maxgpus || t->tree == NULL)
+        fg__type_rebuild(s, ti);
+    else
+        fg__node_changed(s, n);
+    return n;
+}
+
+int fg_sched_node_set_state(fg_sched_t *s, int node, fg_node_state_t state, fg_time_t now)
+{
+    (void)now;
+    if (node < 0 || (size_t)node >= s->nnodes)
+        return FG_ENOENT;
+    if ((unsigned)state > FG_NODE_DOWN)
+        return FG_EINVAL;
+    s->nodes[node].state = state;
+    s->node_gen++;
+    fg__node_changed(s, node);
+    return FG_OK;
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j)
+{
+    switch (s->cfg.policy) {
+    case FG_POLICY_FIFO:
+        return 0;
+    case FG_POLICY_LAS:
+        return (int32_t)fg__las_level(s, j->attained_gpu_s);
+    default:
+        return FG_PRIO_HIGH - (int32_t)j->prio;
+    }
+}
+
+int64_t fg__las_level(const fg_sched_t *s, int64_t attained)
+{
+    int64_t q = 0;
+    while (q + 1 < s->cfg.las_levels && attained >= s->cfg.las_thresholds_gpu_s[q])
+        q++;
+    return q;
+}
+
+const fg_alloc_t *fg__job_allocs(const fg__job_t *j)
+{
+    return j->nallocs > 1 ? j->allocm : &j->alloc1;
+}
+
+static void pending_add(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    j->state = FG_JOB_PENDING;
+    j->band = fg__job_band(s, j);
+    fg__member_t *m = &s->members[j->member];
+    fg__queue_insert(s, &m->q[j->band], slot);
+    m->pending++;
+    m->pending_gpus += j->gpus;
+    s->accounts[j->account].pending++;
+    s->accounts[j->account].pending_gpus += j->gpus;
+    s->npending++;
+    j->reason_pass = -1;
+    j->est = FG_TIME_NEVER;
+}
+
+void fg__pending_del(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    fg__member_t *m = &s->members[j->member];
+    fg__queue_remove(s, &m->q[j->band], slot);
+    m->pending--;
+    m->pending_gpus -= j->gpus;
+    s->accounts[j->account].pending--;
+    s->accounts[j->account].pending_gpus -= j->gpus;
+    s->npending--;
+}
+
+static bool gpus_valid(int32_t g)
+{
+    if (g >= 1 && g <= FG_WHOLE_NODE_GPUS)
+        return true;
+    return g > FG_WHOLE_NODE_GPUS && g <= FG_MAX_JOB_GPUS && g % FG_WHOLE_NODE_GPUS == 0;
+}
+
+/* Validates a spec and resolves its account, member and type. */
+static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, int *acc, int *mem, int32_t *type)
+{
+    if (!sp || sp->id == 0 || !gpus_valid(sp->gpus) || sp->time_limit_s <= 0 ||
+        (unsigned)sp->prio > FG_PRIO_HIGH || sp->max_retries < 0 || sp->checkpoint_interval_s < 0)
+        return FG_EINVAL;
+    if (sp->gpu_type && sp->gpu_type[0] && !name_ok(sp->gpu_type))
+        return FG_EINVAL;
+    if (hash_get(s, sp->id) >= 0)
+        return FG_EEXIST;
+    *acc = fg_sched_account_find(s, sp->account);
+    if (*acc < 0)
+        return FG_ENOENT;
+    *mem = fg_sched_member_find(s, sp->account, sp->user);
+    if (*mem < 0)
+        return FG_ENOENT;
+    if (s->accounts[*acc].quota >= 0 && sp->gpus > s->accounts[*acc].quota)
+        return FG_EQUOTA;
+    *type = -1;
+    if (sp->gpu_type && sp->gpu_type[0])
+        *type = fg__type_find(s, sp->gpu_type);
+    return FG_OK;
+}
+
+static int32_t slot_new(fg_sched_t *s)
+{
+    int32_t slot;
+    if (s->nfree_slots) {
+        slot = s->free_slots[--s->nfree_slots];
+    } else {
+        s->jobs = fg__grow(s->jobs, &s->jobs_cap, s->njobs_slots + 1, sizeof *s->jobs);
+        slot = (int32_t)s->njobs_slots++;
+    }
+    memset(&s->jobs[slot], 0, sizeof s->jobs[slot]);
+    return slot;
+}
+
+static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int mem, int32_t type)
+{
+    if (type < 0 && sp->gpu_type && sp->gpu_type[0])
+        type = fg__type_get(s, sp->gpu_type); /* unknown type: waits with gpu_type */
+    int32_t slot = slot_new(s);
+    fg__job_t *j = &s->jobs[slot];
+    j->id = sp->id;
+    j->account = acc;
+    j->member = mem;
+    j->gpus = sp->gpus;
+    j->type = type;
+    j->prio = sp->prio;
+    j->submit_time = sp->submit_time;
+    j->queued_since = sp->submit_time;
+    j->time_limit = sp->time_limit_s;
+    j->ckpt = sp->checkpoint_interval_s;
+    j->max_retries = sp->max_retries;
+    j->eligible_time = INT64_MIN;
+    j->est = FG_TIME_NEVER;
+    j->reason_pass = -1;
+    s->live = fg__grow(s->live, &s->live_cap, s->nlive + 1, sizeof *s->live);
+    j->live_pos = (int32_t)s->nlive;
+    hash_put(s, j->id, slot);
+    s->live[s->nlive++] = slot;
+    return slot;
+}
+
+static void job_destroy(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    hash_del(s, j->id);
+    int32_t last = s->live[--s->nlive];
+    s->live[j->live_pos] = last;
+    s->jobs[last].live_pos = j->live_pos;
+    free(j->allocm);
+    memset(j, 0, sizeof *j);
+    s->free_slots =
+        fg__grow(s->free_slots, &s->free_slots_cap, s->nfree_slots + 1, sizeof *s->free_slots);
+    s->free_slots[s->nfree_slots++] = slot;
+}
+
+int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+{
+    (void)now;
+    int acc, mem;
+    int32_t type;
+    int rc = spec_check(s, spec, &acc, &mem, &type);
+    if (rc != FG_OK)
+        return rc;
+    if (s->cfg.max_pending_per_user > 0 && s->members[mem].pending >= s->cfg.max_pending_per_user)
+        return FG_EQUEUE_FULL;
+    if (s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
+        s->npending >= (size_t)s->cfg.shed_pending)
+        return FG_ESHED;
+    int32_t slot = job_create(s, spec, acc, mem, type);
+    pending_add(s, slot);
+    return FG_OK;
+}
+
+/* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now`. */
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
+{
+    fg__job_t *j = &s->jobs[slot];
+    usage_touch(s, j->account, j->member, now);
+    j->state = FG_JOB_RUNNING;
+    j->start_time = now;
+    j->attempt++;
+    j->preempting = false;
+    j->nallocs = n;
+    free(j->allocm);
+    j->allocm = NULL;
+    if (n > 1) {
+        j->allocm = fg__alloc(sizeof *allocs * (size_t)n);
+        memcpy(j->allocm, allocs, sizeof *allocs * (size_t)n);
+    } else {
+        j->alloc1 = allocs[0];
+    }
+    for (int32_t k = 0; k < n; k++) {
+        fg__node_t *nd = &s->nodes[allocs[k].node];
+        nd->free_mask &= ~allocs[k].gpu_mask;
+        for (int i = 0; i < nd->gpus; i++)
+            if (allocs[k].gpu_mask >> i & 1) {
+                nd->gpu_job[i] = slot;
+                nd->nfree--;
+                if (nd->touched == s->pass_no && nd->avail[i] < now + j->time_limit)
+                    nd->avail[i] = now + j->time_limit;
+            }
+        fg__node_changed(s, allocs[k].node);
+    }
+    s->accounts[j->account].running += j->gpus;
+    s->members[j->member].running += j->gpus;
+    j->reason = FG_REASON_NONE;
+    j->est = now;
+}
+
+static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
+{
+    fg__job_t *j = &s->jobs[slot];
+    usage_touch(s, j->account, j->member, now);
+    const fg_alloc_t *al = fg__job_allocs(j);
+    for (int32_t k = 0; k < j->nallocs; k++) {
+        fg__node_t *nd = &s->nodes[al[k].node];
+        for (int i = 0; i < nd->gpus; i++)
+            if (al[k].gpu_mask >> i & 1 && nd->gpu_job[i] == slot) {
+                nd->gpu_job[i] = -1;
+                nd->nfree++;
+            }
+        nd->free_mask |= al[k].gpu_mask;
+        fg__node_changed(s, al[k].node);
+    }
+    s->accounts[j->account].running -= j->gpus;
+    s->members[j->member].running -= j->gpus;
+    j->nallocs = 0;
+    free(j->allocm);
+    j->allocm = NULL;
+    j->preempting = false;
+}
+
+int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t attempt,
+                             int32_t retries_used, int64_t attained_gpu_s, fg_time_t start_time,
+                             const fg_alloc_t *allocs, int32_t nallocs, fg_time_t now)
+{
+    int acc, mem;
+    int32_t type;
+    int rc = spec_check(s, spec, &acc, &mem, &type);
+    if (rc != FG_OK)
+        return rc;
+    if (attempt < 1 || retries_used < 0 || attained_gpu_s < 0 || !allocs || nallocs < 1 ||
+        start_time > now)
+        return FG_EINVAL;
+    int32_t total = 0;
+    for (int32_t k = 0; k < nallocs; k++) {
+        if (allocs[k].node < 0 || (size_t)allocs[k].node >= s->nnodes)
+            return FG_ENOENT;
+        const fg__node_t *nd = &s->nodes[allocs[k].node];
+        uint64_t all = nd->gpus == 64 ? ~(uint64_t)0 : (((uint64_t)1 << nd->gpus) - 1);
+        if ((allocs[k].gpu_mask & ~all) || (allocs[k].gpu_mask & ~nd->free_mask))
+            return FG_ESTATE; /* GPU missing or taken */
+        for (int32_t m = 0; m < k; m++)
+            if (allocs[m].node == allocs[k].node)
+                return FG_EINVAL;
+        total += __builtin_popcountll(allocs[k].gpu_mask);
+    }
+    if (total != spec->gpus)
+        return FG_EINVAL;
+    int32_t slot = job_create(s, spec, acc, mem, type);
+    fg__job_t *j = &s->jobs[slot];
+    j->retries_used = retries_used;
+    j->attained_gpu_s = attained_gpu_s;
+    fg__job_start(s, slot, allocs, nallocs, start_time);
+    j->attempt = attempt;
+    return FG_OK;
+}
+
+int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, int32_t retries_used,
+                             int64_t attained_gpu_s, fg_time_t eligible_time)
+{
+    int32_t slot = hash_get(s, id);
+    if (slot < 0)
+        return FG_ENOENT;
+    fg__job_t *j = &s->jobs[slot];
+    if (j->state != FG_JOB_PENDING)
+        return FG_ESTATE;
+    if (attempts < 0 || retries_used < 0 || attained_gpu_s < 0)
+        return FG_EINVAL;
+    fg__pending_del(s, slot);
+    j->attempt = attempts;
+    j->retries_used = retries_used;
+    j->attained_gpu_s = attained_gpu_s;
+    j->eligible_time = eligible_time;
+    pending_add(s, slot);
+    return FG_OK;
+}
+
+int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
+{
+    (void)now;
+    int32_t slot = hash_get(s, id);
+    if (slot < 0)
+        return FG_ENOENT;
+    if (s->jobs[slot].state != FG_JOB_PENDING)
+        return FG_ESTATE;
+    fg__pending_del(s, slot);
+    job_destroy(s, slot);
+    return FG_OK;
+}
+
+int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
+                           fg_time_t now, fg_attempt_t *out)
+{
+    int32_t slot = hash_get(s, id);
+    if (slot < 0)
+        return FG_ENOENT;
+    if ((unsigned)cause > FG_END_NODE_LOST)
+        return FG_EINVAL;
+    fg__job_t *j = &s->jobs[slot];
+    if (j->state != FG_JOB_RUNNING || j->attempt != attempt)
+        return FG_ESTALE;
+    if (now < j->start_time)
+        now = j->start_time;
+    fg_attempt_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.job = id;
+    rec.attempt = attempt;
+    rec.start_time = j->start_time;
+    rec.end_time = now;
+    rec.cause = cause;
+    rec.gpus = j->gpus;
+    fg_time_t run = now - j->start_time;
+    rec.gpu_seconds = (int64_t)j->gpus * run;
+    fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
+    if (cause == FG_END_PREEMPTED)
+        rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    job_release(s, slot, now);
+    j->attained_gpu_s += rec.gpu_seconds;
+    j->run_s += run;
+
+    fg_job_state_t next;
+    switch (cause) {
+    case FG_END_COMPLETED:
+        next = FG_JOB_COMPLETED;
+        break;
+    case FG_END_CANCELLED:
+        next = FG_JOB_CANCELLED;
+        break;
+    case FG_END_TIMEOUT:
+        next = FG_JOB_TIMEOUT;
+        break;
+    case FG_END_PREEMPTED:
+        next = FG_JOB_PENDING;
+        break;
+    default: /* failed, node lost: retry while allowed */
+        if (j->retries_used < j->max_retries) {
+            j->retries_used++;
+            fg_time_t b = s->cfg.retry_backoff_s;
+            for (int32_t k = 1; k < j->retries_used && b < s->cfg.retry_backoff_max_s; k++)
+                b *= 2;
+            if (b > s->cfg.retry_backoff_max_s)
+                b = s->cfg.retry_backoff_max_s;
+            j->eligible_time = now + b;
+            next = FG_JOB_PENDING;
+        } else {
+            next = FG_JOB_FAILED;
+        }
+    }
+    rec.new_state = next;
+    rec.eligible_time = next == FG_JOB_PENDING ? j->eligible_time : FG_TIME_NEVER;
+    if (next == FG_JOB_PENDING) {
+        if (cause == FG_END_PREEMPTED)
+            rec.eligible_time = j->eligible_time = now;
+        j->queued_since = now;
+        pending_add(s, slot);
+    } else {
+        job_destroy(s, slot);
+    }
+    if (out)
+        *out = rec;
+    return FG_OK;
+}
+
+/* ------------------------------------------------------------------ inspection */
+
+static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->id = j->id;
+    o->state = j->state;
+    o->account = j->account;
+    o->member = j->member;
+    o->gpus = j->gpus;
+    o->prio = j->prio;
+    o->submit_time = j->submit_time;
+    o->time_limit_s = j->time_limit;
+    o->attempt = j->attempt;
+    o->retries_used = j->retries_used;
+    o->max_retries = j->max_retries;
+    o->attained_gpu_s = j->attained_gpu_s;
+    o->start_time = j->state == FG_JOB_RUNNING ? j->start_time : 0;
+    o->eligible_time = j->eligible_time;
+    o->preempting = j->preempting;
+    bool fresh = j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no;
+    o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
+                : fresh                    ? j->reason
+                                           : FG_REASON_PRIORITY;
+    o->estimated_start = fresh ? j->est : FG_TIME_NEVER;
+    if (j->state == FG_JOB_RUNNING) {
+        o->nallocs = j->nallocs;
+        memcpy(o->allocs, fg__job_allocs(j), sizeof(fg_alloc_t) * (size_t)j->nallocs);
+    }
+}
+
+int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
+{
+    int32_t slot = hash_get(s, id);
+    if (slot < 0)
+        return FG_ENOENT;
+    job_info(s, &s->jobs[slot], out);
+    return FG_OK;
+}
+
+size_t fg_sched_job_count(const fg_sched_t *s)
+{
+    return s->nlive;
+}
+
+size_t fg_sched_pending_count(const fg_sched_t *s)
+{
+    return s->npending;
+}
+
+int fg_sched_job_at(const fg_sched_t *s, size_t i, fg_job_info_t *out)
+{
+    if (i >= s->nlive)
+        return FG_ENOENT;
+    job_info(s, &s->jobs[s->live[i]], out);
+    return FG_OK;
+}
+
+size_t fg_sched_node_count(const fg_sched_t *s)
+{
+    return s->nnodes;
+}
+
+int fg_sched_node_info(const fg_sched_t *s, int node, fg_node_info_t *out)
+{
+    if (node < 0 || (size_t)node >= s->nnodes)
+        return FG_ENOENT;
+    const fg__node_t *nd = &s->nodes[node];
+    memset(out, 0, sizeof *out);
+    out->name = nd->name;
+    out->gpu_type = s->types[nd->type].name;
+    out->state = nd->state;
+    out->gpus = nd->gpus;
+    out->free_gpus = nd->nfree;
+    for (int i = 0; i < nd->gpus; i++)
+        out->gpu_job[i] = nd->gpu_job[i] < 0 ? 0 : s->jobs[nd->gpu_job[i]].id;
+    return FG_OK;
+}
+
+size_t fg_sched_account_count(const fg_sched_t *s)
+{
+    return s->naccounts;
+}
+
+int fg_sched_account_info(const fg_sched_t *s, int account, fg_account_info_t *out)
+{
+    if (account < 0 || (size_t)account >= s->naccounts)
+        return FG_ENOENT;
+    const fg__account_t *a = &s->accounts[account];
+    double sum = 0;
+    for (size_t i = 0; i < s->naccounts; i++)
+        sum += s->accounts[i].weight;
+    memset(out, 0, sizeof *out);
+    out->name = a->name;
+    out->weight = a->weight;
+    out->gpu_quota = a->quota;
+    out->budget_exhausted = a->budget_exhausted;
+    out->running_gpus = a->running;
+    out->pending_jobs = a->pending;
+    out->normalized_share = sum > 0 ? a->weight / sum : 0;
+    return FG_OK;
+}
+
+size_t fg_sched_member_count(const fg_sched_t *s)
+{
+    return s->nmembers;
+}
+
+int fg_sched_member_info(const fg_sched_t *s, int member, fg_member_info_t *out)
+{
+    if (member < 0 || (size_t)member >= s->nmembers)
+        return FG_ENOENT;
+    const fg__member_t *m = &s->members[member];
+    double sum = 0;
+    for (size_t i = 0; i < s->nmembers; i++)
+        if (s->members[i].account == m->account)
+            sum += s->members[i].weight;
+    memset(out, 0, sizeof *out);
+    out->user = m->user;
+    out->account = m->account;
+    out->weight = m->weight;
+    out->running_gpus = m->running;
+    out->pending_jobs = m->pending;
+    out->normalized_share = sum > 0 ? m->weight / sum : 0;
+    return FG_OK;
+}
+
+int32_t fg_sched_gpus_up(const fg_sched_t *s)
+{
+    int32_t n = 0;
+    for (size_t i = 0; i < s->ntypes; i++)
+        n += s->types[i].up_gpus;
+    return n;
+}
+
+int32_t fg_sched_gpus_free(const fg_sched_t *s)
+{
+    int32_t n = 0;
+    for (size_t i = 0; i < s->ntypes; i++)
+        n += s->types[i].free_gpus;
+    return n;
+}
+
+/* ------------------------------------------------------------------ rebuild */
+
+void fg_sched_rebuild(fg_sched_t *s)
+{
+    for (size_t i = 0; i < s->naccounts; i++) {
+        s->accounts[i].running = s->accounts[i].pending = 0;
+        s->accounts[i].pending_gpus = 0;
+    }
+    for (size_t i = 0; i < s->nmembers; i++) {
+        fg__member_t *m = &s->members[i];
+        m->running = m->pending = 0;
+        m->pending_gpus = 0;
+        for (int b = 0; b < FG__NBANDS; b++)
+            fg__queue_free(&m->q[b]);
+    }
+    for (size_t n = 0; n < s->nnodes; n++) {
+        fg__node_t *nd = &s->nodes[n];
+        nd->free_mask = nd->gpus == 64 ? ~(uint64_t)0 : (((uint64_t)1 << nd->gpus) - 1);
+        nd->nfree = nd->gpus;
+        for (int i = 0; i < FG_MAX_NODE_GPUS; i++)
+            nd->gpu_job[i] = -1;
+    }
+    s->npending = 0;
+    /* Re-insert in slot order; queue order is (submit, id) whatever the insert order. */
+    for (size_t slot = 0; slot < s->njobs_slots; slot++) {
+        fg__job_t *j = &s->jobs[slot];
+        if (!j->id)
+            continue;
+        if (j->state == FG_JOB_PENDING) {
+            int64_t rp = j->reason_pass;
+            fg_time_t est = j->est;
+            pending_add(s, (int32_t)slot);
+            j->reason_pass = rp;
+            j->est = est;
+            continue;
+        }
+        const fg_alloc_t *al = fg__job_allocs(j);
+        for (int32_t k = 0; k < j->nallocs; k++) {
+            fg__node_t *nd = &s->nodes[al[k].node];
+            nd->free_mask &= ~al[k].gpu_mask;
+            for (int i = 0; i < nd->gpus; i++)
+                if (al[k].gpu_mask >> i & 1) {
+                    nd->gpu_job[i] = (int32_t)slot;
+                    nd->nfree--;
+                }
+        }
+        s->accounts[j->account].running += j->gpus;
+        s->members[j->member].running += j->gpus;
+    }
+    for (size_t t = 0; t < s->ntypes; t++)
+        fg__type_rebuild(s, (int32_t)t);
+}
