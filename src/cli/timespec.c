@@ -29,8 +29,8 @@ static int fail(char *err, size_t errlen, const char *fmt, ...)
     return -1;
 }
 
-/* Reads the decimal digits in [p, end): at least one, no sign, no overflow past
- * FG_TIME_MAX_S. Returns 0 and the value, or -1. */
+/* Reads the decimal digits in [p, end): at least one, no sign. Returns 0 and the value,
+ * -1 when not digits, -2 when past FG_TIME_MAX_S. */
 static int digits(const char *p, const char *end, long long *v)
 {
     if (p >= end)
@@ -41,7 +41,7 @@ static int digits(const char *p, const char *end, long long *v)
             return -1;
         x = x * 10 + (*p - '0');
         if (x > FG_TIME_MAX_S)
-            return -1;
+            return -2;
     }
     *v = x;
     return 0;
@@ -63,7 +63,13 @@ static int parse_units(const char *s, long long *total, char *err, size_t errlen
         while (*q >= '0' && *q <= '9')
             q++;
         long long v;
-        if (q == p || !*q || digits(p, q, &v) < 0)
+        if (q == p)
+            return fail(err, errlen, "invalid time '%s': expected a number before '%c'; %s", s, *q,
+                        FORMS);
+        if (digits(p, q, &v) == -2)
+            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                        FG_TIME_MAX_S);
+        if (!*q)
             return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
         char u = *q;
         if (u >= 'A' && u <= 'Z')
@@ -116,7 +122,11 @@ static int parse_slurm(const char *s, long long *total, char *err, size_t errlen
     long long days = 0;
     const char *rest = s;
     if (dash) {
-        if (digits(s, dash, &days) < 0)
+        int d = digits(s, dash, &days);
+        if (d == -2)
+            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                        FG_TIME_MAX_S);
+        if (d < 0)
             return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
         rest = dash + 1;
     }
@@ -125,9 +135,14 @@ static int parse_slurm(const char *s, long long *total, char *err, size_t errlen
     long long v[3] = {0, 0, 0};
     if (n < 0)
         return fail(err, errlen, "invalid time '%s': too many ':' fields; %s", s, FORMS);
-    for (int i = 0; i < n; i++)
-        if (digits(f[i], fe[i], &v[i]) < 0)
+    for (int i = 0; i < n; i++) {
+        int d = digits(f[i], fe[i], &v[i]);
+        if (d == -2)
+            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                        FG_TIME_MAX_S);
+        if (d < 0)
             return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
+    }
     long long h = 0, m = 0, sec = 0;
     if (dash) {
         /* D-H, D-H:M, D-H:M:S */
