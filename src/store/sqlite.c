@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -645,9 +646,20 @@ static void *ckpt_main(void *arg)
 
 /* ------------------------------------------------------------------ the writer */
 
-static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t failed)
+static uint64_t mono_us(void)
 {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t failed, uint64_t t_begin,
+                         uint64_t t_commit)
+{
+    uint64_t t_end = mono_us();
     pthread_mutex_lock(&st->queue_mu);
+    st->stats.batch_us += t_end - t_begin;
+    st->stats.commit_us += t_commit ? t_end - t_commit : 0;
     for (unit_t *u = batch; u; u = u->next)
         u->done = 1;
     st->stats.commits++;
@@ -662,11 +674,11 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
 static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
 {
     sq_conn_t *c = st->writer;
-    uint64_t failed = 0;
+    uint64_t failed = 0, t_begin = mono_us(), t_commit = 0;
     if (exec_id(c, S_BEGIN_IMMEDIATE) != FG_STORE_OK) {
         for (unit_t *u = batch; u; u = u->next)
             u->rc = FG_STORE_EIO;
-        finish_batch(st, batch, n, n);
+        finish_batch(st, batch, n, n, t_begin, 0);
         return;
     }
     bool aborted = false;
@@ -692,8 +704,11 @@ static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
             aborted = true;
         u->rc = aborted ? FG_STORE_EIO : r;
     }
-    if (!aborted && exec_id(c, S_COMMIT) != FG_STORE_OK)
-        aborted = true;
+    if (!aborted) {
+        t_commit = mono_us();
+        if (exec_id(c, S_COMMIT) != FG_STORE_OK)
+            aborted = true;
+    }
     if (aborted) {
         if (!sqlite3_get_autocommit(c->db))
             exec_id(c, S_ROLLBACK);
@@ -702,7 +717,7 @@ static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
                 u->rc = FG_STORE_EIO;
         failed = n;
     }
-    finish_batch(st, batch, n, failed);
+    finish_batch(st, batch, n, failed, t_begin, t_commit);
 }
 
 static void *writer_main(void *arg)

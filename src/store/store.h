@@ -117,6 +117,8 @@ typedef struct fg_store_stats {
     uint64_t units_failed; /* units rolled back (their fn returned non-zero) */
     uint64_t max_batch;    /* largest number of units in one commit so far */
     uint64_t queue_len;    /* units waiting right now */
+    uint64_t batch_us;     /* total microseconds spent running batches (units + commit) */
+    uint64_t commit_us;    /* of which in COMMIT (the fsync) */
 } fg_store_stats_t;
 
 /* Copies the store's counters (for /metrics and benchmarks). */
