@@ -1,0 +1,578 @@
+/*
+ * agent_proto.c - the agent's side of docs/agent-protocol.md: per node, a heartbeat
+ * thread that also (re)registers and applies the reconcile, a long-poll thread that
+ * receives start/stop messages, and a reporter thread that sends started, log chunks
+ * (by offset, so retries neither lose nor duplicate) and exited.
+ *
+ * Retries: transport errors, 429 and 5xx are retried with exponential backoff (100 ms
+ * doubling to 5 s, with jitter); 401 re-reads the token file and backs off.
+ */
+#include "agent/agent.h"
+#include "agent/http.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOG_CHUNK (256 * 1024)
+
+static pthread_mutex_t g_token_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int fg_agent_read_token(fg_agent_cfg_t *cfg)
+{
+    if (!cfg->token_file[0])
+        return cfg->token[0] ? 0 : -1;
+    FILE *f = fopen(cfg->token_file, "re");
+    if (!f) {
+        fprintf(stderr, "fairgpu agent: cannot read token file %s: %s\n", cfg->token_file,
+                strerror(errno));
+        return -1;
+    }
+    char buf[512];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    char *s = buf;
+    while (*s == ' ' || *s == '\n' || *s == '\r' || *s == '\t')
+        s++;
+    size_t len = strlen(s);
+    while (len &&
+           (s[len - 1] == ' ' || s[len - 1] == '\n' || s[len - 1] == '\r' || s[len - 1] == '\t'))
+        s[--len] = '\0';
+    if (!len) {
+        fprintf(stderr, "fairgpu agent: token file %s is empty\n", cfg->token_file);
+        return -1;
+    }
+    pthread_mutex_lock(&g_token_mu);
+    snprintf(cfg->token, sizeof cfg->token, "%s", s);
+    pthread_mutex_unlock(&g_token_mu);
+    return 0;
+}
+
+/* After a 401: re-reads the token file and refreshes h's header. */
+static void refresh_token(fg_agent_t *ag, fg_http_t *h)
+{
+    fg_agent_read_token(&ag->cfg);
+    pthread_mutex_lock(&g_token_mu);
+    fg_http_set_token(h, ag->cfg.token);
+    pthread_mutex_unlock(&g_token_mu);
+}
+
+/* Sleeps ms milliseconds unless the agent is stopping. */
+static void nap(fg_agent_t *ag, int64_t ms)
+{
+    while (ms > 0 && !ag->stop) {
+        int64_t step = ms > 100 ? 100 : ms;
+        struct timespec ts = {(time_t)(step / 1000), (long)(step % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        ms -= step;
+    }
+}
+
+typedef struct backoff {
+    int64_t ms;
+} backoff_t;
+
+static void backoff_wait(fg_agent_t *ag, backoff_t *b)
+{
+    b->ms = b->ms ? b->ms * 2 : 100;
+    if (b->ms > 5000)
+        b->ms = 5000;
+    nap(ag, b->ms / 2 + rand() % (b->ms / 2 + 1));
+}
+
+/* Waits on cond until deadline (absolute CLOCK_REALTIME ms). Under ag->mu. */
+static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t until_ms)
+{
+    struct timespec ts = {(time_t)(until_ms / 1000), (long)(until_ms % 1000) * 1000000L};
+    pthread_cond_timedwait(c, m, &ts);
+}
+
+static json_t *running_list(fg_node_t *n, int with_start)
+{
+    json_t *arr = json_array();
+    for (fg_attempt_t *a = n->attempts; a; a = a->next) {
+        if (a->phantom || a->exit_sent || a->silent || (!a->launched && !a->exited))
+            continue;
+        if (a->error[0] && !a->launched)
+            continue; /* never ran: its exited report says so */
+        json_t *o =
+            json_pack("{s:s, s:i, s:I, s:i, s:b}", "job_id", a->job_id, "attempt", a->attempt,
+                      "epoch", (json_int_t)a->epoch, "rank", a->rank, "exited", a->exited);
+        if (with_start)
+            json_object_set_new(o, "start_time_ms", json_integer(a->start_ms));
+        json_array_append_new(arr, o);
+    }
+    return arr;
+}
+
+/* ------------------------------------------------------------ register + heartbeat */
+
+/* Registers node n (retrying until it succeeds or the agent stops). */
+static void do_register(fg_node_t *n, fg_http_t *h)
+{
+    fg_agent_t *ag = n->ag;
+    backoff_t bo = {0};
+    while (!ag->stop) {
+        json_t *gpus = json_array();
+        for (int i = 0; i < n->ngpus; i++)
+            json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:s, s:I}", "index",
+                                                  n->gpus[i].index, "uuid", n->gpus[i].uuid, "name",
+                                                  n->gpus[i].name, "type", n->gpus[i].type,
+                                                  "memory_mb", (json_int_t)n->gpus[i].memory_mb));
+        pthread_mutex_lock(&ag->mu);
+        json_t *running = running_list(n, 1);
+        pthread_mutex_unlock(&ag->mu);
+        json_t *body =
+            json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:o, s:o}", "node", n->name, "instance",
+                      n->instance, "addr", ag->cfg.addr, "version", "fairgpu-agent 1", "cpus",
+                      (json_int_t)ag->cfg.cpus, "memory_mb", (json_int_t)ag->cfg.memory_mb,
+                      "gpu_type", n->gpu_type, "gpus", gpus, "running", running);
+        json_t *resp = NULL;
+        char err[256];
+        long st =
+            fg_http_json(h, "POST", "/v1/agent/register", body, 10000, &resp, err, sizeof err);
+        json_decref(body);
+        if (st == 200 && json_is_object(resp)) {
+            pthread_mutex_lock(&ag->mu);
+            n->epoch = json_integer_value(json_object_get(resp, "epoch"));
+            if (n->epoch > n->max_epoch)
+                n->max_epoch = n->epoch;
+            n->after = json_integer_value(json_object_get(resp, "after"));
+            int hb = (int)json_integer_value(json_object_get(resp, "heartbeat_interval_s"));
+            if (hb > 0 && hb <= 60)
+                n->hb_interval_s = hb;
+            const char *state = json_string_value(json_object_get(resp, "node_state"));
+            snprintf(n->state, sizeof n->state, "%s", state ? state : "up");
+            json_t *stop = json_object_get(resp, "stop");
+            size_t i;
+            json_t *s;
+            int nstop = 0;
+            json_array_foreach(stop, i, s)
+            {
+                const char *job = json_string_value(json_object_get(s, "job_id"));
+                const char *why = json_string_value(json_object_get(s, "why"));
+                int att = (int)json_integer_value(json_object_get(s, "attempt"));
+                json_t *r = json_object_get(s, "rank");
+                if (!job || !why || !fg_why_to_cause(why))
+                    continue;
+                for (fg_attempt_t *a = n->attempts; a; a = a->next) {
+                    if (a->attempt != att || strcmp(a->job_id, job) ||
+                        (json_is_integer(r) && a->rank != (int)json_integer_value(r)))
+                        continue;
+                    if (!strcmp(why, "stale"))
+                        a->silent = 1;
+                    if (a->exited) {
+                        a->stop_cause = a->stop_cause ? a->stop_cause : fg_why_to_cause(why);
+                    } else {
+                        fg_attempt_begin_stop(a, why, -1);
+                    }
+                    nstop++;
+                }
+            }
+            n->need_register = 0;
+            n->reg_gen++;
+            pthread_cond_broadcast(&n->reg_cond);
+            n->report_kick = 1;
+            pthread_cond_signal(&n->report_cond);
+            pthread_mutex_unlock(&ag->mu);
+            fg_log(FG_LOG_INFO,
+                   "node %s registered: %d GPUs, epoch %lld, state %s, %d to stop after "
+                   "reconcile",
+                   n->name, n->ngpus, (long long)n->epoch, n->state, nstop);
+            json_decref(resp);
+            return;
+        }
+        json_decref(resp);
+        if (st == 401)
+            refresh_token(ag, h);
+        if (st >= 0)
+            fg_log(FG_LOG_WARN, "node %s: register refused: %s", n->name, err);
+        else
+            fg_log(FG_LOG_WARN, "node %s: register: %s (retrying)", n->name, err);
+        backoff_wait(ag, &bo);
+    }
+}
+
+void *fg_node_hb_main(void *arg)
+{
+    fg_node_t *n = arg;
+    fg_agent_t *ag = n->ag;
+    fg_http_t h;
+    pthread_mutex_lock(&g_token_mu);
+    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    pthread_mutex_unlock(&g_token_mu);
+    int64_t next = 0;
+    while (!ag->stop) {
+        pthread_mutex_lock(&ag->mu);
+        while (!ag->stop && !n->need_register && fg_now_ms() < next)
+            timed_wait(&n->reg_cond, &ag->mu, next);
+        int need = n->need_register;
+        int interval = n->hb_interval_s;
+        pthread_mutex_unlock(&ag->mu);
+        if (ag->stop)
+            break;
+        if (need) {
+            do_register(n, &h);
+            next = fg_now_ms() + interval * 1000;
+            continue;
+        }
+        next = fg_now_ms() + interval * 1000;
+        json_t *gpus = json_array();
+        for (int i = 0; i < n->ngpus; i++) {
+            fg_gpu_sample_t s;
+            if (n->gpu.sample(n->gpu.ctx, i, &s) == 0 && s.ok)
+                json_array_append_new(gpus, json_pack("{s:i, s:i, s:I, s:I}", "index", i,
+                                                      "util_pct", s.util_pct, "mem_used_mb",
+                                                      (json_int_t)s.mem_used_mb, "memory_mb",
+                                                      (json_int_t)n->gpus[i].memory_mb));
+            else
+                json_array_append_new(gpus, json_pack("{s:i, s:n, s:n, s:I}", "index", i,
+                                                      "util_pct", "mem_used_mb", "memory_mb",
+                                                      (json_int_t)n->gpus[i].memory_mb));
+        }
+        pthread_mutex_lock(&ag->mu);
+        json_t *running = running_list(n, 0);
+        int64_t epoch = n->epoch;
+        pthread_mutex_unlock(&ag->mu);
+        json_t *body = json_pack("{s:s, s:s, s:I, s:I, s:o, s:o}", "node", n->name, "instance",
+                                 n->instance, "epoch", (json_int_t)epoch, "time_ms",
+                                 (json_int_t)fg_now_ms(), "gpus", gpus, "running", running);
+        json_t *resp = NULL;
+        char err[256];
+        long st =
+            fg_http_json(&h, "POST", "/v1/agent/heartbeat", body, 5000, &resp, err, sizeof err);
+        json_decref(body);
+        if (st == 200 && json_is_object(resp)) {
+            pthread_mutex_lock(&ag->mu);
+            int hb = (int)json_integer_value(json_object_get(resp, "heartbeat_interval_s"));
+            if (hb > 0 && hb <= 60)
+                n->hb_interval_s = hb;
+            const char *state = json_string_value(json_object_get(resp, "node_state"));
+            if (state)
+                snprintf(n->state, sizeof n->state, "%s", state);
+            pthread_mutex_unlock(&ag->mu);
+        } else if (st == 404 || st == 409) {
+            fg_log(FG_LOG_WARN, "node %s: heartbeat refused (%ld): re-registering", n->name, st);
+            pthread_mutex_lock(&ag->mu);
+            n->need_register = 1;
+            pthread_mutex_unlock(&ag->mu);
+        } else if (st == 401) {
+            refresh_token(ag, &h);
+            fg_log(FG_LOG_ERROR, "node %s: heartbeat: agent token refused", n->name);
+        } else if (st < 0) {
+            fg_log(FG_LOG_WARN, "node %s: heartbeat: %s", n->name, err);
+            next = fg_now_ms() + 500; /* retry soon; the controller counts missed beats */
+        }
+        json_decref(resp);
+    }
+    fg_http_cleanup(&h);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ long-poll */
+
+void *fg_node_poll_main(void *arg)
+{
+    fg_node_t *n = arg;
+    fg_agent_t *ag = n->ag;
+    fg_http_t h;
+    pthread_mutex_lock(&g_token_mu);
+    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    pthread_mutex_unlock(&g_token_mu);
+    backoff_t bo = {0};
+    char node_q[200], inst_q[100];
+    fg_url_escape(n->name, node_q, sizeof node_q);
+    fg_url_escape(n->instance, inst_q, sizeof inst_q);
+    while (!ag->stop) {
+        pthread_mutex_lock(&ag->mu);
+        while (!ag->stop && n->need_register)
+            timed_wait(&n->reg_cond, &ag->mu, fg_now_ms() + 500);
+        int64_t after = n->after;
+        uint64_t gen = n->reg_gen;
+        pthread_mutex_unlock(&ag->mu);
+        if (ag->stop)
+            break;
+        char path[512];
+        snprintf(path, sizeof path, "/v1/agent/assignments?node=%s&instance=%s&after=%lld&wait=%d",
+                 node_q, inst_q, (long long)after, ag->cfg.poll_wait_s);
+        json_t *resp = NULL;
+        char err[256];
+        long st = fg_http_json(&h, "GET", path, NULL, (ag->cfg.poll_wait_s + 15) * 1000L, &resp,
+                               err, sizeof err);
+        if (st == 200 && json_is_object(resp)) {
+            bo.ms = 0;
+            pthread_mutex_lock(&ag->mu);
+            int stale = gen != n->reg_gen || n->need_register;
+            int64_t ep = json_integer_value(json_object_get(resp, "epoch"));
+            if (ep > n->max_epoch)
+                n->max_epoch = ep;
+            pthread_mutex_unlock(&ag->mu);
+            json_t *msgs = json_object_get(resp, "messages");
+            size_t i;
+            json_t *m;
+            int64_t last = after;
+            if (!stale) {
+                json_array_foreach(msgs, i, m)
+                {
+                    int64_t seq = json_integer_value(json_object_get(m, "seq"));
+                    if (seq <= last)
+                        continue;
+                    const char *type = json_string_value(json_object_get(m, "type"));
+                    if (type && !strcmp(type, "start"))
+                        fg_agent_start(n, m);
+                    else if (type && !strcmp(type, "stop"))
+                        fg_agent_stop_msg(n, m);
+                    else
+                        fg_log(FG_LOG_WARN, "node %s: unknown message type %s", n->name,
+                               type ? type : "(none)");
+                    last = seq;
+                }
+                pthread_mutex_lock(&ag->mu);
+                if (gen == n->reg_gen && last > n->after)
+                    n->after = last;
+                pthread_mutex_unlock(&ag->mu);
+            }
+        } else if (st == 404 || st == 409) {
+            fg_log(FG_LOG_WARN, "node %s: long-poll refused (%ld): re-registering", n->name, st);
+            pthread_mutex_lock(&ag->mu);
+            if (gen == n->reg_gen)
+                n->need_register = 1;
+            pthread_cond_broadcast(&n->reg_cond);
+            pthread_mutex_unlock(&ag->mu);
+        } else if (!ag->stop) {
+            if (st == 401)
+                refresh_token(ag, &h);
+            fg_log(FG_LOG_WARN, "node %s: long-poll: %s", n->name, err);
+            backoff_wait(ag, &bo);
+        }
+        json_decref(resp);
+    }
+    fg_http_cleanup(&h);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ reports */
+
+/* Classifies a report response: 1 delivered/final, 0 retry later. */
+static int final_status(long st)
+{
+    return st == 200 || st == 201 || st == 204 || st == 400 || st == 404 || st == 409 || st == 413;
+}
+
+/* Sends `started` for a. Returns 1 if done (delivered or refused), 0 to retry. */
+static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
+{
+    pthread_mutex_lock(&n->ag->mu);
+    json_t *warnings = json_array();
+    if (a->proc.warnings[0])
+        json_array_append_new(warnings, json_string(a->proc.warnings));
+    json_t *body = json_pack("{s:s, s:s, s:i, s:I, s:i, s:i, s:I, s:o}", "node", n->name, "job_id",
+                             a->job_id, "attempt", a->attempt, "epoch", (json_int_t)a->epoch,
+                             "rank", a->rank, "pid", (int)a->proc.pgid, "start_time_ms",
+                             (json_int_t)a->start_ms, "warnings", warnings);
+    pthread_mutex_unlock(&n->ag->mu);
+    char err[256];
+    long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
+    json_decref(body);
+    if (st == 409 || st == 404) {
+        fg_log(FG_LOG_WARN, "node %s: controller refused the start of %s (%ld): killing it",
+               n->name, a->key, st);
+        pthread_mutex_lock(&n->ag->mu);
+        a->silent = 1;
+        fg_attempt_begin_stop(a, "stale", 0);
+        pthread_mutex_unlock(&n->ag->mu);
+    } else if (st == 401) {
+        refresh_token(n->ag, h);
+    } else if (st < 0) {
+        fg_log(FG_LOG_WARN, "node %s: started %s: %s", n->name, a->key, err);
+    }
+    return final_status(st);
+}
+
+/*
+ * Ships what a's log file holds beyond the acknowledged length (up to `size`), in chunks
+ * of at most 256 KiB, one request in flight. Returns 1 when everything was shipped (or
+ * shipping is impossible), 0 on a transport/server error (retry later).
+ */
+static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size)
+{
+    static __thread unsigned char *buf;
+    if (!buf)
+        buf = fg_xmalloc(LOG_CHUNK);
+    int fd = open(a->proc.log_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    int done = 0;
+    for (;;) {
+        int64_t off = a->log_acked;
+        if (off >= size) {
+            done = 1;
+            break;
+        }
+        size_t want = (size_t)(size - off > LOG_CHUNK ? LOG_CHUNK : size - off);
+        ssize_t got = pread(fd, buf, want, off);
+        if (got <= 0) {
+            done = 1;
+            break;
+        }
+        char *b64 = fg_base64(buf, (size_t)got);
+        json_t *body = json_pack("{s:s, s:s, s:i, s:I, s:i, s:I, s:s}", "node", n->name, "job_id",
+                                 a->job_id, "attempt", a->attempt, "epoch", (json_int_t)a->epoch,
+                                 "rank", a->rank, "offset", (json_int_t)off, "data_b64", b64);
+        free(b64);
+        json_t *resp = NULL;
+        char err[256];
+        long st = fg_http_json(h, "POST", "/v1/agent/logs", body, 10000, &resp, err, sizeof err);
+        json_decref(body);
+        json_t *len = resp ? json_object_get(resp, "length") : NULL;
+        if ((st == 200 || st == 409) && json_is_integer(len)) {
+            int64_t l = json_integer_value(len);
+            a->log_acked = l > size ? size : l;
+            if (l > size)
+                fg_log(FG_LOG_WARN, "node %s: controller has more log of %s than the node", n->name,
+                       a->key);
+        } else if (st == 200) {
+            a->log_acked = off + got;
+        } else if (st == 404 || st == 400 || st == 413) {
+            fg_log(FG_LOG_WARN, "node %s: log of %s refused (%ld); not shipping it", n->name,
+                   a->key, st);
+            a->log_done = 1;
+            done = 1;
+            json_decref(resp);
+            break;
+        } else {
+            if (st == 401)
+                refresh_token(n->ag, h);
+            fg_log(FG_LOG_WARN, "node %s: logs %s: %s", n->name, a->key, err);
+            json_decref(resp);
+            break;
+        }
+        json_decref(resp);
+    }
+    close(fd);
+    return done;
+}
+
+/* Sends `exited` for a. Returns 1 if done, 0 to retry. */
+static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_bytes)
+{
+    pthread_mutex_lock(&n->ag->mu);
+    json_t *body =
+        json_pack("{s:s, s:s, s:i, s:I, s:i, s:s, s:I, s:I, s:I}", "node", n->name, "job_id",
+                  a->job_id, "attempt", a->attempt, "epoch", (json_int_t)a->epoch, "rank", a->rank,
+                  "end_cause", fg_attempt_end_cause(a), "start_time_ms",
+                  (json_int_t)(a->start_ms ? a->start_ms : a->ex.end_ms), "end_time_ms",
+                  (json_int_t)a->ex.end_ms, "log_bytes", (json_int_t)log_bytes);
+    json_object_set_new(body, "exit_code",
+                        a->ex.code >= 0 && !a->error[0] ? json_integer(a->ex.code) : json_null());
+    json_object_set_new(body, "signal", a->ex.signal ? json_integer(a->ex.signal) : json_null());
+    if (a->error[0] || a->ex.error[0])
+        json_object_set_new(body, "error", json_string(a->error[0] ? a->error : a->ex.error));
+    pthread_mutex_unlock(&n->ag->mu);
+    char err[256];
+    long st = fg_http_json(h, "POST", "/v1/agent/exited", body, 10000, NULL, err, sizeof err);
+    json_decref(body);
+    if (st == 401)
+        refresh_token(n->ag, h);
+    else if (st < 0 || st >= 500)
+        fg_log(FG_LOG_WARN, "node %s: exited %s: %s", n->name, a->key, err);
+    else if (st == 409 || st == 404)
+        fg_log(FG_LOG_INFO, "node %s: exit of %s not needed by the controller (%ld)", n->name,
+               a->key, st);
+    return final_status(st);
+}
+
+static int64_t file_size(const char *path)
+{
+    struct stat sb;
+    return path[0] && stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+}
+
+void *fg_node_report_main(void *arg)
+{
+    fg_node_t *n = arg;
+    fg_agent_t *ag = n->ag;
+    fg_http_t h;
+    pthread_mutex_lock(&g_token_mu);
+    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    pthread_mutex_unlock(&g_token_mu);
+    backoff_t bo = {0};
+    fg_attempt_t **list = NULL;
+    size_t cap = 0;
+    while (!ag->stop) {
+        pthread_mutex_lock(&ag->mu);
+        if (!n->report_kick)
+            timed_wait(&n->report_cond, &ag->mu, fg_now_ms() + 250);
+        n->report_kick = 0;
+        int registered = !n->need_register && n->reg_gen > 0;
+        size_t cnt = 0;
+        for (fg_attempt_t *a = n->attempts; a; a = a->next) {
+            list = fg_xgrow(list, &cap, cnt + 1, sizeof *list);
+            list[cnt++] = a;
+        }
+        pthread_mutex_unlock(&ag->mu);
+        if (!registered || ag->stop)
+            continue;
+        int failed = 0;
+        for (size_t i = 0; i < cnt && !failed && !ag->stop; i++) {
+            fg_attempt_t *a = list[i];
+            pthread_mutex_lock(&ag->mu);
+            int launched = a->launched, exited = a->exited, silent = a->silent;
+            int started = a->started_sent, log_done = a->log_done;
+            pthread_mutex_unlock(&ag->mu);
+            if (silent) {
+                if (exited) {
+                    pthread_mutex_lock(&ag->mu);
+                    fg_attempt_remove(a);
+                    pthread_mutex_unlock(&ag->mu);
+                }
+                continue;
+            }
+            if (!launched && !exited)
+                continue;
+            if (launched && !started && !exited) {
+                if (!send_started(n, &h, a)) {
+                    failed = 1;
+                    break;
+                }
+                pthread_mutex_lock(&ag->mu);
+                a->started_sent = 1;
+                pthread_mutex_unlock(&ag->mu);
+            }
+            int64_t size = launched ? file_size(a->proc.log_path) : 0;
+            if (!log_done && size > a->log_acked && !ship_log(n, &h, a, size)) {
+                failed = 1;
+                break;
+            }
+            if (exited) {
+                if (!send_exited(n, &h, a, size)) {
+                    failed = 1;
+                    break;
+                }
+                pthread_mutex_lock(&ag->mu);
+                a->exit_sent = 1;
+                fg_attempt_remove(a);
+                pthread_mutex_unlock(&ag->mu);
+            }
+        }
+        if (failed) {
+            backoff_wait(ag, &bo);
+            pthread_mutex_lock(&ag->mu);
+            n->report_kick = 1;
+            pthread_mutex_unlock(&ag->mu);
+        } else {
+            bo.ms = 0;
+        }
+    }
+    free(list);
+    fg_http_cleanup(&h);
+    return NULL;
+}

@@ -1,0 +1,108 @@
+/*
+ * launcher.h - runs one rank of one job attempt as a process tree the agent can watch,
+ * stop and, after an agent restart, find again.
+ *
+ * Shape: the agent forks a small *monitor* process (no exec; async-signal-safe code only)
+ * in its own session. The monitor forks the job, which becomes the leader of a new
+ * session and process group (so one kill(-pgid) reaches all of its processes), joins the
+ * job's cgroup when there is one, switches to the job's Unix user when asked, and execs
+ * the command. The monitor copies the job's stdout+stderr (one pipe, so in order) into the
+ * rank's log file, up to the log limit followed by a truncation marker; when the job's
+ * main process ends it kills what is left of the group, writes the exit status file and
+ * exits. The agent learns the end through the "life" pipe (EOF when the monitor exits),
+ * then reads the status file. The monitor survives an agent restart, which keeps jobs
+ * running across agent upgrades; the restarted agent adopts them from its state files.
+ *
+ * Thread safety: fg_launch_start may be called from any thread; launches are serialised
+ * internally (one fork at a time).
+ */
+#ifndef FG_AGENT_LAUNCHER_H
+#define FG_AGENT_LAUNCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct fg_launch {
+    const char *job_id; /* [A-Za-z0-9_.-]{1,64} */
+    int attempt;
+    int rank;
+    int num_nodes;
+    const char *master_addr;
+    int master_port;
+    char *const *argv;                /* NULL-terminated argv, executed directly (PATH lookup) */
+    const char *shell;                /* used when argv is NULL: /bin/sh -c SHELL */
+    char *const *env;                 /* extra "KEY=VALUE" strings, NULL-terminated; may be NULL */
+    const char *cuda_visible_devices; /* value of CUDA_VISIBLE_DEVICES ("" = none) */
+    const char *gpu_indices;          /* FAIRGPU_GPU_INDICES, e.g. "0,1" */
+    const char *model;                /* NULL: FAIRGPU_MODEL not set */
+    const char *dataset;
+    const char *run_dir;        /* agent-private dir of this rank (log, status); made 0700 */
+    const char *job_dir;        /* the job's working directory; made 0700, owned by the user */
+    const char *checkpoint_dir; /* FAIRGPU_CHECKPOINT_DIR; made 0700, owned by the user */
+    const char *unix_user;      /* NULL: run as the agent's own user */
+    const char *cgroup_dir;     /* NULL: no cgroup; else a cgroup v2 dir to create */
+    int64_t cpus;               /* cgroup cpu.max in CPUs; <= 0: no limit */
+    int64_t memory_mb;          /* cgroup memory.max; <= 0: no limit */
+    int64_t log_limit_bytes;    /* <= 0: default 64 MiB */
+} fg_launch_t;
+
+typedef struct fg_proc {
+    pid_t monitor; /* the monitor process */
+    pid_t pgid;    /* the job's process group (= its main pid); 0 if it never started */
+    int life_fd;   /* read end of the life pipe; -1 when adopted after a restart */
+    int child;     /* 1: the monitor is our child (waitpid it) */
+    char log_path[512];
+    char status_path[512];
+    char cgroup[512];   /* "" if none */
+    char warnings[512]; /* what could not be applied, "; "-separated; "" if none */
+} fg_proc_t;
+
+typedef struct fg_exit {
+    int code;   /* exit status 0..255, or -1 */
+    int signal; /* terminating signal, or 0 */
+    int64_t end_ms;
+    char error[160]; /* "" or why the job could not run at all */
+} fg_exit_t;
+
+#define FG_LOG_LIMIT_DEFAULT (64LL * 1024 * 1024)
+
+/*
+ * Starts the rank described by l. On success returns 0 with *p filled (the caller owns
+ * p->life_fd and closes it through fg_proc_reap). On failure returns -1 with err set and
+ * nothing left running. Warnings (user switch or cgroup refused) go to p->warnings and to
+ * the agent log; the job still runs.
+ */
+int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen);
+
+/* Sends sig to the job's whole process group; with SIGKILL also kills its cgroup. */
+void fg_proc_signal(const fg_proc_t *p, int sig);
+
+/* 1 while any process of the job's group still exists. */
+int fg_proc_group_alive(const fg_proc_t *p);
+
+/* 1 while the monitor has not finished (status file not yet written). */
+int fg_proc_running(const fg_proc_t *p);
+
+/*
+ * Collects the end of a rank whose monitor finished (life pipe at EOF, or status file
+ * present): reaps the monitor when it is our child, reads the status file into *ex,
+ * closes life_fd and removes the cgroup. Returns 0, or -1 if the status is unknown
+ * (monitor vanished: *ex says so in error).
+ */
+int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex);
+
+/* Writes the FAIRGPU_PREEMPT notice file into dir (before a preemption signal). */
+int fg_write_preempt_notice(const char *dir, const char *why);
+
+/* Creates dir and its parents (mode for the last component, 0711 for parents). */
+int fg_mkdir_p(const char *dir, mode_t mode);
+
+/* snprintf that reports truncation: 0, or -1 if out was too small (out is still
+ * NUL-terminated). */
+int fg_fmt(char *out, size_t outlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Milliseconds since the Unix epoch. */
+int64_t fg_now_ms(void);
+
+#endif

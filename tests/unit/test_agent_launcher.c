@@ -1,0 +1,424 @@
+/*
+ * test_agent_launcher.c - the agent runs real child processes: the right environment,
+ * its own process group, a log with a cap and a marker, and stopping that leaves no
+ * process behind (including children the job spawned).
+ */
+#include "agent/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pwd.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+static char g_root[256];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(g_root, sizeof g_root, "/tmp/fg-test-launcher-XXXXXX");
+    assert_non_null(mkdtemp(g_root));
+    chmod(g_root, 0711); /* as the agent's work dir: a job's user may pass through */
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Waits until the monitor finished (life pipe EOF); 1 if it did within ms. */
+static int wait_end(fg_proc_t *p, int ms)
+{
+    struct pollfd pf = {.fd = p->life_fd, .events = POLLIN};
+    return poll(&pf, 1, ms) == 1;
+}
+
+/* Reads a whole file into a static buffer. */
+static const char *slurp(const char *path, size_t *len)
+{
+    static char buf[1 << 17];
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        buf[0] = '\0';
+        if (len)
+            *len = 0;
+        return buf;
+    }
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+/* Fills a launch description for job `id` under g_root. */
+static void base_launch(fg_launch_t *l, const char *id, char *bufs /* 3 x 300 */)
+{
+    memset(l, 0, sizeof *l);
+    snprintf(bufs, 300, "%s/runs/%s.1.0", g_root, id);
+    snprintf(bufs + 300, 300, "%s/jobs/%s", g_root, id);
+    snprintf(bufs + 600, 300, "%s/ckpt/%s", g_root, id);
+    l->job_id = id;
+    l->attempt = 1;
+    l->num_nodes = 1;
+    l->master_addr = "127.0.0.1";
+    l->master_port = 29500;
+    l->run_dir = bufs;
+    l->job_dir = bufs + 300;
+    l->checkpoint_dir = bufs + 600;
+}
+
+/* Polls until the log holds `lines` newline characters; returns the text. */
+static const char *wait_log_lines(const fg_proc_t *p, int lines, int ms)
+{
+    int64_t end = mono_ms() + ms;
+    const char *s;
+    do {
+        s = slurp(p->log_path, NULL);
+        int n = 0;
+        for (const char *c = s; *c; c++)
+            n += *c == '\n';
+        if (n >= lines)
+            return s;
+        usleep(10000);
+    } while (mono_ms() < end);
+    return s;
+}
+
+/* The job sees exactly its GPUs and the FAIRGPU_* variables; the job's env is added but
+ * cannot override what the agent owns; it runs in its own directory and group. */
+static void job_gets_its_environment_and_directory(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "env1", bufs);
+    char *const argv[] = {"sh", "-c",
+                          "echo CVD=$CUDA_VISIBLE_DEVICES; echo JOB=$FAIRGPU_JOB_ID; "
+                          "echo ATT=$FAIRGPU_ATTEMPT; echo MODEL=$FAIRGPU_MODEL; "
+                          "echo DATA=$FAIRGPU_DATASET; echo CKPT=$FAIRGPU_CHECKPOINT_DIR; "
+                          "echo RANK=$FAIRGPU_NODE_RANK/$FAIRGPU_NUM_NODES; "
+                          "echo MASTER=$FAIRGPU_MASTER_ADDR:$FAIRGPU_MASTER_PORT; "
+                          "echo MINE=$MY_VAR; echo PWD=$(pwd); "
+                          "echo PGID=$(ps -o pgid= -p $$ | tr -d ' '); echo PID=$$; "
+                          "echo err >&2",
+                          NULL};
+    char *const env[] = {"MY_VAR=hello world", "FAIRGPU_JOB_ID=evil", "CUDA_VISIBLE_DEVICES=all",
+                         NULL};
+    l.argv = argv;
+    l.env = env;
+    l.attempt = 3;
+    l.rank = 1;
+    l.num_nodes = 2;
+    l.master_addr = "10.1.2.3";
+    l.master_port = 29517;
+    l.cuda_visible_devices = "GPU-fake-n0-2,GPU-fake-n0-5";
+    l.gpu_indices = "2,5";
+    l.model = "llama";
+    l.dataset = "alpaca";
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(p.pgid > 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 0);
+    assert_int_equal(ex.signal, 0);
+    const char *log = slurp(p.log_path, NULL);
+    assert_non_null(strstr(log, "CVD=GPU-fake-n0-2,GPU-fake-n0-5\n"));
+    assert_non_null(strstr(log, "JOB=env1\n"));
+    assert_non_null(strstr(log, "ATT=3\n"));
+    assert_non_null(strstr(log, "MODEL=llama\n"));
+    assert_non_null(strstr(log, "DATA=alpaca\n"));
+    char want[400];
+    snprintf(want, sizeof want, "CKPT=%s/ckpt/env1\n", g_root);
+    assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "RANK=1/2\n"));
+    assert_non_null(strstr(log, "MASTER=10.1.2.3:29517\n"));
+    assert_non_null(strstr(log, "MINE=hello world\n"));
+    snprintf(want, sizeof want, "PWD=%s/jobs/env1\n", g_root);
+    assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "err\n"));
+    /* Its own process group: pgid == its pid == what the launcher reported. */
+    char pg[64];
+    snprintf(pg, sizeof pg, "PGID=%d\nPID=%d\n", (int)p.pgid, (int)p.pgid);
+    assert_non_null(strstr(log, pg));
+    struct stat sb;
+    assert_int_equal(stat(l.checkpoint_dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    assert_int_equal(stat(l.job_dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+}
+
+/* A string command runs through /bin/sh -c; the exit code comes back. */
+static void exit_code_and_missing_program(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "code3", bufs);
+    l.shell = "echo out; exit 3";
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 3);
+    assert_string_equal(slurp(p.log_path, NULL), "out\n");
+
+    base_launch(&l, "noprog", bufs);
+    char *const argv[] = {"fairgpu-no-such-program", NULL};
+    l.argv = argv;
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 127);
+    assert_non_null(strstr(slurp(p.log_path, NULL), "cannot execute fairgpu-no-such-program"));
+}
+
+/* 1 if pid exists and is not a zombie (init may reap reparented children late). */
+static int pid_alive(pid_t pid)
+{
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 0;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+/* Reads "pid\n" lines the job printed. */
+static int read_pids(const char *log, pid_t *out, int max)
+{
+    int n = 0;
+    const char *s = log;
+    while (*s && n < max) {
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end != s && *end == '\n' && v > 0)
+            out[n++] = (pid_t)v;
+        const char *nl = strchr(s, '\n');
+        if (!nl)
+            break;
+        s = nl + 1;
+    }
+    return n;
+}
+
+/* Cancel: SIGTERM to the group reaches the job and the children it spawned. */
+static void stop_kills_job_and_its_children(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "kids", bufs);
+    l.shell = "sleep 100 & echo $!; sleep 100 & echo $!; wait";
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    const char *log = wait_log_lines(&p, 2, 5000);
+    pid_t kids[2];
+    assert_int_equal(read_pids(log, kids, 2), 2);
+    assert_true(pid_alive(kids[0]) && pid_alive(kids[1]));
+    assert_true(fg_proc_group_alive(&p));
+    int64_t t0 = mono_ms();
+    fg_proc_signal(&p, SIGTERM);
+    assert_true(wait_end(&p, 3000)); /* well within a 3 s grace */
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.signal, SIGTERM);
+    assert_true(mono_ms() - t0 < 3000);
+    assert_false(pid_alive(kids[0]));
+    assert_false(pid_alive(kids[1]));
+    assert_false(fg_proc_group_alive(&p));
+}
+
+/* A job that ignores SIGTERM survives the grace, then SIGKILL ends every process. */
+static void sigkill_after_grace_for_a_job_ignoring_sigterm(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "stubborn", bufs);
+    l.shell = "trap '' TERM; sleep 100 & echo $!; sleep 100 & echo $!; wait; wait";
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    pid_t kids[2];
+    assert_int_equal(read_pids(wait_log_lines(&p, 2, 5000), kids, 2), 2);
+    fg_proc_signal(&p, SIGTERM);
+    assert_false(wait_end(&p, 500)); /* ignored: still running after the "grace" */
+    assert_true(pid_alive(kids[0]));
+    fg_proc_signal(&p, SIGKILL);
+    assert_true(wait_end(&p, 3000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.signal, SIGKILL);
+    assert_false(pid_alive(kids[0]));
+    assert_false(pid_alive(kids[1]));
+    assert_false(fg_proc_group_alive(&p));
+}
+
+/* When the main process exits, processes it left behind in its group are killed. */
+static void no_orphan_survives_the_main_process(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "orphan", bufs);
+    l.shell = "sleep 100 & echo $!; exit 0";
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 5000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 0);
+    pid_t kid;
+    assert_int_equal(read_pids(slurp(p.log_path, NULL), &kid, 1), 1);
+    assert_false(pid_alive(kid));
+    assert_false(fg_proc_group_alive(&p));
+}
+
+/* The log keeps exactly the limit, then one clear marker; the job is not blocked. */
+static void log_is_capped_with_a_marker(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "cap", bufs);
+    l.shell = "head -c 100000 /dev/zero | tr '\\0' x; echo done-writing >&2";
+    l.log_limit_bytes = 1024;
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 0);
+    size_t len;
+    const char *log = slurp(p.log_path, &len);
+    const char *marker = "\n[fairgpu: log truncated: limit of 1024 bytes reached, further "
+                         "output discarded]\n";
+    assert_int_equal(len, 1024 + strlen(marker));
+    for (size_t i = 0; i < 1024; i++)
+        assert_int_equal(log[i], 'x');
+    assert_string_equal(log + 1024, marker);
+    assert_null(strstr(log, "done-writing"));
+}
+
+/* The preemption notice lands in the checkpoint dir, where the job can see it. */
+static void preempt_notice_file(void **state)
+{
+    (void)state;
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/ckpt-notice", g_root);
+    assert_int_equal(fg_mkdir_p(dir, 0700), 0);
+    assert_int_equal(fg_write_preempt_notice(dir, "preempt"), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/FAIRGPU_PREEMPT", dir);
+    assert_memory_equal(slurp(path, NULL), "preempt ", 8);
+}
+
+/* As root, the job runs as the mapped account, in directories only it can read. */
+static void runs_as_the_mapped_unix_account(void **state)
+{
+    (void)state;
+    struct passwd *pw = getpwnam("nobody");
+    if (geteuid() != 0 || !pw) {
+        skip();
+        return;
+    }
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "asuser", bufs);
+    l.shell = "echo UID=$(id -u); echo USER=$USER; touch mine && echo wrote";
+    l.unix_user = "nobody";
+    fg_proc_t p;
+    char err[256];
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    const char *log = slurp(p.log_path, NULL);
+    struct stat sb;
+    assert_int_equal(stat(l.job_dir, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+    if (strstr(log, "could not switch")) {
+        /* A sandbox that refuses setuid: the job still ran, and said so. */
+        assert_non_null(strstr(log, "UID=0"));
+        return;
+    }
+    char want[64];
+    snprintf(want, sizeof want, "UID=%d\n", (int)pw->pw_uid);
+    assert_non_null(strstr(log, want));
+    assert_non_null(strstr(log, "USER=nobody\n"));
+    assert_non_null(strstr(log, "wrote\n"));
+    assert_int_equal(sb.st_uid, pw->pw_uid);
+    assert_int_equal(stat(l.checkpoint_dir, &sb), 0);
+    assert_int_equal(sb.st_uid, pw->pw_uid);
+    assert_int_equal(sb.st_mode & 0777, 0700);
+}
+
+/* Refuses to run a job as root through the mapping. */
+static void refuses_root_account(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "rootjob", bufs);
+    l.shell = "true";
+    l.unix_user = "root";
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), -1);
+    assert_non_null(strstr(err, "root"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(job_gets_its_environment_and_directory),
+        cmocka_unit_test(exit_code_and_missing_program),
+        cmocka_unit_test(stop_kills_job_and_its_children),
+        cmocka_unit_test(sigkill_after_grace_for_a_job_ignoring_sigterm),
+        cmocka_unit_test(no_orphan_survives_the_main_process),
+        cmocka_unit_test(log_is_capped_with_a_marker),
+        cmocka_unit_test(preempt_notice_file),
+        cmocka_unit_test(runs_as_the_mapped_unix_account),
+        cmocka_unit_test(refuses_root_account),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
