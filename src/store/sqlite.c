@@ -413,11 +413,15 @@ struct sq_conn {
     sq_conn_t *next_free;
 };
 
+/* A queued write unit: on the caller's stack for fg_store_write (the caller waits for
+ * `done`), on the heap for fg_store_write_async (`cb` is called, then it is freed). */
 typedef struct unit {
     fg_store_write_fn fn;
     void *arg;
     int rc;
     int done;
+    fg_store_done_fn cb;
+    void *cb_arg;
     struct unit *next;
 } unit_t;
 
@@ -657,11 +661,19 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
                          uint64_t t_commit)
 {
     uint64_t t_end = mono_us();
+    unit_t *async = NULL, *next;
     pthread_mutex_lock(&st->queue_mu);
     st->stats.batch_us += t_end - t_begin;
     st->stats.commit_us += t_commit ? t_end - t_commit : 0;
-    for (unit_t *u = batch; u; u = u->next)
-        u->done = 1;
+    for (unit_t *u = batch; u; u = next) {
+        next = u->next; /* a waiting caller's unit may vanish once done is set */
+        if (u->cb) {
+            u->next = async;
+            async = u;
+        } else {
+            u->done = 1;
+        }
+    }
     st->stats.commits++;
     st->stats.units += n;
     st->stats.units_failed += failed;
@@ -669,6 +681,11 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
         st->stats.max_batch = n;
     pthread_cond_broadcast(&st->done_cv);
     pthread_mutex_unlock(&st->queue_mu);
+    for (unit_t *u = async; u; u = next) {
+        next = u->next;
+        u->cb(u->rc, u->cb_arg);
+        free(u);
+    }
 }
 
 static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
@@ -749,6 +766,38 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* Links u to the queue and wakes the writer. Called with queue_mu held. */
+static int enqueue_locked(sq_store_t *st, unit_t *u)
+{
+    if (st->closing)
+        return FG_STORE_ECLOSED;
+    if (st->tail)
+        st->tail->next = u;
+    else
+        st->head = u;
+    st->tail = u;
+    st->queue_len++;
+    pthread_cond_signal(&st->work_cv);
+    return FG_STORE_OK;
+}
+
+static int sq_write_async(fg_store_t *base, fg_store_write_fn fn, void *arg, fg_store_done_fn cb,
+                          void *cb_arg)
+{
+    sq_store_t *st = (sq_store_t *)base;
+    unit_t *u = fg_xcalloc(1, sizeof *u);
+    u->fn = fn;
+    u->arg = arg;
+    u->cb = cb;
+    u->cb_arg = cb_arg;
+    pthread_mutex_lock(&st->queue_mu);
+    int rc = enqueue_locked(st, u);
+    pthread_mutex_unlock(&st->queue_mu);
+    if (rc != FG_STORE_OK)
+        free(u);
+    return rc;
+}
+
 static int sq_write(fg_store_t *base, fg_store_write_fn fn, void *arg)
 {
     sq_store_t *st = (sq_store_t *)base;
@@ -756,17 +805,11 @@ static int sq_write(fg_store_t *base, fg_store_write_fn fn, void *arg)
         return FG_STORE_EINVAL; /* a unit called fg_store_write: it would wait forever */
     unit_t u = {.fn = fn, .arg = arg};
     pthread_mutex_lock(&st->queue_mu);
-    if (st->closing) {
+    int rc = enqueue_locked(st, &u);
+    if (rc != FG_STORE_OK) {
         pthread_mutex_unlock(&st->queue_mu);
-        return FG_STORE_ECLOSED;
+        return rc;
     }
-    if (st->tail)
-        st->tail->next = &u;
-    else
-        st->head = &u;
-    st->tail = &u;
-    st->queue_len++;
-    pthread_cond_signal(&st->work_cv);
     while (!u.done)
         pthread_cond_wait(&st->done_cv, &st->queue_mu);
     pthread_mutex_unlock(&st->queue_mu);
@@ -827,7 +870,7 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
     if (opts)
         st->opts = *opts;
     if (st->opts.read_conns <= 0)
-        st->opts.read_conns = 8;
+        st->opts.read_conns = 16;
     if (st->opts.max_batch <= 0)
         st->opts.max_batch = 1024;
     if (st->opts.busy_timeout_ms <= 0)
@@ -2284,4 +2327,5 @@ static const fg_store_ops_t sqlite_ops = {
     .usage_set = sq_usage_set,
     .usage_get = sq_usage_get,
     .usage_list = sq_usage_list,
+    .write_async = sq_write_async,
 };

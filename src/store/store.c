@@ -120,6 +120,14 @@ int fg_store_write(fg_store_t *st, fg_store_write_fn fn, void *arg)
     return st->ops->write(st, fn, arg);
 }
 
+int fg_store_write_async(fg_store_t *st, fg_store_write_fn fn, void *arg, fg_store_done_fn done,
+                         void *done_arg)
+{
+    if (!st || !fn || !done)
+        return FG_STORE_EINVAL;
+    return st->ops->write_async(st, fn, arg, done, done_arg);
+}
+
 /* ------------------------------------------------------------------ dispatch */
 
 #define OPS(tx) ((tx)->store->ops)

@@ -86,7 +86,7 @@ struct fg_store_tx {
 };
 
 typedef struct fg_store_opts {
-    int read_conns;      /* read connections in the pool (opened lazily); 0 = 8 */
+    int read_conns;      /* read connections in the pool (opened lazily); 0 = 16 */
     int max_batch;       /* write units per group commit; 0 = 1024 */
     int busy_timeout_ms; /* waiting on another process's lock; 0 = 5000 */
 } fg_store_opts_t;
@@ -139,6 +139,20 @@ typedef int (*fg_store_write_fn)(fg_store_tx_t *tx, void *arg);
  * Returns 0 (committed and fsync'd), fn's non-zero return (rolled back), FG_STORE_EIO
  * (the batch failed to commit: nothing of it is stored) or FG_STORE_ECLOSED. */
 int fg_store_write(fg_store_t *st, fg_store_write_fn fn, void *arg);
+
+/* Completion of an asynchronous write unit: rc is what fg_store_write would return.
+ * Runs on the writer thread right after the batch is durable (or failed): it must be
+ * quick and must not block or call fg_store_write (e.g. it resumes a suspended HTTP
+ * connection, or signals the caller's own condition variable). */
+typedef void (*fg_store_done_fn)(int rc, void *done_arg);
+
+/* Like fg_store_write, but returns at once: the unit joins the next group commit and
+ * done(rc, done_arg) is called exactly once when its batch is durable (or failed). Lets
+ * a server with few threads keep many requests in one commit (suspend the request,
+ * resume it in done). fn, arg must stay valid until done runs. Returns 0 if queued, or
+ * FG_STORE_ECLOSED / FG_STORE_EINVAL (then done is never called). */
+int fg_store_write_async(fg_store_t *st, fg_store_write_fn fn, void *arg, fg_store_done_fn done,
+                         void *done_arg);
 
 /* ------------------------------------------------------------------ settings */
 
@@ -652,6 +666,10 @@ struct fg_store_ops {
     int (*usage_get)(fg_store_tx_t *tx, const char *account, int64_t user_id,
                      fg_store_usage_t *out);
     int (*usage_list)(fg_store_tx_t *tx, fg_store_usage_list_t *out);
+
+    /* added after the first version (kept last) */
+    int (*write_async)(fg_store_t *st, fg_store_write_fn fn, void *arg, fg_store_done_fn done,
+                       void *done_arg);
 };
 
 /* ------------------------------------------------------------------ cursors */

@@ -1255,6 +1255,65 @@ static void test_group_commit_many_threads(void **state)
     fg_store_read_end(tx);
 }
 
+/* ------------------------------------------------------------------ async writes */
+
+#define ASYNC_N 2000
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, ok, failed_with_7;
+} async_ctx_t;
+
+static void async_done(int rc, void *arg)
+{
+    async_ctx_t *c = arg;
+    pthread_mutex_lock(&c->mu);
+    c->done++;
+    c->ok += rc == 0;
+    c->failed_with_7 += rc == 7;
+    pthread_cond_signal(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void test_write_async(void **state)
+{
+    fx_t *f = *state;
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    static submit_t subs[ASYNC_N];
+    async_ctx_t c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    fg_store_stats_t before, after;
+    fg_store_get_stats(f->st, &before);
+    /* one thread keeps many units in flight: they share commits */
+    for (int i = 0; i < ASYNC_N; i++) {
+        subs[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &subs[i], async_done, &c), 0);
+    }
+    assert_int_equal(fg_store_write_async(f->st, unit_fail_after_insert, "ghost", async_done, &c),
+                     0);
+    assert_int_equal(fg_store_write_async(f->st, unit_submit, &subs[0], NULL, &c), FG_STORE_EINVAL);
+    pthread_mutex_lock(&c.mu);
+    while (c.done < ASYNC_N + 1)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    assert_int_equal(c.ok, ASYNC_N);
+    assert_int_equal(c.failed_with_7, 1);
+    fg_store_get_stats(f->st, &after);
+    assert_true(after.commits - before.commits < ASYNC_N / 10);
+    fx_reopen(f);
+    fg_store_tx_t *tx = rd(f->st);
+    int64_t n = 0;
+    assert_int_equal(fg_store_job_count(tx, NULL, &n), 0);
+    assert_int_equal(n, ASYNC_N);
+    fg_store_job_t j = {0};
+    assert_int_equal(fg_store_job_get(tx, subs[ASYNC_N - 1].id, &j), 0);
+    fg_store_job_clear(&j);
+    fg_store_user_t u = {0};
+    assert_int_equal(fg_store_user_get_by_name(tx, "ghost", &u), FG_STORE_ENOENT);
+    fg_store_read_end(tx);
+}
+
 /* ------------------------------------------------------------------ crash */
 
 /* A child process submits from 8 threads and writes each acknowledged job id to a pipe
@@ -1444,6 +1503,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_usage_exact_after_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unit_rollback_and_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit_many_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
         cmocka_unit_test(test_strerror),
