@@ -16,8 +16,8 @@
 #define FG_SSE_MAX_EVENT (8 * 1024 * 1024) /* a larger event's data makes it fail */
 
 /* Called per event: type ("message" unless an "event:" line said otherwise), data
- * (NUL-terminated, datalen bytes; may contain no NUL of its own since lines cannot),
- * and the last event id ("" if none yet). Return nonzero to stop parsing. */
+ * (datalen bytes, NUL-terminated after them; a hostile stream may put NULs inside, so
+ * use datalen), and the last event id ("" if none yet). Return nonzero to stop. */
 typedef int (*fg_sse_cb_t)(void *ud, const char *type, const char *data, size_t datalen,
                            const char *id);
 
