@@ -1,0 +1,634 @@
+/*
+ * agent.c - the server side of docs/agent-protocol.md, nodes, and job logs.
+ *
+ * register/started/exited go through the scheduler thread (they change the core and
+ * must be durable before they are acknowledged); heartbeat and the assignments
+ * long-poll are answered here from memory. Each node has an outbox of messages (start,
+ * stop) numbered per node; a long-poll answers with those after its `after` and the
+ * messages at or below `after` are dropped (acknowledged).
+ *
+ * Logs: one file per (job, attempt, rank) under DATA_DIR/logs/JOB/, appended at the
+ * exact offset the agent gives (idempotent shipping); log_mu serialises appends.
+ */
+#include "server/server.h"
+#include "server/valid.h"
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOG_CHUNK_MAX (256 * 1024)
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void srv_node_send(srv_t *s, srv_node_t *n, json_t *msg)
+{
+    (void)s;
+    json_object_set_new(msg, "seq", json_integer(n->next_msg_seq++));
+    json_array_append_new(n->outbox, msg);
+}
+
+static bool node_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 64)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '_' || *p == '.' || *p == '-'))
+            return false;
+    return true;
+}
+
+/* Common fields of started/exited/logs. false: replied. */
+static bool report_ids(srv_req_t *r, json_t *b, srv_msg_t *m)
+{
+    const char *node, *jid;
+    long long att, ep, rank = 0;
+    bool has;
+    if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "job_id", true, 24, &jid) ||
+        !v_int(r, b, "attempt", true, 1, INT32_MAX, &att, &has) ||
+        !v_int(r, b, "epoch", true, 0, INT64_MAX, &ep, &has) ||
+        !v_int(r, b, "rank", false, 0, 1024, &rank, &has))
+        return false;
+    if (!srv_parse_job_id(jid, &m->job)) {
+        srv_reply_error(r, 404, "not_found", "job_id", "no job '%s'", jid);
+        return false;
+    }
+    snprintf(m->node, sizeof m->node, "%s", node);
+    m->attempt = (int32_t)att;
+    m->epoch = ep;
+    m->rank = (int32_t)rank;
+    return true;
+}
+
+/* ------------------------------------------------------------------ register, heartbeat */
+
+int h_agent_register(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    const char *node, *inst, *addr, *gtype;
+    long long cpus = 0, mem = 0;
+    bool has;
+    if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "instance", true, 64, &inst) ||
+        !v_string(r, b, "addr", false, 255, &addr) ||
+        !v_string(r, b, "gpu_type", false, FG_NAME_MAX, &gtype) ||
+        !v_int(r, b, "cpus", false, 0, 1 << 20, &cpus, &has) ||
+        !v_int(r, b, "memory_mb", false, 0, (long long)1 << 40, &mem, &has))
+        goto bad;
+    if (!node_name_ok(node)) {
+        srv_reply_error(r, 400, "invalid_argument", "node", "node must match [A-Za-z0-9_.-]{1,64}");
+        goto bad;
+    }
+    json_t *gpus = json_object_get(b, "gpus");
+    if (!json_is_array(gpus) || json_array_size(gpus) < 1 ||
+        json_array_size(gpus) > FG_MAX_NODE_GPUS) {
+        srv_reply_error(r, 400, "invalid_argument", "gpus", "gpus must be an array of 1..%d GPUs",
+                        FG_MAX_NODE_GPUS);
+        goto bad;
+    }
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g)
+    {
+        if (!json_is_object(g) || !json_is_integer(json_object_get(g, "index")) ||
+            json_integer_value(json_object_get(g, "index")) != (json_int_t)i) {
+            srv_reply_error(r, 400, "invalid_argument", "gpus",
+                            "gpus[%zu] must be an object with index %zu", i, i);
+            goto bad;
+        }
+    }
+    if (!gtype && !json_is_string(json_object_get(json_array_get(gpus, 0), "type"))) {
+        srv_reply_error(r, 400, "invalid_argument", "gpu_type", "gpu_type is required");
+        goto bad;
+    }
+    json_t *running = json_object_get(b, "running");
+    if (running && !json_is_array(running) && !json_is_null(running)) {
+        srv_reply_error(r, 400, "invalid_argument", "running", "running must be an array");
+        goto bad;
+    }
+    srv_msg_t *m = srv_msg_new(MSG_REGISTER);
+    m->json = b;
+    return srv_sched_call(r, m);
+bad:
+    json_decref(b);
+    return MHD_YES;
+}
+
+/* Checks node, instance, epoch of a heartbeat or long-poll (mu held). Replies 404/409
+ * and returns NULL when they do not match. */
+static srv_node_t *agent_node(srv_req_t *r, const char *node, const char *inst, long long epoch)
+{
+    srv_t *s = r->srv;
+    srv_node_t *n = node ? srv_node_by_name(s, node) : NULL;
+    if (!n || !n->registered) {
+        srv_reply_error(r, 404, "not_found", "node",
+                        "node '%s' is not registered with this "
+                        "controller; register",
+                        node ? node : "");
+        return NULL;
+    }
+    if (!inst || strcmp(inst, n->instance) || (epoch >= 0 && epoch != s->epoch) ||
+        n->state == FG_NODE_DOWN) {
+        srv_reply_error(r, 409, "conflict", NULL,
+                        "instance, epoch or node state mismatch (controller epoch %lld); "
+                        "register again",
+                        (long long)s->epoch);
+        return NULL;
+    }
+    return n;
+}
+
+int h_agent_heartbeat(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    const char *node, *inst;
+    long long epoch = 0;
+    bool has;
+    int ret = MHD_YES;
+    if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "instance", true, 64, &inst) ||
+        !v_int(r, b, "epoch", true, 0, INT64_MAX, &epoch, &has))
+        goto out;
+    pthread_mutex_lock(&s->mu);
+    srv_node_t *n = agent_node(r, node, inst, epoch);
+    if (n) {
+        n->last_heartbeat_ms = srv_now_ms();
+        json_t *gpus = json_object_get(b, "gpus");
+        size_t i;
+        json_t *g;
+        json_array_foreach(gpus, i, g)
+        {
+            json_int_t idx = json_integer_value(json_object_get(g, "index"));
+            if (idx < 0 || idx >= n->ngpus)
+                continue;
+            json_t *u = json_object_get(g, "util_pct"), *mu = json_object_get(g, "mem_used_mb");
+            n->gpus[idx].util_pct = json_is_integer(u) ? (int)json_integer_value(u) : -1;
+            n->gpus[idx].mem_used_mb = json_is_integer(mu) ? json_integer_value(mu) : -1;
+        }
+        const char *st = n->state == FG_NODE_UP ? "up" : "draining";
+        json_t *reply = json_pack("{s:I,s:s,s:i}", "epoch", (json_int_t)s->epoch, "node_state", st,
+                                  "heartbeat_interval_s", s->cfg.heartbeat_interval_s);
+        pthread_mutex_unlock(&s->mu);
+        ret = srv_reply_json(r, 200, reply);
+    } else {
+        pthread_mutex_unlock(&s->mu);
+    }
+out:
+    json_decref(b);
+    return ret;
+}
+
+int h_agent_assignments(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    const char *node = srv_query(r, "node"), *inst = srv_query(r, "instance");
+    const char *as = srv_query(r, "after"), *ws = srv_query(r, "wait");
+    long long after = 0, wait = 25;
+    char *end;
+    if (as) {
+        after = strtoll(as, &end, 10);
+        if (!*as || *end || after < 0)
+            return srv_reply_error(r, 400, "invalid_argument", "after", "after must be >= 0");
+    }
+    if (ws) {
+        wait = strtoll(ws, &end, 10);
+        if (!*ws || *end || wait < 0 || wait > 60)
+            return srv_reply_error(r, 400, "invalid_argument", "wait", "wait must be 0..60");
+    }
+    if (r->resume_count == 0)
+        r->park_deadline_ms = srv_now_ms() + wait * 1000;
+    pthread_mutex_lock(&s->mu);
+    srv_node_t *n = agent_node(r, node, inst, -1);
+    if (!n) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    /* drop acknowledged messages */
+    while (json_array_size(n->outbox) > 0 &&
+           json_integer_value(json_object_get(json_array_get(n->outbox, 0), "seq")) <= after)
+        json_array_remove(n->outbox, 0);
+    json_t *msgs = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(n->outbox, i, m)
+    {
+        if (json_integer_value(json_object_get(m, "seq")) > after)
+            json_array_append(msgs, m);
+    }
+    const char *st = n->state == FG_NODE_UP ? "up" : "draining";
+    pthread_mutex_unlock(&s->mu);
+    if (json_array_size(msgs) == 0 && srv_now_ms() < r->park_deadline_ms &&
+        !atomic_load(&s->stopping)) {
+        json_decref(msgs);
+        return srv_park(r, WAIT_AGENT, r->park_deadline_ms);
+    }
+    return srv_reply_json(r, 200,
+                          json_pack("{s:I,s:s,s:o}", "epoch", (json_int_t)s->epoch, "node_state",
+                                    st, "messages", msgs));
+}
+
+int h_agent_started(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    srv_msg_t *m = srv_msg_new(MSG_STARTED);
+    long long st = 0;
+    bool has;
+    if (!report_ids(r, b, m) || !v_int(r, b, "start_time_ms", false, 0, INT64_MAX, &st, &has)) {
+        free(m);
+        json_decref(b);
+        return MHD_YES;
+    }
+    m->start_ms = st;
+    json_decref(b);
+    return srv_sched_call(r, m);
+}
+
+int h_agent_exited(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    srv_msg_t *m = srv_msg_new(MSG_EXITED);
+    const char *cause;
+    long long st = 0, en = 0, lb = 0, code = 0, sig = 0;
+    bool has;
+    int ret = MHD_YES;
+    if (!report_ids(r, b, m) || !v_string(r, b, "end_cause", true, 32, &cause) ||
+        !v_int(r, b, "exit_code", false, -1024, 1024, &code, &m->has_exit) ||
+        !v_int(r, b, "signal", false, 0, 1024, &sig, &m->has_signal) ||
+        !v_int(r, b, "start_time_ms", false, 0, INT64_MAX, &st, &has) ||
+        !v_int(r, b, "end_time_ms", false, 0, INT64_MAX, &en, &has) ||
+        !v_int(r, b, "log_bytes", false, 0, INT64_MAX, &lb, &has)) {
+        free(m);
+        goto out;
+    }
+    static const struct {
+        const char *name;
+        fg_end_cause_t c;
+    } causes[] = {{"completed", FG_END_COMPLETED}, {"failed", FG_END_FAILED},
+                  {"cancelled", FG_END_CANCELLED}, {"timeout", FG_END_TIMEOUT},
+                  {"preempted", FG_END_PREEMPTED}, {"node_lost", FG_END_NODE_LOST}};
+    int ci = -1;
+    for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++)
+        if (!strcmp(causes[i].name, cause))
+            ci = (int)causes[i].c;
+    if (ci < 0) {
+        free(m);
+        ret = srv_reply_error(r, 400, "invalid_argument", "end_cause",
+                              "end_cause must be completed, failed, cancelled, timeout or "
+                              "preempted");
+        goto out;
+    }
+    m->cause = ci;
+    m->exit_code = (int32_t)code;
+    m->signal = (int32_t)sig;
+    m->start_ms = st;
+    m->end_ms = en;
+    m->log_bytes = lb;
+    json_decref(b);
+    return srv_sched_call(r, m);
+out:
+    json_decref(b);
+    return ret;
+}
+
+/* ------------------------------------------------------------------ logs */
+
+static void log_path(srv_t *s, uint64_t job, int attempt, int rank, char *out, size_t n)
+{
+    snprintf(out, n, "%s/logs/%llu/%d.%d.log", s->cfg.data_dir, (unsigned long long)job, attempt,
+             rank);
+}
+
+static int64_t file_size(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 ? (int64_t)st.st_size : 0;
+}
+
+int h_agent_logs(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    int ret = MHD_YES;
+    srv_msg_t m = {0};
+    const char *data;
+    long long off = 0;
+    bool has;
+    unsigned char *bin = NULL;
+    if (!report_ids(r, b, &m) || !v_int(r, b, "offset", true, 0, INT64_MAX, &off, &has) ||
+        !v_string(r, b, "data_b64", true, 4 * LOG_CHUNK_MAX / 3 + 8, &data))
+        goto out;
+    size_t dl = strlen(data);
+    bin = fg_xmalloc(dl + 1);
+    size_t bn = 0;
+    if (sodium_base642bin(bin, dl + 1, data, dl, NULL, &bn, NULL, sodium_base64_VARIANT_ORIGINAL) ||
+        bn < 1 || bn > LOG_CHUNK_MAX) {
+        ret = srv_reply_error(r, 400, "invalid_argument", "data_b64",
+                              "data_b64 must be standard base64 of 1..%d bytes", LOG_CHUNK_MAX);
+        goto out;
+    }
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, m.job);
+    bool known = j && m.attempt <= j->r.attempts;
+    pthread_mutex_unlock(&s->mu);
+    if (!known) {
+        ret = srv_reply_error(r, 404, "not_found", "job_id", "no such job attempt");
+        goto out;
+    }
+    char path[1400], dir[1300];
+    snprintf(dir, sizeof dir, "%s/logs", s->cfg.data_dir);
+    mkdir(dir, 0700);
+    snprintf(dir, sizeof dir, "%s/logs/%llu", s->cfg.data_dir, (unsigned long long)m.job);
+    mkdir(dir, 0700);
+    log_path(s, m.job, m.attempt, m.rank, path, sizeof path);
+    pthread_mutex_lock(&log_mu);
+    int64_t len = file_size(path);
+    if ((int64_t)off == len) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        ssize_t w = fd >= 0 ? write(fd, bin, bn) : -1;
+        if (fd >= 0)
+            close(fd);
+        pthread_mutex_unlock(&log_mu);
+        if (w != (ssize_t)bn) {
+            ret = srv_reply_error(r, 503, "unavailable", NULL, "could not store the log chunk");
+            goto out;
+        }
+        srv_wake_kind(s, WAIT_STREAM);
+        ret = srv_reply_json(r, 200, json_pack("{s:I}", "length", (json_int_t)(len + (int64_t)bn)));
+    } else if ((int64_t)off + (int64_t)bn <= len) {
+        pthread_mutex_unlock(&log_mu);
+        ret = srv_reply_json(r, 200, json_pack("{s:I}", "length", (json_int_t)len));
+    } else {
+        pthread_mutex_unlock(&log_mu);
+        ret = srv_reply_json(r, 409,
+                             json_pack("{s:{s:s,s:s},s:I}", "error", "code", "conflict", "message",
+                                       "the chunk does not start at the stored length", "length",
+                                       (json_int_t)len));
+    }
+out:
+    free(bin);
+    json_decref(b);
+    return ret;
+}
+
+typedef struct log_stream {
+    srv_t *s;
+    struct MHD_Connection *conn;
+    uint64_t job;
+    int attempt, rank;
+    int64_t off;
+    int64_t last_write_ms;
+    char *pending;
+    size_t plen, poff;
+} log_stream_t;
+
+static bool job_ended(srv_t *s, uint64_t id)
+{
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, id);
+    bool ended = !j || (j->state != FG_JOB_PENDING && j->state != FG_JOB_RUNNING);
+    pthread_mutex_unlock(&s->mu);
+    return ended;
+}
+
+static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    log_stream_t *st = cls;
+    srv_t *s = st->s;
+    if (st->poff < st->plen) {
+        size_t n = st->plen - st->poff;
+        if (n > max)
+            n = max;
+        memcpy(out, st->pending + st->poff, n);
+        st->poff += n;
+        return (ssize_t)n;
+    }
+    if (atomic_load(&s->stopping))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    unsigned long gen = atomic_load(&s->wake_gen);
+    char path[1400];
+    log_path(s, st->job, st->attempt, st->rank, path, sizeof path);
+    bool ended = job_ended(s, st->job);
+    char buf[16384];
+    ssize_t n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        n = pread(fd, buf, sizeof buf, st->off);
+        close(fd);
+    }
+    if (n > 0) {
+        /* one SSE record: every line as data:, the id is the offset after it */
+        size_t cap = (size_t)n * 2 + 64;
+        free(st->pending);
+        st->pending = fg_xmalloc(cap);
+        st->plen = st->poff = 0;
+        const char *p = buf, *e = buf + n;
+        while (p < e) {
+            const char *nl = memchr(p, '\n', (size_t)(e - p));
+            size_t ln = nl ? (size_t)(nl - p) : (size_t)(e - p);
+            st->pending = fg_xgrow(st->pending, &cap, st->plen + ln + 16, 1);
+            memcpy(st->pending + st->plen, "data: ", 6);
+            memcpy(st->pending + st->plen + 6, p, ln);
+            st->plen += 6 + ln;
+            st->pending[st->plen++] = '\n';
+            p += ln + (nl ? 1 : 0);
+        }
+        st->off += n;
+        char idl[64];
+        int il = snprintf(idl, sizeof idl, "id: %lld\n\n", (long long)st->off);
+        st->pending = fg_xgrow(st->pending, &cap, st->plen + (size_t)il + 1, 1);
+        memcpy(st->pending + st->plen, idl, (size_t)il);
+        st->plen += (size_t)il;
+        st->last_write_ms = srv_now_ms();
+        return log_read(cls, pos, out, max);
+    }
+    if (ended) {
+        static const char bye[] = "event: end\ndata: \n\n";
+        if (st->off >= 0) {
+            st->off = -1;
+            size_t k = sizeof bye - 1 < max ? sizeof bye - 1 : max;
+            memcpy(out, bye, k);
+            return (ssize_t)k;
+        }
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    int64_t now = srv_now_ms();
+    if (now - st->last_write_ms >= 15000) {
+        static const char ka[] = ": keep-alive\n\n";
+        st->last_write_ms = now;
+        size_t k = sizeof ka - 1 < max ? sizeof ka - 1 : max;
+        memcpy(out, ka, k);
+        return (ssize_t)k;
+    }
+    srv_park_conn(s, st->conn, WAIT_STREAM, now + 1000, gen);
+    return 0;
+}
+
+static void log_free(void *cls)
+{
+    log_stream_t *st = cls;
+    free(st->pending);
+    free(st);
+}
+
+int h_jobs_logs(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    uint64_t id;
+    if (!srv_parse_job_id(r->seg[2], &id))
+        return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, id);
+    bool mine = j && (r->admin || j->r.user_id == r->user_id);
+    int attempts = j ? j->r.attempts : 0;
+    int nranks = j ? (j->nranks ? j->nranks : j->r.gpus > 8 ? j->r.gpus / 8 : 1) : 1;
+    pthread_mutex_unlock(&s->mu);
+    if (!j)
+        return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
+    if (!mine)
+        return srv_reply_error(r, 403, "forbidden", NULL, "job %llu belongs to another user",
+                               (unsigned long long)id);
+    long long off = 0, rank = -1, attempt = attempts;
+    const char *q;
+    char *end;
+    if ((q = srv_query(r, "offset"))) {
+        off = strtoll(q, &end, 10);
+        if (!*q || *end || off < 0)
+            return srv_reply_error(r, 400, "invalid_argument", "offset", "offset must be >= 0");
+    }
+    if ((q = srv_query(r, "rank"))) {
+        rank = strtoll(q, &end, 10);
+        if (!*q || *end || rank < 0 || rank >= nranks)
+            return srv_reply_error(r, 400, "invalid_argument", "rank", "rank must be 0..%d",
+                                   nranks - 1);
+    }
+    if ((q = srv_query(r, "attempt"))) {
+        attempt = strtoll(q, &end, 10);
+        if (!*q || *end || attempt < 1 || attempt > attempts)
+            return srv_reply_error(r, 400, "invalid_argument", "attempt", "attempt must be 1..%d",
+                                   attempts);
+    }
+    /* default: the latest attempt that has any output */
+    char path[1400];
+    if (!srv_query(r, "attempt"))
+        for (long long a = attempts; a >= 1; a--) {
+            log_path(s, id, (int)a, rank < 0 ? 0 : (int)rank, path, sizeof path);
+            if (file_size(path) > 0) {
+                attempt = a;
+                break;
+            }
+        }
+    const char *follow = srv_query(r, "follow");
+    if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true"))) {
+        const char *lei = srv_header(r, "Last-Event-ID");
+        if (lei) {
+            long long v = strtoll(lei, &end, 10);
+            if (*lei && !*end && v >= 0)
+                off = v;
+        }
+        log_stream_t *st = fg_xcalloc(1, sizeof *st);
+        st->s = s;
+        st->conn = r->conn;
+        st->job = id;
+        st->attempt = attempt > 0 ? (int)attempt : 1;
+        st->rank = rank < 0 ? 0 : (int)rank;
+        st->off = off;
+        st->last_write_ms = srv_now_ms();
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32768, log_read, st, log_free);
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        return srv_reply_response(r, 200, resp);
+    }
+    /* plain text: one rank, or all ranks with a rank prefix on every line */
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int r0 = rank < 0 ? 0 : (int)rank, r1 = rank < 0 ? nranks - 1 : (int)rank;
+    for (int k = r0; attempt > 0 && k <= r1; k++) {
+        log_path(s, id, (int)attempt, k, path, sizeof path);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        char line[65536];
+        bool bol = true;
+        size_t got;
+        while ((got = fread(line, 1, sizeof line, f)) > 0) {
+            for (size_t i = 0; i < got; i++) {
+                if (bol && r0 != r1) {
+                    buf = fg_xgrow(buf, &cap, len + 16, 1);
+                    len += (size_t)snprintf(buf + len, 16, "[%d] ", k);
+                }
+                buf = fg_xgrow(buf, &cap, len + 1, 1);
+                buf[len++] = line[i];
+                bol = line[i] == '\n';
+            }
+            if (len > (size_t)64 << 20)
+                break;
+        }
+        fclose(f);
+    }
+    size_t start = (size_t)off < len ? (size_t)off : len;
+    char *outb = fg_xmalloc(len - start + 1);
+    if (len > start)
+        memcpy(outb, buf + start, len - start);
+    free(buf);
+    return srv_reply_text(r, 200, "text/plain; charset=utf-8", outb, len - start, true);
+}
+
+/* ------------------------------------------------------------------ nodes */
+
+int h_nodes_list(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    json_t *items = json_array();
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->nnodes; i++)
+        json_array_append_new(items, srv_node_json(s, s->nodes[i]));
+    pthread_mutex_unlock(&s->mu);
+    return srv_reply_json(r, 200, json_pack("{s:o,s:n}", "items", items, "next_cursor"));
+}
+
+static int node_state_call(srv_req_t *r, int drain)
+{
+    srv_msg_t *m = srv_msg_new(MSG_NODE_STATE);
+    snprintf(m->node, sizeof m->node, "%s", r->seg[2]);
+    m->cause = drain;
+    srv_t *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    bool known = srv_node_by_name(s, r->seg[2]) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (!known) {
+        free(m);
+        return srv_reply_error(r, 404, "not_found", NULL, "no node '%.64s'", r->seg[2]);
+    }
+    int ret = srv_sched_call(r, m);
+    srv_audit(s, r->user_id, drain ? "node.drain" : "node.resume", r->seg[2], NULL);
+    return ret;
+}
+
+int h_nodes_drain(srv_req_t *r)
+{
+    return node_state_call(r, 1);
+}
+
+int h_nodes_resume(srv_req_t *r)
+{
+    return node_state_call(r, 0);
+}

@@ -1,0 +1,734 @@
+/*
+ * h_jobs.c - jobs: submit, list, get, cancel, per-job events and attempts, logs, and
+ * the global event feed (immediate, long-poll, or a text/event-stream).
+ *
+ * Submit is the hot path: validate, reserve a place under the user's pending cap,
+ * commit (job + its creation event) as one store unit that the store group-commits
+ * with concurrent ones, then insert into memory, hand the job to the scheduler thread
+ * (a queue push, never a wait) and answer 201. A 201 is only sent after the fsync.
+ */
+#include "server/server.h"
+#include "server/valid.h"
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------ submit */
+
+static bool env_name_ok(const char *k)
+{
+    if (!*k || strlen(k) > 256 || isdigit((unsigned char)*k))
+        return false;
+    for (const char *p = k; *p; p++)
+        if (!(isalnum((unsigned char)*p) || *p == '_'))
+            return false;
+    return true;
+}
+
+/* Validates `command`; returns its compact JSON text (caller frees) or NULL (replied). */
+static char *v_command(srv_req_t *r, json_t *b)
+{
+    json_t *c = json_object_get(b, "command");
+    if (!c || json_is_null(c)) {
+        srv_reply_error(r, 400, "invalid_argument", "command", "'command' is required");
+        return NULL;
+    }
+    if (json_is_string(c)) {
+        size_t n = json_string_length(c);
+        if (n == 0 || n > 65536 || strlen(json_string_value(c)) != n) {
+            srv_reply_error(r, 400, "invalid_argument", "command",
+                            "'command' must be a non-empty string of at most 65536 bytes");
+            return NULL;
+        }
+    } else if (json_is_array(c)) {
+        size_t n = json_array_size(c), total = 0;
+        if (n == 0 || n > 4096) {
+            srv_reply_error(r, 400, "invalid_argument", "command",
+                            "'command' must be a non-empty array of at most 4096 strings");
+            return NULL;
+        }
+        size_t i;
+        json_t *e;
+        json_array_foreach(c, i, e)
+        {
+            if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
+                srv_reply_error(r, 400, "invalid_argument", "command",
+                                "'command' array items must be strings");
+                return NULL;
+            }
+            total += json_string_length(e);
+        }
+        if (json_string_length(json_array_get(c, 0)) == 0 || total > 262144) {
+            srv_reply_error(r, 400, "invalid_argument", "command",
+                            "'command' needs a program name and at most 256 KiB of arguments");
+            return NULL;
+        }
+    } else {
+        srv_reply_error(r, 400, "invalid_argument", "command",
+                        "'command' must be an array of strings or a string");
+        return NULL;
+    }
+    return json_dumps(c, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* Validates `env`; *out gets its JSON text or NULL when absent. false: replied. */
+static bool v_env(srv_req_t *r, json_t *b, char **out)
+{
+    *out = NULL;
+    json_t *e = json_object_get(b, "env");
+    if (!e || json_is_null(e))
+        return true;
+    if (!json_is_object(e) || json_object_size(e) > 256) {
+        srv_reply_error(r, 400, "invalid_argument", "env",
+                        "'env' must be an object of at most 256 string values");
+        return false;
+    }
+    const char *k;
+    json_t *v;
+    size_t total = 0;
+    json_object_foreach(e, k, v)
+    {
+        if (!env_name_ok(k)) {
+            srv_reply_error(r, 400, "invalid_argument", "env",
+                            "env name '%.64s' must be letters, digits and _", k);
+            return false;
+        }
+        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+            srv_reply_error(r, 400, "invalid_argument", "env",
+                            "env value of '%.64s' must be a string", k);
+            return false;
+        }
+        total += strlen(k) + json_string_length(v);
+    }
+    if (total > 262144) {
+        srv_reply_error(r, 400, "invalid_argument", "env", "'env' is over 256 KiB");
+        return false;
+    }
+    *out = json_dumps(e, JSON_COMPACT);
+    return true;
+}
+
+static srv_job_t *job_from_rec(const fg_store_job_t *rec, int64_t id)
+{
+    srv_job_t *j = fg_xcalloc(1, sizeof *j);
+    fg_store_job_t *x = &j->r;
+    *x = *rec;
+    x->id = id;
+    x->name = srv_strdup0(rec->name);
+    x->username = NULL;
+    x->account = srv_strdup0(rec->account);
+    x->command_json = srv_strdup0(rec->command_json);
+    x->env_json = srv_strdup0(rec->env_json);
+    x->gpu_type = srv_strdup0(rec->gpu_type);
+    x->model = srv_strdup0(rec->model);
+    x->dataset = srv_strdup0(rec->dataset);
+    x->reason = srv_strdup0(rec->reason);
+    x->idem_key = srv_strdup0(rec->idem_key);
+    x->nodes_json = NULL;
+    x->gpu_indices_json = NULL;
+    j->state = FG_JOB_PENDING;
+    return j;
+}
+
+/* Replies with the existing job `id` (idempotent replay): 200. */
+static int reply_existing(srv_req_t *r, int64_t id)
+{
+    srv_t *s = r->srv;
+    for (int i = 0; i < 2000; i++) {
+        pthread_mutex_lock(&s->mu);
+        srv_job_t *j = srv_job_get(s, (uint64_t)id);
+        json_t *o = j ? srv_job_json(s, j, true) : NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (o)
+            return srv_reply_json(r, 200, o);
+        /* the original request is between its commit and its insert into memory */
+        struct timespec ts = {0, 500000};
+        nanosleep(&ts, NULL);
+    }
+    return srv_reply_error(r, 503, "unavailable", NULL, "the original job is not visible yet");
+}
+
+int h_jobs_create(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    int ret = MHD_YES;
+    char *cmd = NULL, *env = NULL;
+    const char *name, *gpu_type, *model, *dataset, *prio_s, *account;
+    long long gpus = 0, tl = s->cfg.default_time_limit_s, retries = 0, cpus = 0, mem = 0, ckpt = 0;
+    bool has;
+    bool reserved = false;
+    const char *idem = srv_header(r, "Idempotency-Key");
+    if (idem && (strlen(idem) == 0 || strlen(idem) > 256)) {
+        ret = srv_reply_error(r, 400, "invalid_argument", "Idempotency-Key",
+                              "Idempotency-Key must be 1..256 bytes");
+        goto out;
+    }
+    if (!v_string(r, b, "name", false, 128, &name))
+        goto out;
+    if (!(cmd = v_command(r, b)))
+        goto out;
+    if (!v_int(r, b, "gpus", true, 1, FG_MAX_JOB_GPUS, &gpus, &has))
+        goto out;
+    if (gpus > FG_WHOLE_NODE_GPUS && gpus % FG_WHOLE_NODE_GPUS) {
+        ret = srv_reply_error(r, 400, "invalid_argument", "gpus",
+                              "'gpus' must be 1..8, or a multiple of 8 (whole nodes); got %lld",
+                              gpus);
+        goto out;
+    }
+    if (!v_string(r, b, "gpu_type", false, FG_NAME_MAX, &gpu_type) ||
+        !v_string(r, b, "model", false, 256, &model) ||
+        !v_string(r, b, "dataset", false, 256, &dataset) ||
+        !v_int(r, b, "time_limit_s", false, 1, s->cfg.max_time_limit_s, &tl, &has) ||
+        !v_string(r, b, "priority", false, 16, &prio_s) ||
+        !v_int(r, b, "max_retries", false, 0, 100, &retries, &has) || !v_env(r, b, &env) ||
+        !v_string(r, b, "account", false, 64, &account) ||
+        !v_int(r, b, "cpus", false, 1, 1000000, &cpus, &has) ||
+        !v_int(r, b, "memory_mb", false, 1, (long long)1 << 40, &mem, &has) ||
+        !v_int(r, b, "checkpoint_interval_s", false, 0, (long long)1 << 40, &ckpt, &has))
+        goto out;
+    if (gpu_type && (!*gpu_type || !v_name_ok(gpu_type))) {
+        ret = srv_reply_error(r, 400, "invalid_argument", "gpu_type",
+                              "'gpu_type' must match [a-z0-9_.-]{1,64}");
+        goto out;
+    }
+    int prio = FG_PRIO_NORMAL;
+    if (prio_s && (prio = fg_prio_parse(prio_s)) < 0) {
+        ret = srv_reply_error(r, 400, "invalid_argument", "priority",
+                              "'priority' must be high, normal or low");
+        goto out;
+    }
+    /* account, membership, allowed classes, caps: under the lock */
+    char acct[80];
+    pthread_mutex_lock(&s->mu);
+    const char *a = account;
+    if (!a)
+        a = srv_user_default_account(s, r->user_id);
+    srv_account_t *ac = a ? srv_account_by_name(s, a) : NULL;
+    bool member = ac && srv_member_find(s, a, r->user_id);
+    int allowed = ac ? ac->r.allowed_priorities : 0;
+    srv_user_t *u = srv_user_by_id(s, r->user_id);
+    int cap = s->cfg.max_pending_per_user;
+    bool full = cap > 0 && u->pending_jobs + u->inflight >= cap;
+    int64_t pending_all = s->njobs_by_state[FG_JOB_PENDING];
+    bool shed = prio == FG_PRIO_LOW && s->cfg.core.shed_pending > 0 &&
+                pending_all >= s->cfg.core.shed_pending;
+    if (member && (allowed & (1 << prio)) && !full && !shed) {
+        u->inflight++;
+        reserved = true;
+    }
+    snprintf(acct, sizeof acct, "%s", a ? a : "");
+    pthread_mutex_unlock(&s->mu);
+    if (!ac || !member) {
+        ret = account ? srv_reply_error(r, 403, "forbidden", "account",
+                                        "you are not a member of account '%s'", account)
+                      : srv_reply_error(r, 403, "forbidden", "account",
+                                        "you belong to no account; ask an admin");
+        goto out;
+    }
+    if (!(allowed & (1 << prio))) {
+        ret = srv_reply_error(r, 403, "forbidden", "priority",
+                              "account '%s' may not submit '%s' jobs", acct,
+                              fg_prio_name((fg_prio_t)prio));
+        goto out;
+    }
+    if (full) {
+        atomic_fetch_add(&s->m.submissions_refused, 1);
+        ret = srv_reply_error(r, 429, "queue_full", NULL,
+                              "you have %d jobs queued or being submitted, the limit is %d", cap,
+                              cap);
+        goto out;
+    }
+    if (shed) {
+        atomic_fetch_add(&s->m.submissions_refused, 1);
+        ret = srv_reply_error(r, 429, "queue_full", "priority",
+                              "the queue holds %lld pending jobs; low-priority jobs are refused "
+                              "until it shrinks below %d",
+                              (long long)pending_all, s->cfg.core.shed_pending);
+        goto out;
+    }
+    int64_t now = srv_now();
+    fg_store_job_t rec = {.name = (char *)(name ? name : ""),
+                          .user_id = r->user_id,
+                          .account = acct,
+                          .command_json = cmd,
+                          .env_json = env,
+                          .gpus = (int32_t)gpus,
+                          .gpu_type = (char *)gpu_type,
+                          .model = (char *)model,
+                          .dataset = (char *)dataset,
+                          .priority = prio,
+                          .state = FG_JOB_PENDING,
+                          .submit_time = now,
+                          .time_limit_s = tl,
+                          .max_retries = (int32_t)retries,
+                          .checkpoint_interval_s = ckpt,
+                          .cpus = (int32_t)cpus,
+                          .memory_mb = mem,
+                          .idem_key = (char *)idem};
+    fg_store_event_t ev = {
+        .time = now, .kind = "job", .job_id = -1, .to_state = "PENDING", .reason = "submitted"};
+    srv_batch_t bt = {0};
+    srv_op_t *io = NULL;
+    if (idem) {
+        io = srv_batch_add(&bt, OP_JOB_IDEM, NULL);
+        io->i1 = r->user_id;
+        io->s1 = idem;
+    }
+    srv_op_t *jo = srv_batch_add(&bt, OP_JOB_INSERT, &rec);
+    srv_op_t *eo = srv_batch_add(&bt, OP_EVENT, &ev);
+    int rc = srv_batch_commit(s, &bt);
+    if (rc) {
+        srv_batch_free(&bt);
+        ret = rc == FG_STORE_EEXIST && idem
+                  ? srv_reply_error(r, 409, "conflict", "Idempotency-Key",
+                                    "a job with this Idempotency-Key is being created; retry")
+                  : srv_reply_error(r, 503, "unavailable", NULL, "the job could not be stored: %s",
+                                    fg_store_strerror(rc));
+        goto out;
+    }
+    if (io && io->out) {
+        int64_t orig = io->out;
+        srv_batch_free(&bt);
+        pthread_mutex_lock(&s->mu);
+        u = srv_user_by_id(s, r->user_id);
+        u->inflight--;
+        reserved = false;
+        pthread_mutex_unlock(&s->mu);
+        ret = reply_existing(r, orig);
+        goto out;
+    }
+    int64_t id = jo->out;
+    ev.seq = eo->out;
+    ev.job_id = id;
+    srv_batch_free(&bt);
+    srv_job_t *j = job_from_rec(&rec, id);
+    pthread_mutex_lock(&s->mu);
+    u = srv_user_by_id(s, r->user_id);
+    u->inflight--;
+    reserved = false;
+    srv_job_insert_mem(s, j);
+    srv_event_mem(s, &ev);
+    json_t *jj = srv_job_json(s, j, true);
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add_explicit(&s->m.submissions, 1, memory_order_relaxed);
+    srv_msg_t *m = srv_msg_new(MSG_SUBMIT);
+    m->job = (uint64_t)id;
+    srv_sched_post(s, m);
+    srv_wake_kind(s, WAIT_EVENTS);
+    ret = srv_reply_json(r, 201, jj);
+out:
+    if (reserved) {
+        pthread_mutex_lock(&s->mu);
+        srv_user_by_id(s, r->user_id)->inflight--;
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(cmd);
+    free(env);
+    json_decref(b);
+    return ret;
+}
+
+/* ------------------------------------------------------------------ list, get */
+
+static int parse_limit(srv_req_t *r, long long *limit)
+{
+    *limit = 100;
+    const char *ls = srv_query(r, "limit");
+    if (!ls)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(ls, &end, 10);
+    if (errno || !*ls || *end || v < 1 || v > 1000) {
+        srv_reply_error(r, 400, "invalid_argument", "limit", "limit must be 1..1000");
+        return -1;
+    }
+    *limit = v;
+    return 0;
+}
+
+static int parse_states(srv_req_t *r, unsigned *mask)
+{
+    *mask = 0;
+    const char *st = srv_query(r, "state");
+    if (!st || !*st)
+        return 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", st);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int found = -1;
+        for (int k = FG_JOB_PENDING; k <= FG_JOB_TIMEOUT; k++)
+            if (!strcasecmp(t, fg_job_state_name((fg_job_state_t)k)))
+                found = k;
+        if (found < 0) {
+            srv_reply_error(r, 400, "invalid_argument", "state",
+                            "unknown state '%.32s' (PENDING, RUNNING, COMPLETED, FAILED, "
+                            "CANCELLED, TIMEOUT)",
+                            t);
+            return -1;
+        }
+        *mask |= 1u << found;
+    }
+    return 0;
+}
+
+static bool eq0(const char *a, const char *b)
+{
+    if (!b)
+        return true;
+    return a && !strcmp(a, b);
+}
+
+int h_jobs_list(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    long long limit;
+    unsigned mask;
+    if (parse_limit(r, &limit) || parse_states(r, &mask))
+        return MHD_YES;
+    const char *user = srv_query(r, "user");
+    const char *account = srv_query(r, "account");
+    const char *model = srv_query(r, "model");
+    const char *dataset = srv_query(r, "dataset");
+    const char *order = srv_query(r, "order");
+    bool desc = order && !strcmp(order, "desc");
+    if (order && !desc && strcmp(order, "asc"))
+        return srv_reply_error(r, 400, "invalid_argument", "order", "order must be asc or desc");
+    int64_t cur = 0;
+    const char *cs = srv_query(r, "cursor");
+    if (cs && *cs && fg_store_cursor_decode(cs, &cur))
+        return srv_reply_error(r, 400, "invalid_argument", "cursor", "malformed cursor");
+    json_t *items = json_array();
+    int64_t last = 0;
+    bool more = false;
+    pthread_mutex_lock(&s->mu);
+    int64_t uid = -1;
+    if (user) {
+        srv_user_t *u = srv_user_by_name(s, user);
+        uid = u ? u->r.id : 0;
+    }
+    if (uid != 0) {
+        uint64_t top = s->max_job_id;
+        uint64_t i = desc ? (cur ? (uint64_t)cur - 1 : top) : (uint64_t)cur + 1;
+        for (; desc ? i >= 1 : i <= top; desc ? i-- : i++) {
+            srv_job_t *j = s->jobs[i - 1];
+            if (!j)
+                continue;
+            if (mask && !(mask & (1u << j->state)))
+                continue;
+            if (uid > 0 && j->r.user_id != uid)
+                continue;
+            if (!eq0(j->r.account, account) || !eq0(j->r.model, model) ||
+                !eq0(j->r.dataset, dataset))
+                continue;
+            if ((long long)json_array_size(items) == limit) {
+                more = true;
+                break;
+            }
+            json_array_append_new(items,
+                                  srv_job_json(s, j, r->admin || j->r.user_id == r->user_id));
+            last = (int64_t)i;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    char *nc = more ? fg_store_cursor_encode(last) : NULL;
+    json_t *o = json_pack("{s:o,s:s?}", "items", items, "next_cursor", nc);
+    free(nc);
+    return srv_reply_json(r, 200, o);
+}
+
+int h_jobs_get(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    uint64_t id;
+    if (!srv_parse_job_id(r->seg[2], &id))
+        return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, id);
+    json_t *o = j ? srv_job_json(s, j, r->admin || j->r.user_id == r->user_id) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (!o)
+        return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
+    return srv_reply_json(r, 200, o);
+}
+
+/* Looks up job seg[2] for an owner-or-admin route. Replies 404/403 and returns 0 on
+ * failure; returns the id otherwise. *state gets its state. */
+static uint64_t owned_job(srv_req_t *r, fg_job_state_t *state)
+{
+    srv_t *s = r->srv;
+    uint64_t id;
+    if (!srv_parse_job_id(r->seg[2], &id)) {
+        srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
+        return 0;
+    }
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, id);
+    bool found = j != NULL;
+    bool mine = j && (r->admin || j->r.user_id == r->user_id);
+    if (j && state)
+        *state = j->state;
+    pthread_mutex_unlock(&s->mu);
+    if (!found) {
+        srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
+        return 0;
+    }
+    if (!mine) {
+        srv_reply_error(r, 403, "forbidden", NULL, "job %llu belongs to another user",
+                        (unsigned long long)id);
+        return 0;
+    }
+    return id;
+}
+
+int h_jobs_cancel(srv_req_t *r)
+{
+    fg_job_state_t st;
+    uint64_t id = owned_job(r, &st);
+    if (!id)
+        return MHD_YES;
+    if (st != FG_JOB_PENDING && st != FG_JOB_RUNNING)
+        return srv_reply_error(r, 409, "conflict", NULL, "job %llu has already ended (%s)",
+                               (unsigned long long)id, fg_job_state_name(st));
+    srv_msg_t *m = srv_msg_new(MSG_CANCEL);
+    m->job = id;
+    srv_sync_t y;
+    srv_sched_wait(r->srv, m, &y);
+    int ret;
+    if (y.status >= 400) {
+        ret = srv_reply_error(r, (unsigned)y.status, y.code, NULL, "%s", y.msg);
+    } else {
+        srv_t *s = r->srv;
+        pthread_mutex_lock(&s->mu);
+        json_t *o = srv_job_json(s, srv_job_get(s, id), true);
+        pthread_mutex_unlock(&s->mu);
+        ret = srv_reply_json(r, 200, o);
+    }
+    srv_sync_destroy(&y);
+    return ret;
+}
+
+int h_jobs_events(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    uint64_t id = owned_job(r, NULL);
+    if (!id)
+        return MHD_YES;
+    fg_store_tx_t *tx;
+    int rc = fg_store_read_begin(s->store, &tx);
+    if (rc)
+        return srv_reply_error(r, 503, "unavailable", NULL, "store: %s", fg_store_strerror(rc));
+    fg_store_event_list_t l = {0};
+    rc = fg_store_event_list_job(tx, (int64_t)id, &l);
+    fg_store_read_end(tx);
+    if (rc)
+        return srv_reply_error(r, 503, "unavailable", NULL, "store: %s", fg_store_strerror(rc));
+    json_t *items = json_array();
+    for (size_t i = 0; i < l.n; i++) {
+        fg_store_event_t *e = &l.items[i];
+        json_array_append_new(items,
+                              json_pack("{s:I,s:I,s:s?,s:s?,s:s?,s:s?}", "seq", (json_int_t)e->seq,
+                                        "time", (json_int_t)e->time, "from", e->from_state, "to",
+                                        e->to_state, "reason", e->reason, "node", e->node));
+    }
+    fg_store_event_list_free(&l);
+    return srv_reply_json(r, 200, json_pack("{s:o,s:n}", "items", items, "next_cursor"));
+}
+
+int h_jobs_attempts(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    uint64_t id = owned_job(r, NULL);
+    if (!id)
+        return MHD_YES;
+    fg_store_tx_t *tx;
+    int rc = fg_store_read_begin(s->store, &tx);
+    if (rc)
+        return srv_reply_error(r, 503, "unavailable", NULL, "store: %s", fg_store_strerror(rc));
+    fg_store_attempt_list_t l = {0};
+    rc = fg_store_attempt_list(tx, (int64_t)id, &l);
+    fg_store_read_end(tx);
+    if (rc)
+        return srv_reply_error(r, 503, "unavailable", NULL, "store: %s", fg_store_strerror(rc));
+    json_t *items = json_array();
+    for (size_t i = 0; i < l.n; i++) {
+        fg_store_attempt_t *a = &l.items[i];
+        json_t *nodes = a->nodes_json ? json_loads(a->nodes_json, 0, NULL) : NULL;
+        json_t *uu = a->gpu_uuids_json ? json_loads(a->gpu_uuids_json, 0, NULL) : NULL;
+        json_t *o = json_object();
+        json_object_set_new(o, "attempt", json_integer(a->attempt));
+        json_object_set_new(o, "nodes", nodes ? nodes : json_array());
+        json_object_set_new(o, "gpu_uuids", uu ? uu : json_array());
+        json_object_set_new(o, "start_time_ms", json_integer(a->start_time_ms));
+        json_object_set_new(o, "end_time_ms",
+                            a->end_time_ms ? json_integer(a->end_time_ms) : json_null());
+        json_object_set_new(o, "end_cause",
+                            a->end_cause >= 0
+                                ? json_string(fg_end_cause_name((fg_end_cause_t)a->end_cause))
+                                : json_null());
+        json_object_set_new(o, "exit_code",
+                            a->has_exit_code ? json_integer(a->exit_code) : json_null());
+        json_object_set_new(o, "signal", a->signal ? json_integer(a->signal) : json_null());
+        json_array_append_new(items, o);
+    }
+    fg_store_attempt_list_free(&l);
+    return srv_reply_json(r, 200, json_pack("{s:o,s:n}", "items", items, "next_cursor"));
+}
+
+/* ------------------------------------------------------------------ global events */
+
+typedef struct ev_stream {
+    srv_t *s;
+    struct MHD_Connection *conn;
+    int64_t since;
+    int64_t viewer;
+    bool admin;
+    char *buf;
+    size_t len, off;
+    int64_t last_write_ms;
+} ev_stream_t;
+
+/* Renders events after st->since (at most 200) into st->buf as SSE records. */
+static void ev_fill(ev_stream_t *st)
+{
+    srv_t *s = st->s;
+    size_t cap = 0;
+    st->len = st->off = 0;
+    pthread_mutex_lock(&s->mu);
+    int n = 0;
+    for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
+        if (q < s->first_seq)
+            continue;
+        srv_event_t *e = &s->events[q - s->first_seq];
+        json_t *o = srv_event_json(s, e, st->viewer, st->admin);
+        char *txt = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        size_t need = strlen(txt) + 64;
+        st->buf = fg_xgrow(st->buf, &cap, st->len + need, 1);
+        st->len += (size_t)snprintf(st->buf + st->len, need, "id: %lld\nevent: %s\ndata: %s\n\n",
+                                    (long long)q, e->kind == SRV_EVENT_NODE ? "node" : "job", txt);
+        free(txt);
+        st->since = q;
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    ev_stream_t *st = cls;
+    srv_t *s = st->s;
+    if (atomic_load(&s->stopping))
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    unsigned long gen = atomic_load(&s->wake_gen);
+    if (st->off >= st->len)
+        ev_fill(st);
+    int64_t now = srv_now_ms();
+    if (st->off >= st->len) {
+        if (now - st->last_write_ms >= 15000) {
+            static const char ka[] = ": keep-alive\n\n";
+            size_t n = sizeof ka - 1 < max ? sizeof ka - 1 : max;
+            memcpy(out, ka, n);
+            st->last_write_ms = now;
+            return (ssize_t)n;
+        }
+        srv_park_conn(s, st->conn, WAIT_STREAM, now + 15000, gen);
+        return 0;
+    }
+    size_t n = st->len - st->off;
+    if (n > max)
+        n = max;
+    memcpy(out, st->buf + st->off, n);
+    st->off += n;
+    st->last_write_ms = now;
+    return (ssize_t)n;
+}
+
+static void ev_free(void *cls)
+{
+    ev_stream_t *st = cls;
+    free(st->buf);
+    free(st);
+}
+
+int h_events(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    const char *ss = srv_query(r, "since");
+    const char *lei = srv_header(r, "Last-Event-ID");
+    if (!ss)
+        ss = lei;
+    int64_t since = 0;
+    if (ss) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(ss, &end, 10);
+        if (errno || !*ss || *end || v < 0)
+            return srv_reply_error(r, 400, "invalid_argument", "since",
+                                   "since must be a sequence number >= 0");
+        since = v;
+    }
+    long long limit;
+    if (parse_limit(r, &limit))
+        return MHD_YES;
+    const char *follow = srv_query(r, "follow");
+    if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true"))) {
+        ev_stream_t *st = fg_xcalloc(1, sizeof *st);
+        st->s = s;
+        st->conn = r->conn;
+        st->since = since;
+        st->viewer = r->user_id;
+        st->admin = r->admin;
+        st->last_write_ms = srv_now_ms();
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, ev_read, st, ev_free);
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        return srv_reply_response(r, 200, resp);
+    }
+    long long wait = 0;
+    const char *ws = srv_query(r, "wait");
+    if (ws) {
+        char *end;
+        wait = strtoll(ws, &end, 10);
+        if (!*ws || *end || wait < 0 || wait > s->cfg.longpoll_max_s)
+            return srv_reply_error(r, 400, "invalid_argument", "wait",
+                                   "wait must be 0..%lld seconds",
+                                   (long long)s->cfg.longpoll_max_s);
+    }
+    if (r->resume_count == 0)
+        r->park_deadline_ms = srv_now_ms() + wait * 1000;
+    json_t *items = json_array();
+    int64_t last = since;
+    pthread_mutex_lock(&s->mu);
+    for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
+        if (q < s->first_seq)
+            continue;
+        json_array_append_new(
+            items, srv_event_json(s, &s->events[q - s->first_seq], r->user_id, r->admin));
+        last = q;
+    }
+    int64_t top = s->pub_seq;
+    pthread_mutex_unlock(&s->mu);
+    if (json_array_size(items) == 0 && srv_now_ms() < r->park_deadline_ms &&
+        !atomic_load(&s->stopping)) {
+        json_decref(items);
+        return srv_park(r, WAIT_EVENTS, r->park_deadline_ms);
+    }
+    return srv_reply_json(r, 200,
+                          json_pack("{s:o,s:I,s:I,s:n}", "items", items, "last_seq",
+                                    (json_int_t)last, "head_seq", (json_int_t)top, "next_cursor"));
+}

@@ -1,0 +1,428 @@
+/*
+ * http.c - the HTTP layer of the controller over libmicrohttpd.
+ *
+ * MHD runs an internal epoll thread pool. For each request the access handler is
+ * called first with the headers (we check the declared body size there: over 1 MiB is
+ * answered 413 at once), then with body pieces (accumulated up to 1 MiB; more is
+ * discarded and answered 413), then once more with no data: we route and answer.
+ *
+ * Parking: a handler that must wait (long-poll of /v1/events, an agent waiting for
+ * assignments) suspends its connection and registers a waiter; srv_wake_kind() or the
+ * deadline (checked by the timer thread every 100 ms) resumes it and MHD calls the
+ * access handler again, which re-runs the handler. A parked request holds no thread.
+ */
+#include "server/server.h"
+
+#include "common/log.h"
+#include "common/xalloc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t srv_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t srv_now(void)
+{
+    return (int64_t)time(NULL);
+}
+
+/* ------------------------------------------------------------------ replies */
+
+static void count_status(srv_t *s, unsigned status)
+{
+    if (status < 600)
+        atomic_fetch_add_explicit(&s->m.http_by_code[status], 1, memory_order_relaxed);
+}
+
+static int queue(srv_req_t *r, unsigned status, struct MHD_Response *resp)
+{
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    int ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+    r->responded = true;
+    r->status = (int)status;
+    count_status(r->srv, status);
+    return ret;
+}
+
+int srv_reply_response(srv_req_t *r, unsigned status, struct MHD_Response *resp)
+{
+    return queue(r, status, resp);
+}
+
+int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, size_t n,
+                   bool must_free)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        n, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+    if (!resp) {
+        if (must_free)
+            free(buf);
+        return MHD_NO;
+    }
+    if (ctype)
+        MHD_add_response_header(resp, "Content-Type", ctype);
+    return queue(r, status, resp);
+}
+
+int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj)
+{
+    char *txt = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    if (!txt)
+        return srv_reply_error(r, 500, "internal", NULL, "could not render the reply");
+    size_t n = strlen(txt);
+    /* jansson allocates with malloc: MHD may free it. A trailing newline helps curl. */
+    char *buf = fg_xrealloc(txt, n + 2);
+    buf[n] = '\n';
+    buf[n + 1] = 0;
+    return srv_reply_text(r, status, "application/json; charset=utf-8", buf, n + 1, true);
+}
+
+int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
+                    const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *e = json_pack("{s:s,s:s}", "code", code, "message", msg);
+    if (field)
+        json_object_set_new(e, "field", json_string(field));
+    return srv_reply_json(r, status, json_pack("{s:o}", "error", e));
+}
+
+int srv_reply_empty(srv_req_t *r, unsigned status)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    return queue(r, status, resp);
+}
+
+const char *srv_query(srv_req_t *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *srv_header(srv_req_t *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+}
+
+json_t *srv_body_object(srv_req_t *r)
+{
+    json_error_t err;
+    if (r->len == 0) {
+        srv_reply_error(r, 400, "invalid_json", NULL,
+                        "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    json_t *j = json_loadb(r->body, r->len, JSON_REJECT_DUPLICATES, &err);
+    if (!j) {
+        srv_reply_error(r, 400, "invalid_json", NULL,
+                        "invalid JSON at line %d, column %d (byte %d): %s", err.line, err.column,
+                        err.position, err.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        srv_reply_error(r, 400, "invalid_json", NULL, "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+/* ------------------------------------------------------------------ parking */
+
+static void unpark(srv_t *s, srv_waiter_t *w);
+
+/* Adds w to the list; if a wake-up happened since `gen` was read (the handler's data
+ * check), resumes it at once so that no wake-up is lost. */
+static void add_waiter(srv_t *s, srv_waiter_t *w, unsigned long gen)
+{
+    pthread_mutex_lock(&s->wait_mu);
+    w->next = s->waiters;
+    if (s->waiters)
+        s->waiters->prev = w;
+    s->waiters = w;
+    if (atomic_load(&s->wake_gen) != gen || atomic_load(&s->stopping))
+        unpark(s, w);
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
+int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
+{
+    srv_t *s = r->srv;
+    srv_waiter_t *w = fg_xcalloc(1, sizeof *w);
+    w->conn = r->conn;
+    w->req = r;
+    w->deadline_ms = deadline_ms;
+    w->kind = kind;
+    r->parked = true;
+    r->waiter = w;
+    MHD_suspend_connection(r->conn);
+    add_waiter(s, w, r->wake_gen);
+    return MHD_YES;
+}
+
+void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
+                   unsigned long gen)
+{
+    srv_waiter_t *w = fg_xcalloc(1, sizeof *w);
+    w->conn = conn;
+    w->deadline_ms = deadline_ms;
+    w->kind = kind;
+    MHD_suspend_connection(conn);
+    add_waiter(s, w, gen);
+}
+
+/* Removes w from the list (wait_mu held) and resumes its connection. */
+static void unpark(srv_t *s, srv_waiter_t *w)
+{
+    if (w->prev)
+        w->prev->next = w->next;
+    else
+        s->waiters = w->next;
+    if (w->next)
+        w->next->prev = w->prev;
+    struct MHD_Connection *c = w->conn;
+    if (w->req)
+        w->req->waiter = NULL;
+    free(w);
+    MHD_resume_connection(c);
+}
+
+void srv_wake_kind(srv_t *s, int kind)
+{
+    atomic_fetch_add(&s->wake_gen, 1);
+    pthread_mutex_lock(&s->wait_mu);
+    srv_waiter_t *w = s->waiters;
+    while (w) {
+        srv_waiter_t *next = w->next;
+        if (kind == 0 || w->kind == kind)
+            unpark(s, w);
+        w = next;
+    }
+    pthread_mutex_unlock(&s->wait_mu);
+}
+
+static void *timer_main(void *arg)
+{
+    srv_t *s = arg;
+    while (!atomic_load(&s->stopping)) {
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+        int64_t now = srv_now_ms();
+        pthread_mutex_lock(&s->wait_mu);
+        srv_waiter_t *w = s->waiters;
+        while (w) {
+            srv_waiter_t *next = w->next;
+            if (w->deadline_ms <= now)
+                unpark(s, w);
+            w = next;
+        }
+        pthread_mutex_unlock(&s->wait_mu);
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ MHD callbacks */
+
+static int method_bit(const char *m)
+{
+    if (!strcmp(m, "GET"))
+        return M_GET;
+    if (!strcmp(m, "POST"))
+        return M_POST;
+    if (!strcmp(m, "PUT"))
+        return M_PUT;
+    if (!strcmp(m, "PATCH"))
+        return M_PATCH;
+    if (!strcmp(m, "DELETE"))
+        return M_DELETE;
+    if (!strcmp(m, "HEAD"))
+        return M_HEAD;
+    return 0;
+}
+
+static void split_path(srv_req_t *r)
+{
+    r->nseg = 0;
+    char *p = r->path;
+    while (*p == '/')
+        p++;
+    while (*p && r->nseg < (int)(sizeof r->seg / sizeof r->seg[0])) {
+        r->seg[r->nseg++] = p;
+        char *sl = strchr(p, '/');
+        if (!sl)
+            break;
+        *sl = 0;
+        p = sl + 1;
+    }
+    if (*p && r->nseg == (int)(sizeof r->seg / sizeof r->seg[0])) {
+        /* too deep: make it unroutable */
+        r->nseg = 0;
+        r->seg[0] = NULL;
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    srv_t *s = cls;
+    srv_req_t *r = *con_cls;
+    if (!r) {
+        r = fg_xcalloc(1, sizeof *r);
+        r->srv = s;
+        r->conn = conn;
+        r->method = method_bit(method);
+        r->path = fg_xstrdup(url);
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl) {
+            char *end;
+            errno = 0;
+            unsigned long long n = strtoull(cl, &end, 10);
+            if (errno || *end || n > SRV_MAX_BODY) {
+                srv_reply_error(r, 413, "payload_too_large", NULL,
+                                "the request body is over the limit of %d bytes", SRV_MAX_BODY);
+                return MHD_YES;
+            }
+        }
+        return MHD_YES;
+    }
+    if (r->responded) {
+        /* An early 413: drop whatever body still arrives. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->too_large || r->len + n > SRV_MAX_BODY) {
+            r->too_large = true;
+            return MHD_YES;
+        }
+        if (r->len + n + 1 > r->cap) {
+            size_t c = r->cap ? r->cap : 1024;
+            while (c < r->len + n + 1)
+                c *= 2;
+            r->body = fg_xrealloc(r->body, c);
+            r->cap = c;
+        }
+        memcpy(r->body + r->len, upload_data, n);
+        r->len += n;
+        r->body[r->len] = 0;
+        return MHD_YES;
+    }
+    if (r->too_large)
+        return srv_reply_error(r, 413, "payload_too_large", NULL,
+                               "the request body is over the limit of %d bytes", SRV_MAX_BODY)
+                   ? MHD_YES
+                   : MHD_NO;
+    if (r->parked) {
+        r->parked = false;
+        r->resume_count++;
+    }
+    if (r->resume_count == 0) {
+        split_path(r);
+        srv_authenticate(r);
+    }
+    r->wake_gen = atomic_load(&s->wake_gen);
+    int ret = srv_route(r);
+    if (!r->responded && !r->parked)
+        return srv_reply_error(r, 500, "internal", NULL, "the handler gave no reply") ? MHD_YES
+                                                                                      : MHD_NO;
+    return ret == MHD_NO ? MHD_NO : MHD_YES;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    srv_req_t *r = *con_cls;
+    if (!r)
+        return;
+    free(r->path);
+    free(r->body);
+    free(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = 0;
+    fg_log(FG_LOG_DEBUG, "http: %s", msg);
+}
+
+int srv_http_start(srv_t *s)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)s->cfg.listen_port);
+    if (inet_pton(AF_INET, s->cfg.listen_host, &sa.sin_addr) != 1) {
+        fg_log(FG_LOG_ERROR, "listen address '%s' is not an IPv4 address", s->cfg.listen_host);
+        return -1;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    s->mhd = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+    if (!s->mhd) {
+        fg_log(FG_LOG_ERROR, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
+               errno ? strerror(errno) : "address in use or not available");
+        return -1;
+    }
+    if (pthread_create(&s->timer_thread, NULL, timer_main, s) != 0) {
+        MHD_stop_daemon(s->mhd);
+        s->mhd = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+void srv_http_stop(srv_t *s)
+{
+    if (!s->mhd)
+        return;
+    atomic_store(&s->stopping, true);
+    pthread_join(s->timer_thread, NULL);
+    /* Resume every parked request: each answers at once now that stopping is set. */
+    MHD_quiesce_daemon(s->mhd);
+    for (int i = 0; i < 50; i++) {
+        srv_wake_kind(s, 0);
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&s->wait_mu);
+        bool empty = s->waiters == NULL;
+        pthread_mutex_unlock(&s->wait_mu);
+        if (empty)
+            break;
+    }
+    MHD_stop_daemon(s->mhd);
+    s->mhd = NULL;
+}

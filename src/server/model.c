@@ -1,0 +1,261 @@
+/*
+ * model.c - the in-memory model: jobs by id, the global event log, rendering of users,
+ * jobs and events as the API's JSON. Callers hold srv->mu.
+ */
+#include "server/server.h"
+
+#include "common/xalloc.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *srv_jstr(const json_t *o, const char *key, const char *def)
+{
+    const char *v = json_string_value(json_object_get(o, key));
+    return v ? v : def;
+}
+
+bool srv_parse_job_id(const char *str, uint64_t *id)
+{
+    if (!str || !*str || strlen(str) > 19)
+        return false;
+    for (const char *p = str; *p; p++)
+        if (*p < '0' || *p > '9')
+            return false;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(str, &end, 10);
+    if (errno || *end || v == 0)
+        return false;
+    *id = v;
+    return true;
+}
+
+srv_node_t *srv_node_by_name(srv_t *s, const char *name)
+{
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (!strcmp(s->nodes[i]->name, name))
+            return s->nodes[i];
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ users */
+
+json_t *srv_user_json(srv_t *s, const srv_user_t *u)
+{
+    const char *acct = srv_user_default_account(s, u->r.id);
+    srv_member_t *m = acct ? srv_member_find(s, acct, u->r.id) : NULL;
+    json_t *accts = json_array();
+    for (size_t i = 0; i < s->nmembers; i++)
+        if (!s->members[i]->deleted && s->members[i]->r.user_id == u->r.id)
+            json_array_append_new(accts, json_string(s->members[i]->r.account));
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)u->r.id);
+    return json_pack("{s:s,s:s,s:s,s:s?,s:s,s:s?,s:o,s:f,s:b,s:I}", "id", id, "username",
+                     u->r.username, "email", u->r.email, "display_name", u->r.display_name, "role",
+                     u->r.role == FG_STORE_ROLE_ADMIN ? "admin" : "user", "account", acct,
+                     "accounts", accts, "weight", m ? m->r.weight : 1.0, "disabled", u->r.disabled,
+                     "created_at", (json_int_t)u->r.created_at);
+}
+
+/* ------------------------------------------------------------------ jobs */
+
+srv_job_t *srv_job_get(srv_t *s, uint64_t id)
+{
+    if (id == 0 || id > s->jobs_cap)
+        return NULL;
+    return s->jobs[id - 1];
+}
+
+void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta)
+{
+    if ((int)j->state >= 0 && (int)j->state < 6)
+        s->njobs_by_state[j->state] += delta;
+    if (j->state == FG_JOB_PENDING) {
+        srv_user_t *u = srv_user_by_id(s, j->r.user_id);
+        if (u)
+            u->pending_jobs += delta;
+    }
+}
+
+void srv_job_insert_mem(srv_t *s, srv_job_t *j)
+{
+    uint64_t id = (uint64_t)j->r.id;
+    if (id > s->jobs_cap) {
+        size_t old = s->jobs_cap;
+        size_t cap = old ? old : 1024;
+        while (cap < id)
+            cap *= 2;
+        s->jobs = fg_xrealloc(s->jobs, cap * sizeof *s->jobs);
+        memset(s->jobs + old, 0, (cap - old) * sizeof *s->jobs);
+        s->jobs_cap = cap;
+    }
+    s->jobs[id - 1] = j;
+    if (id > s->max_job_id)
+        s->max_job_id = id;
+    srv_job_count_state(s, j, +1);
+}
+
+void srv_job_free(srv_job_t *j)
+{
+    if (!j)
+        return;
+    fg_store_job_clear(&j->r);
+    fg_store_attempt_clear(&j->cur);
+    free(j->ranks);
+    for (size_t i = 0; i < j->nlogs; i++)
+        free(j->logs[i].data);
+    free(j->logs);
+    free(j);
+}
+
+static json_t *json_or_null(const char *txt)
+{
+    if (!txt)
+        return json_null();
+    json_t *v = json_loads(txt, JSON_DECODE_ANY, NULL);
+    return v ? v : json_null();
+}
+
+static json_t *time_or_null(int64_t t)
+{
+    return t ? json_integer(t) : json_null();
+}
+
+json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full)
+{
+    const fg_store_job_t *r = &j->r;
+    char id[24];
+    snprintf(id, sizeof id, "%lld", (long long)r->id);
+    srv_user_t *u = srv_user_by_id(s, r->user_id);
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(id));
+    json_object_set_new(o, "name", json_string(r->name ? r->name : ""));
+    json_object_set_new(o, "user", u ? json_string(u->r.username) : json_null());
+    json_object_set_new(o, "account", json_string(r->account));
+    if (full) {
+        json_object_set_new(o, "command", json_or_null(r->command_json));
+        json_object_set_new(o, "env", r->env_json ? json_or_null(r->env_json) : json_object());
+    }
+    json_object_set_new(o, "gpus", json_integer(r->gpus));
+    json_object_set_new(o, "gpu_type", r->gpu_type ? json_string(r->gpu_type) : json_null());
+    json_object_set_new(o, "model", r->model ? json_string(r->model) : json_null());
+    json_object_set_new(o, "dataset", r->dataset ? json_string(r->dataset) : json_null());
+    json_object_set_new(o, "priority", json_string(fg_prio_name((fg_prio_t)r->priority)));
+    json_object_set_new(o, "state", json_string(fg_job_state_name(j->state)));
+    bool pending = j->state == FG_JOB_PENDING;
+    json_object_set_new(o, "reason_code",
+                        pending && r->reason_code > 0
+                            ? json_string(fg_reason_code((fg_reason_t)r->reason_code))
+                            : json_null());
+    json_object_set_new(o, "reason", r->reason ? json_string(r->reason) : json_null());
+    json_t *nodes = json_or_null(r->nodes_json);
+    if (!json_is_array(nodes)) {
+        json_decref(nodes);
+        nodes = json_array();
+    }
+    json_object_set_new(
+        o, "node", json_array_size(nodes) ? json_incref(json_array_get(nodes, 0)) : json_null());
+    json_object_set_new(o, "nodes", nodes);
+    json_t *gi = json_or_null(r->gpu_indices_json);
+    if (json_is_array(gi) && json_array_size(gi) > 0) {
+        json_object_set_new(o, "gpu_indices", json_incref(json_array_get(gi, 0)));
+        json_object_set_new(o, "gpu_indices_by_node", gi);
+    } else {
+        json_decref(gi);
+        json_object_set_new(o, "gpu_indices", json_array());
+        json_object_set_new(o, "gpu_indices_by_node", json_array());
+    }
+    json_object_set_new(o, "submit_time", json_integer(r->submit_time));
+    json_object_set_new(o, "start_time", time_or_null(r->start_time));
+    json_object_set_new(o, "end_time", time_or_null(r->end_time));
+    json_object_set_new(o, "time_limit_s", json_integer(r->time_limit_s));
+    json_object_set_new(o, "exit_code",
+                        r->has_exit_code ? json_integer(r->exit_code) : json_null());
+    json_object_set_new(o, "attempts", json_integer(r->attempts));
+    json_object_set_new(o, "max_retries", json_integer(r->max_retries));
+    json_object_set_new(o, "retries_used", json_integer(r->retries_used));
+    json_object_set_new(o, "cancel_requested", json_boolean(r->cancel_requested));
+    json_object_set_new(o, "estimated_start",
+                        pending ? time_or_null(r->estimated_start) : json_null());
+    /* Billing is a later issue: no cost is computed yet, so none is shown. */
+    json_object_set_new(o, "cost_micros", json_null());
+    int64_t gs = r->attained_gpu_s;
+    if (j->state == FG_JOB_RUNNING && r->start_time) {
+        int64_t run = srv_now() - r->start_time;
+        if (run > 0)
+            gs += run * r->gpus;
+    }
+    json_object_set_new(o, "gpu_seconds", json_integer(gs));
+    json_object_set_new(o, "cpus", r->cpus ? json_integer(r->cpus) : json_null());
+    json_object_set_new(o, "memory_mb", r->memory_mb ? json_integer(r->memory_mb) : json_null());
+    return o;
+}
+
+/* ------------------------------------------------------------------ events */
+
+void srv_event_mem(srv_t *s, const fg_store_event_t *e)
+{
+    if (e->seq <= 0)
+        return;
+    if (s->first_seq == 0)
+        s->first_seq = e->seq < s->pub_seq + 1 ? e->seq : s->pub_seq + 1;
+    if (e->seq < s->first_seq)
+        return;
+    size_t idx = (size_t)(e->seq - s->first_seq);
+    if (idx >= s->events_cap) {
+        size_t old = s->events_cap;
+        size_t cap = old ? old : 4096;
+        while (cap <= idx)
+            cap *= 2;
+        s->events = fg_xrealloc(s->events, cap * sizeof *s->events);
+        memset(s->events + old, 0, (cap - old) * sizeof *s->events);
+        s->events_cap = cap;
+    }
+    srv_event_t *v = &s->events[idx];
+    if (v->seq)
+        return; /* already there */
+    v->seq = e->seq;
+    v->time = e->time;
+    v->kind = (e->kind && !strcmp(e->kind, "node")) ? SRV_EVENT_NODE : SRV_EVENT_JOB;
+    v->job_id = (uint64_t)(e->job_id > 0 ? e->job_id : 0);
+    snprintf(v->from, sizeof v->from, "%s", e->from_state ? e->from_state : "");
+    snprintf(v->to, sizeof v->to, "%s", e->to_state ? e->to_state : "");
+    v->reason = srv_strdup0(e->reason);
+    v->node = srv_strdup0(e->node);
+    if (e->seq > s->top_seq)
+        s->top_seq = e->seq;
+    /* publish the contiguous prefix */
+    while (s->pub_seq < s->top_seq) {
+        int64_t nx = s->pub_seq + 1;
+        if (nx < s->first_seq) {
+            s->pub_seq = nx;
+            continue;
+        }
+        if (!s->events[nx - s->first_seq].seq)
+            break;
+        s->pub_seq = nx;
+    }
+}
+
+json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "seq", json_integer(e->seq));
+    json_object_set_new(o, "time", json_integer(e->time));
+    json_object_set_new(o, "type", json_string(e->kind == SRV_EVENT_NODE ? "node" : "job"));
+    json_object_set_new(o, "from", e->from[0] ? json_string(e->from) : json_null());
+    json_object_set_new(o, "to", json_string(e->to));
+    json_object_set_new(o, "reason", e->reason ? json_string(e->reason) : json_null());
+    json_object_set_new(o, "node", e->node ? json_string(e->node) : json_null());
+    if (e->kind == SRV_EVENT_JOB) {
+        char id[24];
+        snprintf(id, sizeof id, "%llu", (unsigned long long)e->job_id);
+        json_object_set_new(o, "job_id", json_string(id));
+        srv_job_t *j = srv_job_get(s, e->job_id);
+        if (j)
+            json_object_set_new(o, "job", srv_job_json(s, j, admin || j->r.user_id == viewer));
+    }
+    return o;
+}

@@ -1,0 +1,304 @@
+/*
+ * routes.c - the route table, authentication/authorisation per route, rate limits,
+ * and the small cluster-wide handlers (fair share, health, metrics, billing stubs).
+ *
+ * A route is a path pattern ("*" = one segment, "**" = the rest), a method and who may
+ * call it. Unknown path: 404. Known path, other method: 405 with Allow. Then: anonymous
+ * on a user route 401; a user on an admin route 403; the agent token is only accepted
+ * on /v1/agent/... and user tokens never are.
+ */
+#include "server/server.h"
+
+#include "common/xalloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { A_ANON = 0, A_USER, A_ADMIN, A_AGENT };
+
+typedef struct route {
+    int method;
+    const char *pat;
+    int auth;
+    int (*h)(srv_req_t *r);
+} route_t;
+
+static const route_t routes[] = {
+    {M_GET, "healthz", A_ANON, h_healthz},
+    {M_GET, "metrics", A_ANON, h_metrics},
+    {M_POST, "v1/users", A_ANON, h_users_create},
+    {M_GET, "v1/users", A_ADMIN, h_users_list},
+    {M_PATCH, "v1/users/*", A_ADMIN, h_users_patch},
+    {M_POST, "v1/sessions", A_ANON, h_sessions_create},
+    {M_DELETE, "v1/sessions/*", A_USER, h_sessions_delete},
+    {M_GET, "v1/me", A_USER, h_me_get},
+    {M_PATCH, "v1/me", A_USER, h_me_patch},
+    {M_POST, "v1/tokens", A_USER, h_tokens_create},
+    {M_GET, "v1/tokens", A_USER, h_tokens_list},
+    {M_DELETE, "v1/tokens/*", A_USER, h_tokens_delete},
+    {M_POST, "v1/accounts", A_ADMIN, h_accounts_create},
+    {M_GET, "v1/accounts", A_USER, h_accounts_list},
+    {M_GET, "v1/accounts/*", A_USER, h_accounts_get},
+    {M_PATCH, "v1/accounts/*", A_ADMIN, h_accounts_patch},
+    {M_POST, "v1/accounts/*/members", A_ADMIN, h_members_add},
+    {M_DELETE, "v1/accounts/*/members/*", A_ADMIN, h_members_del},
+    {M_GET, "v1/audit", A_ADMIN, h_audit_list},
+    {M_POST, "v1/jobs", A_USER, h_jobs_create},
+    {M_GET, "v1/jobs", A_USER, h_jobs_list},
+    {M_GET, "v1/jobs/*", A_USER, h_jobs_get},
+    {M_POST, "v1/jobs/*/cancel", A_USER, h_jobs_cancel},
+    {M_GET, "v1/jobs/*/events", A_USER, h_jobs_events},
+    {M_GET, "v1/jobs/*/attempts", A_USER, h_jobs_attempts},
+    {M_GET, "v1/jobs/*/logs", A_USER, h_jobs_logs},
+    {M_GET, "v1/events", A_USER, h_events},
+    {M_GET, "v1/nodes", A_USER, h_nodes_list},
+    {M_POST, "v1/nodes/*/drain", A_ADMIN, h_nodes_drain},
+    {M_POST, "v1/nodes/*/resume", A_ADMIN, h_nodes_resume},
+    {M_GET, "v1/fairshare", A_USER, h_fairshare},
+    {M_GET | M_PUT | M_POST | M_PATCH | M_DELETE, "v1/billing/**", A_USER, h_billing},
+    {M_POST, "v1/agent/register", A_AGENT, h_agent_register},
+    {M_POST, "v1/agent/heartbeat", A_AGENT, h_agent_heartbeat},
+    {M_GET, "v1/agent/assignments", A_AGENT, h_agent_assignments},
+    {M_POST, "v1/agent/started", A_AGENT, h_agent_started},
+    {M_POST, "v1/agent/logs", A_AGENT, h_agent_logs},
+    {M_POST, "v1/agent/exited", A_AGENT, h_agent_exited},
+};
+
+static bool match(const char *pat, srv_req_t *r)
+{
+    int i = 0;
+    const char *p = pat;
+    while (*p) {
+        const char *sl = strchr(p, '/');
+        size_t n = sl ? (size_t)(sl - p) : strlen(p);
+        if (n == 2 && !strncmp(p, "**", 2))
+            return i < r->nseg;
+        if (i >= r->nseg)
+            return false;
+        if (!(n == 1 && *p == '*')) {
+            if (strlen(r->seg[i]) != n || strncmp(p, r->seg[i], n))
+                return false;
+        } else if (!*r->seg[i]) {
+            return false;
+        }
+        i++;
+        p += n;
+        if (*p == '/')
+            p++;
+    }
+    return i == r->nseg;
+}
+
+static const char *method_names(int mask, char *buf, size_t n)
+{
+    static const struct {
+        int bit;
+        const char *name;
+    } ms[] = {
+        {M_GET, "GET"}, {M_POST, "POST"}, {M_PUT, "PUT"}, {M_PATCH, "PATCH"}, {M_DELETE, "DELETE"}};
+    buf[0] = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+        if (mask & ms[i].bit)
+            len += (size_t)snprintf(buf + len, n - len, "%s%s", len ? ", " : "", ms[i].name);
+    return buf;
+}
+
+int srv_route(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    const route_t *hit = NULL;
+    int allowed = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        if (!match(routes[i].pat, r))
+            continue;
+        allowed |= routes[i].method;
+        if (routes[i].method & r->method) {
+            hit = &routes[i];
+            break;
+        }
+    }
+    if (!hit) {
+        if (!allowed)
+            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s", r->path);
+        char buf[64];
+        method_names(allowed, buf, sizeof buf);
+        json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "method_not_allowed", "message",
+                              "this route does not accept that method");
+        char *txt = json_dumps(e, JSON_COMPACT);
+        json_decref(e);
+        struct MHD_Response *resp =
+            MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+        MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+        MHD_add_response_header(resp, "Allow", buf);
+        return srv_reply_response(r, 405, resp);
+    }
+    switch (hit->auth) {
+    case A_AGENT:
+        if (!r->agent)
+            return srv_reply_error(r, 401, "unauthenticated", NULL,
+                                   "agent routes need the cluster's agent token");
+        break;
+    case A_USER:
+    case A_ADMIN:
+        if (!r->user_id)
+            return srv_reply_error(r, 401, "unauthenticated", NULL,
+                                   "a valid bearer token is required");
+        if (hit->auth == A_ADMIN && !r->admin)
+            return srv_reply_error(r, 403, "forbidden", NULL, "only an admin may do this");
+        break;
+    default:
+        break;
+    }
+    if (r->resume_count == 0 && r->user_id) {
+        double retry = 0;
+        if (!srv_rate_check(s, r, &retry)) {
+            char ra[32];
+            snprintf(ra, sizeof ra, "%d", (int)(retry + 0.999) < 1 ? 1 : (int)(retry + 0.999));
+            json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "rate_limited", "message",
+                                  "too many requests for this token; retry later");
+            char *txt = json_dumps(e, JSON_COMPACT);
+            json_decref(e);
+            struct MHD_Response *resp =
+                MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
+            MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
+            MHD_add_response_header(resp, "Retry-After", ra);
+            return srv_reply_response(r, 429, resp);
+        }
+    }
+    return hit->h(r);
+}
+
+/* ------------------------------------------------------------------ small handlers */
+
+int h_fairshare(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    pthread_mutex_lock(&s->mu);
+    json_t *o = s->fairshare ? json_deep_copy(s->fairshare) : json_object();
+    pthread_mutex_unlock(&s->mu);
+    /* the contract's list shape as well */
+    json_t *items = json_array();
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(o, "accounts"), i, a)
+    {
+        json_t *it = json_deep_copy(a);
+        json_object_set_new(it, "kind", json_string("account"));
+        json_object_del(it, "users");
+        json_array_append_new(items, it);
+        size_t k;
+        json_t *u;
+        json_array_foreach(json_object_get(a, "users"), k, u)
+        {
+            json_t *ut = json_deep_copy(u);
+            json_object_set_new(ut, "kind", json_string("user"));
+            json_object_set(ut, "account", json_object_get(a, "name"));
+            json_array_append_new(items, ut);
+        }
+    }
+    json_object_set_new(o, "items", items);
+    return srv_reply_json(r, 200, o);
+}
+
+int h_healthz(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    int rc = fg_store_ping(s->store);
+    double ms = (double)atomic_load(&s->m.last_pass_us) / 1000.0;
+    json_t *o = json_pack("{s:s,s:s,s:f,s:I,s:s}", "status", rc ? "degraded" : "ok", "store",
+                          rc ? fg_store_strerror(rc) : "ok", "scheduler_pass_ms", ms, "epoch",
+                          (json_int_t)s->epoch, "store_backend", fg_store_backend(s->store));
+    return srv_reply_json(r, rc ? 503 : 200, o);
+}
+
+int h_billing(srv_req_t *r)
+{
+    return srv_reply_error(r, 501, "not_implemented", NULL,
+                           "billing is not implemented yet (a later issue); no prices, usage or "
+                           "invoices are available");
+}
+
+int h_metrics(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+#define OUT(...)                                                                                   \
+    do {                                                                                           \
+        int n_ = snprintf(NULL, 0, __VA_ARGS__);                                                   \
+        buf = fg_xgrow(buf, &cap, len + (size_t)n_ + 1, 1);                                        \
+        snprintf(buf + len, (size_t)n_ + 1, __VA_ARGS__);                                          \
+        len += (size_t)n_;                                                                         \
+    } while (0)
+    int64_t states[6];
+    int64_t top_seq, nnodes, nusers;
+    int64_t nodes_up = 0, nodes_down = 0;
+    pthread_mutex_lock(&s->mu);
+    memcpy(states, s->njobs_by_state, sizeof states);
+    top_seq = s->pub_seq;
+    nnodes = (int64_t)s->nnodes;
+    nusers = (int64_t)s->nusers;
+    for (size_t i = 0; i < s->nnodes; i++) {
+        if (s->nodes[i]->state == FG_NODE_DOWN)
+            nodes_down++;
+        else
+            nodes_up++;
+    }
+    pthread_mutex_unlock(&s->mu);
+    OUT("# HELP fairgpu_jobs Jobs by state.\n# TYPE fairgpu_jobs gauge\n");
+    for (int k = 0; k < 6; k++)
+        OUT("fairgpu_jobs{state=\"%s\"} %lld\n", fg_job_state_name((fg_job_state_t)k),
+            (long long)states[k]);
+    OUT("# HELP fairgpu_submissions_total Jobs accepted (201).\n"
+        "# TYPE fairgpu_submissions_total counter\nfairgpu_submissions_total %ld\n",
+        atomic_load(&s->m.submissions));
+    OUT("# HELP fairgpu_submissions_refused_total Submissions refused by a cap (429).\n"
+        "# TYPE fairgpu_submissions_refused_total counter\nfairgpu_submissions_refused_total "
+        "%ld\n",
+        atomic_load(&s->m.submissions_refused));
+    long passes = atomic_load(&s->m.passes);
+    OUT("# HELP fairgpu_scheduler_passes_total Scheduling passes.\n"
+        "# TYPE fairgpu_scheduler_passes_total counter\nfairgpu_scheduler_passes_total %ld\n",
+        passes);
+    OUT("# HELP fairgpu_scheduler_pass_seconds Duration of scheduling passes.\n"
+        "# TYPE fairgpu_scheduler_pass_seconds summary\n"
+        "fairgpu_scheduler_pass_seconds_sum %.6f\nfairgpu_scheduler_pass_seconds_count %ld\n",
+        (double)atomic_load(&s->m.pass_us_total) / 1e6, passes);
+    OUT("# HELP fairgpu_scheduler_last_pass_seconds Duration of the last pass.\n"
+        "# TYPE fairgpu_scheduler_last_pass_seconds gauge\n"
+        "fairgpu_scheduler_last_pass_seconds %.6f\n"
+        "# HELP fairgpu_scheduler_max_pass_seconds Longest pass since start.\n"
+        "# TYPE fairgpu_scheduler_max_pass_seconds gauge\n"
+        "fairgpu_scheduler_max_pass_seconds %.6f\n",
+        (double)atomic_load(&s->m.last_pass_us) / 1e6,
+        (double)atomic_load(&s->m.max_pass_us) / 1e6);
+    OUT("# TYPE fairgpu_job_starts_total counter\nfairgpu_job_starts_total %ld\n"
+        "# TYPE fairgpu_preemptions_total counter\nfairgpu_preemptions_total %ld\n"
+        "# TYPE fairgpu_attempts_ended_total counter\nfairgpu_attempts_ended_total %ld\n",
+        atomic_load(&s->m.starts), atomic_load(&s->m.preemptions), atomic_load(&s->m.ended));
+    OUT("# HELP fairgpu_http_requests_total HTTP replies by status code.\n"
+        "# TYPE fairgpu_http_requests_total counter\n");
+    for (int c = 100; c < 600; c++) {
+        long v = atomic_load(&s->m.http_by_code[c]);
+        if (v)
+            OUT("fairgpu_http_requests_total{code=\"%d\"} %ld\n", c, v);
+    }
+    fg_store_stats_t st;
+    fg_store_get_stats(s->store, &st);
+    OUT("# TYPE fairgpu_store_commits_total counter\nfairgpu_store_commits_total %llu\n"
+        "# TYPE fairgpu_store_units_total counter\nfairgpu_store_units_total %llu\n"
+        "# TYPE fairgpu_store_max_batch gauge\nfairgpu_store_max_batch %llu\n"
+        "# TYPE fairgpu_store_queue_length gauge\nfairgpu_store_queue_length %llu\n",
+        (unsigned long long)st.commits, (unsigned long long)st.units,
+        (unsigned long long)st.max_batch, (unsigned long long)st.queue_len);
+    OUT("# TYPE fairgpu_event_seq gauge\nfairgpu_event_seq %lld\n"
+        "# TYPE fairgpu_nodes gauge\nfairgpu_nodes{state=\"up\"} %lld\n"
+        "fairgpu_nodes{state=\"down\"} %lld\n"
+        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n",
+        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers);
+    (void)nnodes;
+#undef OUT
+    return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
+}

@@ -1,0 +1,502 @@
+/*
+ * server.h - internals of `fairgpu server`, the controller.
+ *
+ * Lock model (one rule each, no nesting except where stated):
+ *   - srv->mu guards the in-memory model: users, tokens, accounts, members, jobs, the
+ *     event log, nodes. HTTP threads hold it for microseconds (lookups, rendering one
+ *     object, inserting a committed record). It is never held across a store call that
+ *     syncs to disk, nor across an Argon2 hash.
+ *   - srv->sched_mu guards only the scheduler inbox (a queue of events) and its condvar.
+ *     HTTP threads push and signal; the scheduler thread drains. The core (fg_sched_t)
+ *     is owned by the scheduler thread alone and needs no lock.
+ *   - srv->wait_mu guards the list of parked (suspended) HTTP connections (long-polls,
+ *     event streams, agent assignment polls). Order, when both are needed: mu, then
+ *     wait_mu.
+ *   - Metrics are relaxed atomics.
+ *
+ * The in-memory model is the runtime authority; the store (src/store) makes every
+ * change durable before it is acknowledged and rebuilds the model at start.
+ */
+#ifndef FG_SERVER_H
+#define FG_SERVER_H
+
+#include "fairgpu/core.h"
+#include "store/store.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SRV_MAX_BODY     (1024 * 1024)
+#define SRV_TOKEN_HASH   32
+#define SRV_MAX_ACCOUNTS 4096
+#define SRV_EVENT_NODE   1
+#define SRV_EVENT_JOB    0
+
+/* ------------------------------------------------------------------ config */
+
+typedef struct srv_config {
+    char data_dir[1024];
+    char listen_host[256];
+    int listen_port;
+    bool registration_open;
+    int threads;                  /* HTTP worker threads */
+    int64_t session_ttl_s;        /* login session lifetime */
+    int64_t default_time_limit_s; /* when a job gives none */
+    int64_t max_time_limit_s;
+    double rate_limit_rps; /* per token; 0 = off */
+    double rate_limit_burst;
+    int max_pending_per_user; /* 0 = off */
+    int max_connections;
+    bool fast_password_hash; /* INSECURE, tests only: minimal Argon2id cost */
+    int heartbeat_interval_s;
+    int heartbeat_misses;
+    int64_t longpoll_max_s;
+    int log_level;
+    fg_config_t core;
+} srv_config_t;
+
+void srv_config_default(srv_config_t *c);
+/* Parses argv (after "server") and the optional config file into *c. On error prints a
+ * clear sentence to stderr and returns -1; returns 1 if --help was printed, else 0. */
+int srv_config_parse(srv_config_t *c, int argc, char **argv);
+
+/* ------------------------------------------------------------------ model */
+
+typedef struct srv_user {
+    fg_store_user_t r; /* r.default_account unused: see srv_user_default_account */
+    int pending_jobs;  /* PENDING jobs now (cap) */
+    int inflight;      /* submissions being committed (counted against the cap) */
+} srv_user_t;
+
+typedef struct srv_token {
+    int64_t id; /* API tokens: the store's id; sessions: 0 */
+    int64_t user_id;
+    bool session;
+    char *name;
+    unsigned char hash[SRV_TOKEN_HASH];
+    int64_t created_at, expires_at; /* expires_at 0: never */
+    double bucket, last_ms;         /* rate limit */
+    bool deleted;
+} srv_token_t;
+
+typedef struct srv_account {
+    fg_store_account_t r;
+} srv_account_t;
+
+typedef struct srv_member {
+    fg_store_member_t r; /* r.position orders them: the first is the default */
+    bool deleted;
+} srv_member_t;
+
+/* Per (attempt, rank) log stream: bytes kept in memory (capped). */
+typedef struct srv_log {
+    int32_t attempt, rank;
+    char *data;
+    size_t len, cap;
+    int64_t total;     /* bytes the agent has shipped (== len unless capped) */
+    int64_t final_len; /* from exited: log_bytes, -1 unknown */
+} srv_log_t;
+
+/* Per rank of the running attempt. */
+typedef struct srv_rank {
+    char node[FG_NAME_MAX + 1];
+    uint64_t gpu_mask;
+    bool started, ended;
+    int end_cause; /* fg_end_cause_t */
+    int32_t exit_code, signal;
+    bool has_exit, has_signal;
+    int64_t start_ms, end_ms;
+} srv_rank_t;
+
+typedef struct srv_job {
+    fg_store_job_t r;
+    fg_job_state_t state;
+    int64_t epoch; /* epoch of the current attempt's assignment */
+    int nranks;
+    srv_rank_t *ranks; /* of the current attempt (RUNNING) */
+    bool in_core;      /* known to the scheduler core (else parked or ended) */
+    int64_t gpu_seconds;
+    fg_store_attempt_t cur; /* the current (or last) attempt; cur.attempt 0: none */
+    bool stop_sent;         /* a stop for the current attempt was queued */
+    srv_log_t *logs;
+    size_t nlogs;
+} srv_job_t;
+
+typedef struct srv_event {
+    int64_t seq;
+    int64_t time;
+    int kind; /* SRV_EVENT_JOB | SRV_EVENT_NODE */
+    uint64_t job_id;
+    char from[16], to[16];
+    char *reason; /* may be NULL */
+    char *node;   /* may be NULL */
+} srv_event_t;
+
+typedef struct srv_gpu {
+    int index;
+    char uuid[96];
+    char type[FG_NAME_MAX + 1];
+    int64_t memory_mb;
+    int64_t mem_used_mb; /* -1 unknown */
+    int util_pct;        /* -1 unknown */
+} srv_gpu_t;
+
+typedef struct srv_node {
+    char name[FG_NAME_MAX + 1];
+    char instance[72];
+    char addr[256];
+    char gpu_type[FG_NAME_MAX + 1];
+    fg_node_state_t state; /* UP, DRAINING (drain requested), DOWN */
+    bool registered;       /* registered with this epoch */
+    int cpus;
+    int64_t memory_mb;
+    int ngpus;
+    srv_gpu_t gpus[FG_MAX_NODE_GPUS];
+    int64_t last_heartbeat_ms;
+    int64_t created_at;
+    int core_index; /* in the scheduler core; -1 if not added yet */
+    /* messages for the agent, in seq order: a JSON array of objects with "seq" */
+    json_t *outbox;
+    int64_t next_msg_seq;
+    int master_port_next;
+} srv_node_t;
+
+/* A simple open-addressing map from 64-bit keys to pointers. */
+typedef struct srv_map {
+    uint64_t *keys;
+    void **vals;
+    size_t cap, n;
+} srv_map_t;
+void *srv_map_get(const srv_map_t *m, uint64_t key);
+void srv_map_put(srv_map_t *m, uint64_t key, void *val);
+void srv_map_del(srv_map_t *m, uint64_t key);
+void srv_map_free(srv_map_t *m);
+uint64_t srv_hash_bytes(const void *p, size_t n);
+
+/* ------------------------------------------------------------------ scheduler inbox */
+
+enum srv_msg_kind {
+    MSG_SUBMIT = 1, /* job committed: add it to the core */
+    MSG_CANCEL,     /* cancel: pending -> CANCELLED, running -> stop the agent */
+    MSG_EXITED,     /* an agent reported a rank's exit (fields below) */
+    MSG_STARTED,    /* an agent reported a rank's start */
+    MSG_REGISTER,   /* an agent (re)registered: body in json */
+    MSG_NODE_STATE, /* admin drain / resume of node `node` (cause: 1 drain, 0 resume) */
+    MSG_ACCOUNT,    /* account or membership changed: refresh the core's view */
+    MSG_KICK,       /* just run a pass */
+};
+
+/* A caller waiting for its message to be processed and persisted. */
+typedef struct srv_sync {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status; /* HTTP status to answer */
+    char code[32];
+    char msg[256];
+    json_t *reply; /* owned by the waiter once done */
+} srv_sync_t;
+
+typedef struct srv_msg {
+    int kind;
+    uint64_t job;
+    int32_t attempt, rank;
+    int64_t epoch;
+    int cause; /* fg_end_cause_t for MSG_EXITED; 1/0 for MSG_NODE_STATE */
+    bool has_exit, has_signal;
+    int32_t exit_code, signal;
+    int64_t start_ms, end_ms, log_bytes;
+    char node[FG_NAME_MAX + 1];
+    json_t *json;
+    srv_sync_t *sync;
+    struct srv_msg *next;
+} srv_msg_t;
+
+void srv_sync_init(srv_sync_t *y);
+void srv_sync_wait(srv_sync_t *y);
+void srv_sync_destroy(srv_sync_t *y);
+
+/* ------------------------------------------------------------------ parked connections */
+
+enum { WAIT_EVENTS = 1, WAIT_AGENT = 2, WAIT_STREAM = 3 };
+
+typedef struct srv_waiter {
+    struct MHD_Connection *conn;
+    struct srv_req *req;
+    int64_t deadline_ms;
+    int kind;
+    struct srv_waiter *prev, *next;
+} srv_waiter_t;
+
+/* ------------------------------------------------------------------ server */
+
+typedef struct srv_metrics {
+    atomic_long http_by_code[600];
+    atomic_long submissions;
+    atomic_long submissions_refused;
+    atomic_long passes;
+    atomic_long pass_us_total;
+    atomic_long last_pass_us;
+    atomic_long max_pass_us;
+    atomic_long starts;
+    atomic_long preemptions;
+    atomic_long ended;
+} srv_metrics_t;
+
+typedef struct srv {
+    srv_config_t cfg;
+    fg_store_t *store;
+    struct MHD_Daemon *mhd;
+    int64_t epoch;
+    unsigned char agent_token_hash[SRV_TOKEN_HASH];
+    unsigned long long pw_ops;
+    size_t pw_mem;
+    char *dummy_pwhash;
+
+    pthread_mutex_t mu;
+    /* users, credentials, accounts, members */
+    srv_user_t **users;
+    size_t nusers, users_cap;
+    srv_token_t **tokens;
+    size_t ntokens, tokens_cap;
+    srv_map_t token_by_hash;
+    srv_account_t **accounts;
+    size_t naccounts, accounts_cap;
+    srv_member_t **members;
+    size_t nmembers, members_cap;
+    /* jobs: slot id-1; NULL until committed */
+    srv_job_t **jobs;
+    size_t jobs_cap;
+    uint64_t max_job_id;
+    int64_t njobs_by_state[6];
+    /* global event log in memory: events[seq - first_seq]; published up to pub_seq */
+    srv_event_t *events;
+    size_t events_cap;
+    int64_t first_seq;
+    int64_t top_seq; /* highest seq stored */
+    int64_t pub_seq; /* every seq <= pub_seq is present */
+    /* nodes */
+    srv_node_t **nodes;
+    size_t nnodes, nodes_cap;
+    /* the fair-share view, refreshed by the scheduler thread */
+    json_t *fairshare;
+
+    /* the scheduler core, owned by the scheduler thread */
+    fg_sched_t *core;
+    pthread_mutex_t sched_mu;
+    pthread_cond_t sched_cv;
+    srv_msg_t *inbox_head, *inbox_tail;
+    bool sched_stop;
+    pthread_t sched_thread;
+    bool sched_running;
+
+    /* parked connections */
+    pthread_mutex_t wait_mu;
+    srv_waiter_t *waiters;
+    pthread_t timer_thread;
+    atomic_bool stopping;
+    atomic_ulong wake_gen; /* incremented by every srv_wake_kind */
+
+    srv_metrics_t m;
+} srv_t;
+
+/* ------------------------------------------------------------------ requests */
+
+enum { M_GET = 1, M_POST = 2, M_PUT = 4, M_PATCH = 8, M_DELETE = 16, M_HEAD = 32 };
+
+typedef struct srv_req {
+    srv_t *srv;
+    struct MHD_Connection *conn;
+    int method;
+    char *path;
+    char *seg[8];
+    int nseg;
+    char *body;
+    size_t len, cap;
+    bool too_large;
+    bool responded;
+    int status;
+    /* auth */
+    int64_t user_id; /* 0: anonymous */
+    bool admin;
+    bool agent;
+    srv_token_t *tok;
+    char username[72];
+    /* parking */
+    bool parked;
+    int resume_count;
+    int64_t park_deadline_ms;
+    unsigned long wake_gen; /* read before the handler looks for data */
+    srv_waiter_t *waiter;
+} srv_req_t;
+
+/* http.c */
+int srv_http_start(srv_t *s);
+void srv_http_stop(srv_t *s);
+int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj); /* steals obj */
+int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, size_t n,
+                   bool must_free);
+int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int srv_reply_empty(srv_req_t *r, unsigned status);
+int srv_reply_response(srv_req_t *r, unsigned status, struct MHD_Response *resp);
+const char *srv_query(srv_req_t *r, const char *key);
+const char *srv_header(srv_req_t *r, const char *key);
+json_t *srv_body_object(srv_req_t *r);
+int srv_park(srv_req_t *r, int kind, int64_t deadline_ms);
+/* Parks from inside a content reader callback (SSE): conn only. */
+void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
+                   unsigned long gen);
+void srv_wake_kind(srv_t *s, int kind);
+int64_t srv_now_ms(void);
+int64_t srv_now(void);
+
+/* auth.c */
+int srv_auth_init(srv_t *s);
+void srv_authenticate(srv_req_t *r);
+int srv_password_hash(srv_t *s, const char *pw, char **out);
+bool srv_password_verify(srv_t *s, const char *hash, const char *pw);
+void srv_token_new(char *out, size_t n, const char *prefix);
+void srv_token_hash(const char *tok, unsigned char out[SRV_TOKEN_HASH]);
+void srv_token_hex(const unsigned char h[SRV_TOKEN_HASH], char out[2 * SRV_TOKEN_HASH + 1]);
+srv_token_t *srv_token_add(srv_t *s, int64_t id, int64_t user_id, bool session, const char *name,
+                           const unsigned char hash[SRV_TOKEN_HASH], int64_t created_at,
+                           int64_t expires_at);
+srv_user_t *srv_user_by_id(srv_t *s, int64_t id);
+srv_user_t *srv_user_by_name(srv_t *s, const char *name);
+srv_account_t *srv_account_by_name(srv_t *s, const char *name);
+srv_member_t *srv_member_find(srv_t *s, const char *account, int64_t user_id);
+const char *srv_user_default_account(srv_t *s, int64_t user_id);
+bool srv_rate_check(srv_t *s, srv_req_t *r, double *retry_after);
+
+/* routes.c and handlers */
+int srv_route(srv_req_t *r);
+int h_users_create(srv_req_t *r);
+int h_users_list(srv_req_t *r);
+int h_users_patch(srv_req_t *r);
+int h_sessions_create(srv_req_t *r);
+int h_sessions_delete(srv_req_t *r);
+int h_me_get(srv_req_t *r);
+int h_me_patch(srv_req_t *r);
+int h_tokens_create(srv_req_t *r);
+int h_tokens_list(srv_req_t *r);
+int h_tokens_delete(srv_req_t *r);
+int h_accounts_create(srv_req_t *r);
+int h_accounts_list(srv_req_t *r);
+int h_accounts_get(srv_req_t *r);
+int h_accounts_patch(srv_req_t *r);
+int h_members_add(srv_req_t *r);
+int h_members_del(srv_req_t *r);
+int h_audit_list(srv_req_t *r);
+int h_jobs_create(srv_req_t *r);
+int h_jobs_list(srv_req_t *r);
+int h_jobs_get(srv_req_t *r);
+int h_jobs_cancel(srv_req_t *r);
+int h_jobs_events(srv_req_t *r);
+int h_jobs_attempts(srv_req_t *r);
+int h_jobs_logs(srv_req_t *r);
+int h_events(srv_req_t *r);
+int h_nodes_list(srv_req_t *r);
+int h_nodes_drain(srv_req_t *r);
+int h_nodes_resume(srv_req_t *r);
+int h_fairshare(srv_req_t *r);
+int h_healthz(srv_req_t *r);
+int h_metrics(srv_req_t *r);
+int h_billing(srv_req_t *r);
+int h_agent_register(srv_req_t *r);
+int h_agent_heartbeat(srv_req_t *r);
+int h_agent_assignments(srv_req_t *r);
+int h_agent_started(srv_req_t *r);
+int h_agent_logs(srv_req_t *r);
+int h_agent_exited(srv_req_t *r);
+
+/* model.c (mu held unless stated) */
+json_t *srv_user_json(srv_t *s, const srv_user_t *u);
+json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
+srv_job_t *srv_job_get(srv_t *s, uint64_t id);
+void srv_job_insert_mem(srv_t *s, srv_job_t *j);
+void srv_job_free(srv_job_t *j);
+void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
+/* Adds a committed event to the in-memory log and advances the published mark. */
+void srv_event_mem(srv_t *s, const fg_store_event_t *e);
+json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin);
+srv_node_t *srv_node_by_name(srv_t *s, const char *name);
+bool srv_parse_job_id(const char *str, uint64_t *id);
+char *srv_strdup0(const char *p); /* NULL-safe strdup */
+/* The string member `key` of object o, or def if absent or not a string. */
+const char *srv_jstr(const json_t *o, const char *key, const char *def);
+int srv_store_err_status(int rc);
+
+/* persist.c */
+int srv_persist_open(srv_t *s);
+int srv_persist_load(srv_t *s);
+void srv_persist_close(srv_t *s);
+void srv_audit(srv_t *s, int64_t admin_id, const char *action, const char *target, json_t *details);
+/* A small batch of store operations run as one write unit (one durable commit). */
+typedef struct srv_op srv_op_t;
+typedef struct srv_batch {
+    srv_op_t *ops;
+    size_t n, cap;
+    int failed_op;
+} srv_batch_t;
+enum srv_op_kind {
+    OP_USER_INSERT = 1,
+    OP_USER_UPDATE,
+    OP_MEMBER_ADD,
+    OP_MEMBER_REMOVE,
+    OP_MEMBER_WEIGHT,
+    OP_MEMBER_DEFAULT,
+    OP_SESSION_INSERT,
+    OP_SESSION_DELETE,
+    OP_TOKEN_INSERT,
+    OP_TOKEN_DELETE,
+    OP_ACCOUNT_INSERT,
+    OP_ACCOUNT_UPDATE,
+    OP_AUDIT,
+    OP_JOB_IDEM, /* if (user, key) exists: out = its id, and the rest of the batch is skipped */
+    OP_JOB_INSERT,
+    OP_JOB_UPDATE,
+    OP_ATTEMPT_INSERT,
+    OP_ATTEMPT_UPDATE,
+    OP_EVENT, /* job_id < 0: the id of the batch's last OP_JOB_INSERT */
+    OP_NODE_UPSERT,
+    OP_NODE_STATE,
+    OP_USAGE_SET,
+    OP_SETTING_SET,
+    OP_USER_COUNT, /* out = number of users, before the next op */
+};
+struct srv_op {
+    int kind;
+    const void *rec; /* borrowed record of the kind's type */
+    int64_t i1;
+    const char *s1, *s2;
+    double d1;
+    int64_t out; /* assigned id / seq */
+    bool skipped;
+};
+srv_op_t *srv_batch_add(srv_batch_t *b, int kind, const void *rec);
+int srv_batch_commit(srv_t *s, srv_batch_t *b);
+void srv_batch_free(srv_batch_t *b);
+
+/* sched.c */
+int srv_sched_start(srv_t *s);
+void srv_sched_stop(srv_t *s);
+void srv_sched_post(srv_t *s, srv_msg_t *m); /* takes m */
+srv_msg_t *srv_msg_new(int kind);
+/* Posts m and waits until the scheduler thread processed and persisted it; replies
+ * from y (status, code, msg or reply JSON). */
+int srv_sched_call(srv_req_t *r, srv_msg_t *m);
+/* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
+void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
+fg_sched_t *srv_core_build(srv_t *s);
+
+/* agent.c helpers used by the scheduler thread (mu held) */
+void srv_node_send(srv_t *s, srv_node_t *n, json_t *msg); /* steals msg, adds seq */
+json_t *srv_node_json(srv_t *s, srv_node_t *n);           /* mu held */
+
+#endif
