@@ -932,6 +932,11 @@ fail:
     return rc;
 }
 
+sqlite3 *fg_store_sqlite_db(fg_store_tx_t *tx)
+{
+    return tx && tx->store->ops == &sqlite_ops ? CONN(tx)->db : NULL;
+}
+
 static int sq_schema_version(fg_store_t *base)
 {
     fg_store_tx_t *tx;

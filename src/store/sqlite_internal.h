@@ -7,6 +7,8 @@
 
 #include <sqlite3.h>
 
+#include "store/store.h"
+
 /* The schema version this binary migrates to. */
 int fg_store_sqlite_latest_version(void);
 
@@ -15,5 +17,9 @@ int fg_store_sqlite_latest_version(void);
  * the file is newer than `target`'s binary knows, or FG_STORE_EIO (*errmsg, if not
  * NULL, gets an allocated sentence). */
 int fg_store_sqlite_migrate(sqlite3 *db, int target, char **errmsg);
+
+/* The SQLite connection behind a handle (tests inject faults through it; only from the
+ * thread that owns the handle, e.g. inside a write unit). */
+sqlite3 *fg_store_sqlite_db(fg_store_tx_t *tx);
 
 #endif

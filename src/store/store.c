@@ -71,6 +71,24 @@ int fg_store_cursor_decode(const char *cursor, int64_t *last_id)
 
 /* ------------------------------------------------------------------ handles */
 
+int fg_store_open(const char *uri, const fg_store_opts_t *opts, fg_store_t **out, char **errmsg)
+{
+    if (errmsg)
+        *errmsg = NULL;
+    if (out)
+        *out = NULL;
+    if (!uri || !out)
+        return FG_STORE_EINVAL;
+    if (strncmp(uri, "postgres://", 11) == 0 || strncmp(uri, "postgresql://", 13) == 0) {
+        if (errmsg)
+            *errmsg = fg_xstrdup("store: the PostgreSQL backend is not built into this fairgpu");
+        return FG_STORE_EINVAL;
+    }
+    if (strncmp(uri, "sqlite:", 7) == 0)
+        uri += 7;
+    return fg_store_open_sqlite(uri, opts, out, errmsg);
+}
+
 void fg_store_close(fg_store_t *st)
 {
     if (st)

@@ -98,6 +98,11 @@ typedef struct fg_store_opts {
 int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store_t **out,
                          char **errmsg);
 
+/* Opens a store by URI: "sqlite:PATH" or a plain PATH opens the SQLite backend;
+ * "postgres://..." / "postgresql://..." answer FG_STORE_EINVAL with a message until that
+ * backend exists. Otherwise as fg_store_open_sqlite. */
+int fg_store_open(const char *uri, const fg_store_opts_t *opts, fg_store_t **out, char **errmsg);
+
 /* Stops the writer (queued units still run and commit first), closes every
  * connection and frees the store. Handles must all have been ended. NULL is a no-op. */
 void fg_store_close(fg_store_t *st);
@@ -312,7 +317,7 @@ typedef struct fg_store_member_list {
 
 void fg_store_member_clear(fg_store_member_t *m);
 void fg_store_member_list_free(fg_store_member_list_t *l);
-/* Adds user m->user_id to account m->account with m->weight. The user's first
+/* Adds user m->user_id to account m->account with m->weight (<= 0 means 1). The user's first
  * membership becomes the default (m->is_default is otherwise ignored).
  * FG_STORE_EEXIST if already a member; FG_STORE_ENOENT if user or account is missing. */
 int fg_store_member_add(fg_store_tx_t *tx, const fg_store_member_t *m);

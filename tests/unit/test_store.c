@@ -1477,6 +1477,65 @@ static void test_migration_from_v1(void **state)
     fx_open(f);
 }
 
+/* ------------------------------------------------------------------ faults */
+
+/* Fills the database up to a page limit inside a unit: the insert fails (SQLITE_FULL)
+ * and the unit reports it; the store keeps working and loses nothing committed. */
+static int unit_disk_full(fg_store_tx_t *tx, void *arg)
+{
+    int64_t uid = *(int64_t *)arg;
+    sqlite3 *db = fg_store_sqlite_db(tx);
+    assert_non_null(db);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count = 40", NULL, NULL, NULL), SQLITE_OK);
+    static char big[3000];
+    memset(big, 'x', sizeof big - 1);
+    int rc = 0;
+    for (int i = 0; i < 1000 && rc == 0; i++) {
+        fg_store_job_t j = job_template(uid, "default");
+        j.env_json = big;
+        rc = fg_store_job_insert(tx, &j, NULL);
+    }
+    assert_int_equal(sqlite3_exec(db, "PRAGMA max_page_count = 1073741823", NULL, NULL, NULL),
+                     SQLITE_OK);
+    return rc;
+}
+
+static void test_disk_full_fault(void **state)
+{
+    fx_t *f = *state;
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    submit_t before = {.user = uid};
+    WRITE_OK(f->st, unit_submit, &before);
+    int rc = fg_store_write(f->st, unit_disk_full, &uid);
+    assert_int_equal(rc, FG_STORE_EIO);
+    submit_t after = {.user = uid};
+    WRITE_OK(f->st, unit_submit, &after); /* the store still works */
+    fx_reopen(f);
+    fg_store_tx_t *tx = rd(f->st);
+    int64_t n = 0;
+    assert_int_equal(fg_store_job_count(tx, NULL, &n), 0);
+    assert_int_equal(n, 2); /* none of the failed unit's rows */
+    fg_store_read_end(tx);
+    fg_store_t *st = (fg_store_t *)1;
+    char *err = NULL;
+    assert_int_equal(fg_store_open("postgres://db/x", NULL, &st, &err), FG_STORE_EINVAL);
+    assert_null(st);
+    assert_non_null(err);
+    free(err);
+}
+
+static void test_open_by_uri(void **state)
+{
+    fx_t *f = *state;
+    fg_store_close(f->st);
+    f->st = NULL;
+    char uri[160];
+    snprintf(uri, sizeof uri, "sqlite:%s", f->path);
+    assert_int_equal(fg_store_open(uri, NULL, &f->st, NULL), 0);
+    assert_int_equal(fg_store_ping(f->st), 0);
+}
+
 static void test_strerror(void **state)
 {
     (void)state;
@@ -1506,6 +1565,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disk_full_fault, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_by_uri, setup, teardown),
         cmocka_unit_test(test_strerror),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
