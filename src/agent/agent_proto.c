@@ -221,7 +221,7 @@ void *fg_node_hb_main(void *arg)
             break;
         if (need) {
             do_register(n, &h);
-            next = fg_now_ms() + interval * 1000;
+            next = 0; /* first heartbeat (GPU samples) right away */
             continue;
         }
         next = fg_now_ms() + interval * 1000;

@@ -1,0 +1,238 @@
+#!/usr/bin/env bash
+# test_agent_e2e.sh - the node agent end to end: the real server and three real agent
+# processes with 8 fake GPUs each, jobs submitted over HTTP.
+#
+#   1. 1-, 4- and 8-GPU jobs running at the same time get disjoint CUDA_VISIBLE_DEVICES,
+#      exactly the GPUs the controller assigned (the jobs print them, the test compares);
+#   2. a 16-GPU job gang-starts on two nodes with ranks 0/1, one master, logs per rank;
+#   3. live log follow (?follow=1) shows output while the job runs, and ends with it;
+#   4. cancel kills a job that spawned children: no process of it survives;
+#   5. the time limit stops a job (TIMEOUT) and its children.
+#
+# usage: bash test_agent_e2e.sh /path/to/fairgpu      (needs curl and jq)
+set -uo pipefail
+
+FG=${1:?usage: test_agent_e2e.sh /path/to/fairgpu}
+case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
+for tool in curl jq; do
+    command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_agent_e2e.XXXXXX")
+chmod 711 "$TMP"
+SERVER_PID=
+AGENT_PIDS=()
+BG_PIDS=()
+cleanup() {
+    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${AGENT_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${AGENT_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+FAILS=0
+CHECKS=0
+fail() {
+    echo "FAIL: $*" >&2
+    FAILS=$((FAILS + 1))
+}
+ok() { CHECKS=$((CHECKS + 1)); }
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then ok; else fail "$what"; fi
+}
+
+# --------------------------------------------------------------- server, agents --
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+start_server() {
+    for _ in 1 2 3 4 5 6 7 8; do
+        PORT=$((20000 + RANDOM % 40000))
+        port_free "$PORT" || continue
+        "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
+            --heartbeat-interval 1s --insecure-fast-password-hash >"$TMP/server.log" 2>&1 &
+        SERVER_PID=$!
+        for _ in $(seq 1 100); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            port_free "$PORT" || return 0
+            sleep 0.1
+        done
+        kill "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+        SERVER_PID=
+    done
+    echo "FAIL: the server did not start; its output:" >&2
+    cat "$TMP/server.log" >&2
+    exit 1
+}
+mkdir -p "$TMP/data"
+start_server
+URL="http://127.0.0.1:$PORT"
+
+# api METHOD PATH [BODY]: as alice (or $AS); the body of the reply on stdout.
+api() {
+    curl -s -X "$1" "$URL$2" -H "Authorization: Bearer ${AS:-$ALICE}" \
+        -H 'Content-Type: application/json' ${3:+-d "$3"}
+}
+curl -s -X POST "$URL/v1/users" -d '{"username":"root","email":"r@example.org","password":"root-password-1"}' >/dev/null
+curl -s -X POST "$URL/v1/users" -d '{"username":"alice","email":"a@example.org","password":"alice-password-1"}' >/dev/null
+ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)
+ROOT=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"root","password":"root-password-1"}' | jq -r .token)
+[ -n "$ALICE" ] && [ "$ALICE" != null ] || { echo "FAIL: cannot log in"; cat "$TMP/server.log"; exit 1; }
+
+# Jobs run as the mapped account when the agent is root: map everyone to nobody.
+echo "* nobody" >"$TMP/usermap"
+start_agent() { # start_agent NAME
+    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
+        --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
+        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit \
+        >>"$TMP/agent-$1.log" 2>&1 &
+    AGENT_PIDS+=($!)
+}
+for n in n1 n2 n3; do start_agent $n; done
+
+# wait_for SECONDS COMMAND...: polls every 0.1 s until COMMAND succeeds.
+wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    while [ $SECONDS -le $end ]; do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 3 ]; }
+check "three agents register with 8 GPUs each" wait_for 15 nodes_up
+check "each node reports 8 GPUs with fake uuids" \
+    test "$(api GET /v1/nodes | jq '[.items[].gpus[] | select(.uuid | startswith("GPU-fake-"))] | length')" = 24
+
+submit() { # submit JSON -> job id
+    api POST /v1/jobs "$1" | jq -r .id
+}
+state() { api GET "/v1/jobs/$1" | jq -r .state; }
+is_state() { [ "$(state "$1")" = "$2" ]; }
+all_state() { # all_state STATE ID...
+    local want=$1
+    shift
+    for j in "$@"; do is_state "$j" "$want" || return 1; done
+}
+# The process with this pid is gone (a zombie waiting for init counts as gone).
+pid_gone() {
+    [ ! -e "/proc/$1" ] && return 0
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
+# ------------------------------------------------ 1. disjoint CUDA_VISIBLE_DEVICES --
+
+CMD='echo CVD=$CUDA_VISIBLE_DEVICES; echo USER=$(id -un); sleep 3'
+J=()
+for g in 1 1 1 4 8 1; do
+    J+=("$(submit "{\"name\":\"cvd$g\",\"gpus\":$g,\"command\":\"$CMD\"}")")
+done
+check "six jobs (16 GPUs) run at the same time" wait_for 15 all_state RUNNING "${J[@]}"
+check "the six jobs complete" wait_for 20 all_state COMPLETED "${J[@]}"
+: >"$TMP/uuids"
+for j in "${J[@]}"; do
+    api GET "/v1/jobs/$j" >"$TMP/job.json"
+    node=$(jq -r .node "$TMP/job.json")
+    gpus=$(jq -r .gpus "$TMP/job.json")
+    want=$(jq -r --arg n "$node" '[.gpu_indices[] | "GPU-fake-\($n)-\(.)"] | join(",")' "$TMP/job.json")
+    got=$(api GET "/v1/jobs/$j/logs" | sed -n 's/^CVD=//p')
+    if [ -n "$got" ] && [ "$got" = "$want" ]; then ok; else
+        fail "job $j: CUDA_VISIBLE_DEVICES '$got', expected its GPUs '$want'"
+    fi
+    n=$(echo "$got" | tr ',' '\n' | grep -c .)
+    check "job $j sees exactly its $gpus GPU(s) (saw $n)" test "$n" = "$gpus"
+    echo "$got" | tr ',' '\n' >>"$TMP/uuids"
+    if [ "$(id -u)" = 0 ]; then
+        check "job $j ran as the mapped account, not root" \
+            test "$(api GET "/v1/jobs/$j/logs" | sed -n 's/^USER=//p')" = nobody
+    fi
+done
+check "concurrent jobs never share a GPU" test "$(sort "$TMP/uuids" | uniq -d | wc -l)" = 0
+check "16 GPUs in use in total" test "$(grep -c . "$TMP/uuids")" = 16
+
+# ------------------------------------------------------- 2. 16-GPU gang start --
+
+GCMD='echo RANK=$FAIRGPU_NODE_RANK NUM=$FAIRGPU_NUM_NODES MASTER=$FAIRGPU_MASTER_ADDR:$FAIRGPU_MASTER_PORT T=$(date +%s%N); echo N=$(echo $CUDA_VISIBLE_DEVICES | tr , \"\\n\" | wc -l); sleep 1'
+G=$(submit "{\"name\":\"gang\",\"gpus\":16,\"command\":\"$GCMD\"}")
+check "the 16-GPU job completes" wait_for 20 is_state "$G" COMPLETED
+api GET "/v1/jobs/$G" >"$TMP/gang.json"
+check "it ran on two nodes" test "$(jq '.nodes | unique | length' "$TMP/gang.json")" = 2
+api GET "/v1/jobs/$G/logs?rank=0" >"$TMP/r0"
+api GET "/v1/jobs/$G/logs?rank=1" >"$TMP/r1"
+check "rank 0 log says rank 0 of 2" grep -q '^RANK=0 NUM=2 ' "$TMP/r0"
+check "rank 1 log says rank 1 of 2" grep -q '^RANK=1 NUM=2 ' "$TMP/r1"
+check "each rank sees 8 GPUs" grep -q '^N=8' "$TMP/r0"
+check "each rank sees 8 GPUs (rank 1)" grep -q '^N=8' "$TMP/r1"
+m0=$(sed -n 's/.*MASTER=\([^ ]*\).*/\1/p' "$TMP/r0")
+m1=$(sed -n 's/.*MASTER=\([^ ]*\).*/\1/p' "$TMP/r1")
+check "both ranks agree on the master ($m0 / $m1)" test -n "$m0" -a "$m0" = "$m1"
+t0=$(sed -n 's/.* T=\([0-9]*\).*/\1/p' "$TMP/r0")
+t1=$(sed -n 's/.* T=\([0-9]*\).*/\1/p' "$TMP/r1")
+if [ -n "$t0" ] && [ -n "$t1" ]; then
+    d=$(((t0 > t1 ? t0 - t1 : t1 - t0) / 1000000))
+    check "ranks started together (${d} ms apart)" test "$d" -lt 1500
+else
+    fail "ranks did not print their start times"
+fi
+api GET "/v1/jobs/$G/logs" >"$TMP/rall"
+check "the combined log prefixes lines with ranks" grep -q '^\[1\] RANK=1' "$TMP/rall"
+
+# -------------------------------------------------------------- 3. live follow --
+
+L=$(submit '{"name":"ticker","gpus":1,"command":"for i in 1 2 3 4 5 6; do echo tick $i; sleep 0.5; done"}')
+wait_for 10 is_state "$L" RUNNING
+curl -sN "$URL/v1/jobs/$L/logs?follow=1" -H "Authorization: Bearer $ALICE" >"$TMP/follow" &
+FOLLOW=$!
+BG_PIDS+=($FOLLOW)
+check "a follower sees 'tick 2' while the job still runs" \
+    wait_for 10 grep -q 'tick 2' "$TMP/follow"
+check "... and the job is still RUNNING then" test "$(state "$L")" = RUNNING
+check "the follow stream ends when the job ends" wait_for 15 bash -c "! kill -0 $FOLLOW 2>/dev/null"
+check "the follower got every line" grep -q 'tick 6' "$TMP/follow"
+check "SSE framing with data: lines" grep -q '^data: tick 1' "$TMP/follow"
+check "the ticker completed" is_state "$L" COMPLETED
+check "logs with an offset" test "$(api GET "/v1/jobs/$L/logs?offset=7")" = "$(printf 'tick 2\ntick 3\ntick 4\ntick 5\ntick 6')"
+
+# ------------------------------------------------- 4. cancel kills the children --
+
+C=$(submit '{"name":"spawner","gpus":2,"command":"sleep 300 & echo KID=$!; sleep 300 & echo KID=$!; wait"}')
+has_kids() { [ "$(api GET "/v1/jobs/$C/logs" | grep -c '^KID=')" = 2 ]; }
+check "the spawner runs and reports its children" wait_for 15 has_kids
+KIDS=$(api GET "/v1/jobs/$C/logs" | sed -n 's/^KID=//p')
+for k in $KIDS; do check "child $k is alive before the cancel" bash -c "! $(declare -f pid_gone); ! pid_gone $k"; done
+api POST "/v1/jobs/$C/cancel" >/dev/null
+check "the cancelled job becomes CANCELLED" wait_for 15 is_state "$C" CANCELLED
+for k in $KIDS; do check "child $k is gone after the cancel" wait_for 5 pid_gone "$k"; done
+
+# ------------------------------------------------------------- 5. time limit --
+
+T=$(submit '{"name":"slow","gpus":1,"time_limit_s":2,"command":"sleep 300 & echo KID=$!; wait"}')
+check "the job over its time limit ends as TIMEOUT" wait_for 20 is_state "$T" TIMEOUT
+KID=$(api GET "/v1/jobs/$T/logs" | sed -n 's/^KID=//p')
+check "its child $KID is gone" wait_for 5 pid_gone "${KID:-1}"
+api GET "/v1/jobs/$T/attempts" >"$TMP/att.json"
+check "the attempt's end cause is timeout" \
+    test "$(jq -r '.items[-1].end_cause' "$TMP/att.json")" = timeout
+
+# --------------------------------------------------------------------- done --
+
+if [ "$FAILS" != 0 ]; then
+    echo "--- server log (tail)" >&2
+    tail -20 "$TMP/server.log" >&2
+    for n in n1 n2 n3; do
+        echo "--- agent $n log (tail)" >&2
+        tail -15 "$TMP/agent-$n.log" >&2
+    done
+    echo "test_agent_e2e: $FAILS of $((CHECKS + FAILS)) checks FAILED" >&2
+    exit 1
+fi
+echo "test_agent_e2e: all $CHECKS checks passed"
