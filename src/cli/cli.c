@@ -1243,15 +1243,19 @@ static void print_event(json_t *e, int json)
     jfmt(e, "from", from, sizeof from);
     jfmt(e, "to", to, sizeof to);
     jfmt(e, "reason", reason, sizeof reason);
-    printf("%-8s %s  %-5s", seq, t, kind);
+    printf("%-6s %s  ", seq, t);
     if (*id)
-        printf(" job %s", id);
-    if (*node)
-        printf(" node %s", node);
+        printf("job %s", id);
+    else if (*node)
+        printf("node %s", node);
+    else
+        printf("%s", *kind ? kind : "event");
     if (*from || *to)
-        printf(" %s -> %s", *from ? from : "(new)", *to ? to : "?");
+        printf(": %s -> %s", *from ? from : "(new)", *to ? to : "?");
     if (*reason)
         printf(" (%s)", reason);
+    if (*id && *node)
+        printf(" on %s", node);
     putchar('\n');
     fflush(stdout);
 }
