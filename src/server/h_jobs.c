@@ -221,7 +221,8 @@ int h_jobs_create(srv_req_t *r)
     int allowed = ac ? ac->r.allowed_priorities : 0;
     srv_user_t *u = srv_user_by_id(s, r->user_id);
     int cap = s->cfg.max_pending_per_user;
-    bool full = cap > 0 && u->pending_jobs + u->inflight >= cap;
+    int queued = u->pending_jobs + u->inflight;
+    bool full = cap > 0 && queued >= cap;
     int64_t pending_all = s->njobs_by_state[FG_JOB_PENDING];
     bool shed = prio == FG_PRIO_LOW && s->cfg.core.shed_pending > 0 &&
                 pending_all >= s->cfg.core.shed_pending;
@@ -328,6 +329,7 @@ int h_jobs_create(srv_req_t *r)
     m->job = (uint64_t)id;
     srv_sched_post(s, m);
     srv_wake_kind(s, WAIT_EVENTS);
+    srv_wake_kind(s, WAIT_STREAM);
     ret = srv_reply_json(r, 201, jj);
 out:
     if (reserved) {

@@ -80,7 +80,11 @@ static void notify_accounts(srv_t *s)
 int h_users_create(srv_req_t *r)
 {
     srv_t *s = r->srv;
-    if (!s->cfg.registration_open && !r->admin)
+    pthread_mutex_lock(&s->mu);
+    bool first = s->nusers == 0;
+    pthread_mutex_unlock(&s->mu);
+    /* closed registration: only admins, except for the very first user (the admin) */
+    if (!s->cfg.registration_open && !r->admin && !first)
         return r->user_id ? srv_reply_error(r, 403, "forbidden", NULL,
                                             "registration is closed; only an admin creates users")
                           : srv_reply_error(r, 401, "unauthenticated", NULL,
@@ -563,7 +567,6 @@ int h_tokens_delete(srv_req_t *r)
     long long id = strtoll(r->seg[2], &end, 10);
     if (!*r->seg[2] || *end || id <= 0)
         return srv_reply_error(r, 404, "not_found", NULL, "no such token");
-    /* owner only (an admin may delete any) */
     fg_store_tx_t *tx;
     int rc = fg_store_read_begin(s->store, &tx);
     if (rc)
@@ -576,7 +579,7 @@ int h_tokens_delete(srv_req_t *r)
         if (l.items[i].id == id)
             mine = true;
     fg_store_token_list_free(&l);
-    if (!mine && !r->admin)
+    if (!mine) /* tokens are personal: admins too delete only their own */
         return srv_reply_error(r, 404, "not_found", NULL, "no such token");
     srv_batch_t bt = {0};
     srv_batch_add(&bt, OP_TOKEN_DELETE, NULL)->i1 = id;

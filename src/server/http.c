@@ -299,11 +299,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             char *end;
             errno = 0;
             unsigned long long n = strtoull(cl, &end, 10);
-            if (errno || *end || n > SRV_MAX_BODY) {
+            /* Up to 16 MiB the body is read and discarded so that the client gets the
+             * 413 cleanly; beyond, answer at once and close. */
+            if (errno || *end || n > 16 * SRV_MAX_BODY) {
                 srv_reply_error(r, 413, "payload_too_large", NULL,
                                 "the request body is over the limit of %d bytes", SRV_MAX_BODY);
                 return MHD_YES;
             }
+            if (n > SRV_MAX_BODY)
+                r->too_large = true;
         }
         return MHD_YES;
     }

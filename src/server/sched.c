@@ -478,7 +478,13 @@ static void end_attempt(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, bool has_
         return;
     }
     atomic_fetch_add(&s->m.ended, 1);
-    j->cur.end_time_ms = c->now * 1000;
+    /* the attempt's end: the latest rank end the agents reported, else now */
+    int64_t end_ms = 0;
+    for (int k = 0; k < j->nranks; k++)
+        if (j->ranks[k].ended && j->ranks[k].end_ms > end_ms)
+            end_ms = j->ranks[k].end_ms;
+    int64_t now_ms = srv_now_ms();
+    j->cur.end_time_ms = end_ms > 0 && end_ms <= now_ms ? end_ms : now_ms;
     if (j->cur.end_time_ms <= j->cur.start_time_ms)
         j->cur.end_time_ms = j->cur.start_time_ms + 1;
     j->cur.end_cause = cause;
@@ -594,6 +600,11 @@ static void do_started(sctx_t *c, srv_msg_t *m)
         if (!rk->started) {
             rk->started = true;
             rk->start_ms = m->start_ms ? m->start_ms : srv_now_ms();
+            /* the attempt starts with its earliest rank */
+            if (rk->start_ms < j->cur.start_time_ms) {
+                j->cur.start_time_ms = rk->start_ms;
+                add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
+            }
         }
         sync_ok(m->sync, 200, json_object());
     }
