@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# test_agent_failures.sh - node failures and maintenance with the real server and three
+# real agent processes (8 fake GPUs each):
+#
+#   1. drain: the running job on the drained node finishes normally, nothing new starts
+#      there (a job waits instead), resume lets it start there;
+#   2. kill -9 of an agent: after the missed heartbeats its node is down, its job is
+#      requeued (event node_lost) and completes on another node; the killed agent's job
+#      processes survive it (their monitors do), and when the agent is started again with
+#      the same work dir it reconciles with the controller, which calls them stale, and
+#      kills them;
+#   3. a gang job loses one of its nodes: the other rank is stopped (peer_failed) and
+#      the job is requeued.
+#
+# usage: bash test_agent_failures.sh /path/to/fairgpu      (needs curl and jq)
+set -uo pipefail
+
+FG=${1:?usage: test_agent_failures.sh /path/to/fairgpu}
+case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
+for tool in curl jq; do
+    command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_agent_failures.XXXXXX")
+chmod 711 "$TMP"
+SERVER_PID=
+AGENT_PIDS=()
+BG_PIDS=()
+cleanup() {
+    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${AGENT_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+    for p in "${AGENT_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+FAILS=0
+CHECKS=0
+fail() {
+    echo "FAIL: $*" >&2
+    FAILS=$((FAILS + 1))
+}
+ok() { CHECKS=$((CHECKS + 1)); }
+check() { # check DESCRIPTION CONDITION...
+    local what=$1
+    shift
+    if "$@"; then ok; else fail "$what"; fi
+}
+
+# --------------------------------------------------------------- server, agents --
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+start_server() {
+    for _ in 1 2 3 4 5 6 7 8; do
+        PORT=$((20000 + RANDOM % 40000))
+        port_free "$PORT" || continue
+        "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
+            --heartbeat-interval 1s --retry-backoff 1s --insecure-fast-password-hash >"$TMP/server.log" 2>&1 &
+        SERVER_PID=$!
+        for _ in $(seq 1 100); do
+            kill -0 "$SERVER_PID" 2>/dev/null || break
+            port_free "$PORT" || return 0
+            sleep 0.1
+        done
+        kill "$SERVER_PID" 2>/dev/null
+        wait "$SERVER_PID" 2>/dev/null
+        SERVER_PID=
+    done
+    echo "FAIL: the server did not start; its output:" >&2
+    cat "$TMP/server.log" >&2
+    exit 1
+}
+mkdir -p "$TMP/data"
+start_server
+URL="http://127.0.0.1:$PORT"
+
+# api METHOD PATH [BODY]: as alice (or $AS); the body of the reply on stdout.
+api() {
+    curl -s -X "$1" "$URL$2" -H "Authorization: Bearer ${AS:-$ALICE}" \
+        -H 'Content-Type: application/json' ${3:+-d "$3"}
+}
+curl -s -X POST "$URL/v1/users" -d '{"username":"root","email":"r@example.org","password":"root-password-1"}' >/dev/null
+curl -s -X POST "$URL/v1/users" -d '{"username":"alice","email":"a@example.org","password":"alice-password-1"}' >/dev/null
+ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)
+ROOT=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"root","password":"root-password-1"}' | jq -r .token)
+[ -n "$ALICE" ] && [ "$ALICE" != null ] || { echo "FAIL: cannot log in"; cat "$TMP/server.log"; exit 1; }
+
+# Jobs run as the mapped account when the agent is root: map everyone to nobody.
+echo "* nobody" >"$TMP/usermap"
+declare -A AGENT_OF
+start_agent() { # start_agent NAME
+    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
+        --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
+        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit \
+        >>"$TMP/agent-$1.log" 2>&1 &
+    AGENT_PIDS+=($!)
+    AGENT_OF[$1]=$!
+}
+for n in n1 n2 n3; do start_agent $n; done
+
+# wait_for SECONDS COMMAND...: polls every 0.1 s until COMMAND succeeds.
+wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    while [ $SECONDS -le $end ]; do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 3 ]; }
+check "three agents register with 8 GPUs each" wait_for 15 nodes_up
+check "each node reports 8 GPUs with fake uuids" \
+    test "$(api GET /v1/nodes | jq '[.items[].gpus[] | select(.uuid | startswith("GPU-fake-"))] | length')" = 24
+
+submit() { # submit JSON -> job id
+    api POST /v1/jobs "$1" | jq -r .id
+}
+state() { api GET "/v1/jobs/$1" | jq -r .state; }
+is_state() { [ "$(state "$1")" = "$2" ]; }
+all_state() { # all_state STATE ID...
+    local want=$1
+    shift
+    for j in "$@"; do is_state "$j" "$want" || return 1; done
+}
+# The process with this pid is gone (a zombie waiting for init counts as gone).
+pid_gone() {
+    [ ! -e "/proc/$1" ] && return 0
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -z "$st" ] || [ "$st" = Z ] || [ "$st" = X ]
+}
+
+# ------------------------------------------------------------------- 1. drain --
+
+S='sleep 4'
+D=()
+for _ in 1 2 3; do D+=("$(submit "{\"name\":\"fill\",\"gpus\":8,\"command\":\"$S\"}")"); done
+check "three 8-GPU jobs fill the three nodes" wait_for 15 all_state RUNNING "${D[@]}"
+ON_N1=
+for j in "${D[@]}"; do [ "$(api GET "/v1/jobs/$j" | jq -r .node)" = n1 ] && ON_N1=$j; done
+check "one of them runs on n1" test -n "$ON_N1"
+AS=$ROOT api POST /v1/nodes/n1/drain >/dev/null
+node_state() { AS=$ROOT api GET /v1/nodes | jq -r --arg n "$1" '.items[] | select(.name==$n) | .state'; }
+check "n1 is draining while its job runs (state $(node_state n1))" \
+    bash -c "[ \"\$1\" = draining ] || [ \"\$1\" = drained ]" _ "$(node_state n1)"
+check "the job on the draining node completes normally" wait_for 20 is_state "$ON_N1" COMPLETED
+check "every fill job completes" wait_for 20 all_state COMPLETED "${D[@]}"
+check "n1 is drained once idle" wait_for 10 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state n1)\" = drained ]"
+E=()
+for _ in 1 2 3; do E+=("$(submit "{\"name\":\"after-drain\",\"gpus\":8,\"command\":\"sleep 5\"}")"); done
+sleep 2
+ran_n1=0
+pending=0
+for j in "${E[@]}"; do
+    api GET "/v1/jobs/$j" >"$TMP/e.json"
+    [ "$(jq -r .node "$TMP/e.json")" = n1 ] && ran_n1=1
+    [ "$(jq -r .state "$TMP/e.json")" = PENDING ] && pending=$((pending + 1))
+done
+check "nothing starts on the drained node" test $ran_n1 = 0
+check "one 8-GPU job waits while n1 is drained" test $pending -ge 1
+AS=$ROOT api POST /v1/nodes/n1/resume >/dev/null
+check "n1 is up after resume" wait_for 5 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state n1)\" = up ]"
+check "after resume every job completes" wait_for 30 all_state COMPLETED "${E[@]}"
+on_n1=0
+for j in "${E[@]}"; do [ "$(api GET "/v1/jobs/$j" | jq -r .node)" = n1 ] && on_n1=1; done
+check "the waiting job started on n1 once it was resumed" test $on_n1 = 1
+
+# ---------------------------------------------------------------- 2. kill -9 --
+
+KCMD='if [ $FAIRGPU_ATTEMPT = 1 ]; then sleep 300 & echo KID=$!; wait; else echo second-attempt on $(hostname); sleep 1; fi'
+K=$(submit "{\"name\":\"survivor\",\"gpus\":8,\"max_retries\":1,\"command\":\"$KCMD\"}")
+first_kid() { api GET "/v1/jobs/$K/logs?attempt=1" | grep -q '^KID='; }
+check "the job runs its first attempt" wait_for 15 first_kid
+KID=$(api GET "/v1/jobs/$K/logs?attempt=1" | sed -n 's/^KID=//p')
+VICTIM=$(api GET "/v1/jobs/$K" | jq -r .node)
+VPID=${AGENT_OF[$VICTIM]:-}
+check "the job's node ($VICTIM) is one of ours" test -n "$VPID"
+kill -9 "$VPID"
+wait "$VPID" 2>/dev/null
+check "the node of the killed agent goes down" wait_for 15 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state $VICTIM)\" = down ]"
+node_lost_event() { api GET "/v1/jobs/$K/events" | jq -e '[.items[] | select(.reason=="node_lost")] | length >= 1' >/dev/null; }
+check "the job is requeued with reason node_lost" wait_for 10 node_lost_event
+check "the requeued job completes on another node" wait_for 20 is_state "$K" COMPLETED
+api GET "/v1/jobs/$K" >"$TMP/k.json"
+check "second attempt ran elsewhere ($(jq -r .node "$TMP/k.json") != $VICTIM)" \
+    test "$(jq -r .node "$TMP/k.json")" != "$VICTIM"
+check "two attempts" test "$(jq -r .attempts "$TMP/k.json")" = 2
+check "the second attempt's log" bash -c "$(declare -f api); URL=$URL ALICE=$ALICE api GET '/v1/jobs/$K/logs' | grep -q second-attempt"
+check "the lost attempt's process outlived its agent (monitor kept it)" bash -c "$(declare -f pid_gone); ! pid_gone $KID"
+# Restart the killed agent with the same work dir: reconcile kills the stale attempt.
+start_agent "$VICTIM"
+check "the restarted agent's node is up again" wait_for 15 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state $VICTIM)\" = up ]"
+check "the stale attempt's process is killed after reconcile" wait_for 10 pid_gone "$KID"
+check "the agent logged the reconcile" grep -q '1 to stop after reconcile' "$TMP/agent-$VICTIM.log"
+check "the completed job stays COMPLETED" is_state "$K" COMPLETED
+
+# ------------------------------------------------ 3. a gang job loses a node --
+
+GG='sleep 300 & echo KID=$!; wait'
+G=$(submit "{\"name\":\"gang-lost\",\"gpus\":16,\"max_retries\":0,\"command\":\"$GG\"}")
+both_kids() { [ "$(api GET "/v1/jobs/$G/logs" | grep -c 'KID=')" = 2 ]; }
+check "the 16-GPU job runs on two nodes" wait_for 15 both_kids
+api GET "/v1/jobs/$G" >"$TMP/g.json"
+R0=$(jq -r '.nodes[0]' "$TMP/g.json")
+R1=$(jq -r '.nodes[1]' "$TMP/g.json")
+K1=$(api GET "/v1/jobs/$G/logs?rank=1" | sed -n 's/^KID=//p')
+kill -9 "${AGENT_OF[$R0]}"
+wait "${AGENT_OF[$R0]}" 2>/dev/null
+gang_ended() { local s; s=$(state "$G"); [ "$s" = FAILED ] || [ "$s" = PENDING ]; }
+check "losing rank 0's node ends the gang attempt ($(state "$G"))" wait_for 20 gang_ended
+check "the surviving rank on $R1 is stopped (peer_failed)" wait_for 10 pid_gone "$K1"
+api POST "/v1/jobs/$G/cancel" >/dev/null
+start_agent "$R0" # reconcile kills rank 0's stale process
+K0=$(api GET "/v1/jobs/$G/logs?rank=0" | sed -n 's/^KID=//p')
+check "rank 0's stale process is killed after the agent restarts" wait_for 15 pid_gone "${K0:-1}"
+
+# --------------------------------------------------------------------- done --
+
+if [ "$FAILS" != 0 ]; then
+    echo "--- server log (tail)" >&2
+    tail -20 "$TMP/server.log" >&2
+    for n in n1 n2 n3; do
+        echo "--- agent $n log (tail)" >&2
+        tail -15 "$TMP/agent-$n.log" >&2
+    done
+    echo "test_agent_failures: $FAILS of $((CHECKS + FAILS)) checks FAILED" >&2
+    exit 1
+fi
+echo "test_agent_failures: all $CHECKS checks passed"
