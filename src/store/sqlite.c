@@ -14,7 +14,8 @@
  *
  * GROUP COMMIT
  *   fg_store_write() links a unit (on the caller's stack) to the queue (queue_mu),
- *   wakes the writer and waits on done_cv until unit.done. The writer takes the whole
+ *   wakes the writer and waits on the unit's own condition variable until unit.done
+ *   (one wake-up per finished unit, not a broadcast to every waiter). The writer takes the whole
  *   queue (at most max_batch units), runs BEGIN IMMEDIATE; for each unit SAVEPOINT,
  *   fn(), RELEASE (or ROLLBACK TO + RELEASE when fn fails); COMMIT. With WAL and
  *   synchronous=FULL the COMMIT fsyncs the WAL, so when the writer marks the batch
@@ -420,6 +421,7 @@ typedef struct unit {
     void *arg;
     int rc;
     int done;
+    pthread_cond_t cv; /* fg_store_write: its caller waits here (no thundering herd) */
     fg_store_done_fn cb;
     void *cb_arg;
     struct unit *next;
@@ -436,7 +438,6 @@ struct sq_store {
 
     pthread_mutex_t queue_mu;
     pthread_cond_t work_cv; /* the writer waits for units */
-    pthread_cond_t done_cv; /* callers wait for their batch */
     unit_t *head, *tail;
     size_t queue_len;
     bool closing;
@@ -448,6 +449,9 @@ struct sq_store {
     int nreaders;
     sq_conn_t *free_readers;
 
+    int wal_pages; /* writer thread only: WAL frames after its last commit */
+    int ckpt_next; /* writer thread only: WAL size at which it completes a checkpoint */
+
     sq_conn_t *ckpt;
     pthread_t ckpt_thread;
     bool ckpt_started;
@@ -458,8 +462,7 @@ struct sq_store {
 
 static const fg_store_ops_t sqlite_ops;
 
-#define CONN(tx)             (((sq_tx_t *)(tx))->c)
-#define WAL_CHECKPOINT_PAGES 4000
+#define CONN(tx) (((sq_tx_t *)(tx))->c)
 
 static int map_err(sq_conn_t *c, int rc)
 {
@@ -613,11 +616,24 @@ static sq_conn_t *conn_open(sq_store_t *st, bool writable, char **errmsg)
 
 /* ------------------------------------------------------------------ checkpoints */
 
+/*
+ * The WAL grows with every commit; it restarts from its beginning only after a
+ * checkpoint has copied ALL of it into the database. A checkpointer running beside a
+ * busy writer never gets there (new frames arrive while it copies) and the WAL grows
+ * without bound (measured: 560 MB after 96,000 submissions), making every fsync slower.
+ * So: the checkpointer thread copies in the background once the WAL passes a quarter
+ * of opts.wal_checkpoint_pages, and when it passes the whole, the writer itself runs
+ * a PASSIVE checkpoint between two batches. Little is left to copy by then, nothing is
+ * appended meanwhile, so it completes and the next commit restarts the WAL. If readers
+ * still pin old frames, the writer tries again a quarter later.
+ */
+
 /* Called by SQLite on the writer thread after each commit with the WAL's size. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
     sq_store_t *st = arg;
-    if (pages >= WAL_CHECKPOINT_PAGES) {
+    st->wal_pages = pages;
+    if (pages >= st->opts.wal_checkpoint_pages / 4) {
         pthread_mutex_lock(&st->ckpt_mu);
         st->ckpt_wanted = true;
         pthread_cond_signal(&st->ckpt_cv);
@@ -665,6 +681,7 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
     pthread_mutex_lock(&st->queue_mu);
     st->stats.batch_us += t_end - t_begin;
     st->stats.commit_us += t_commit ? t_end - t_commit : 0;
+    st->stats.wal_pages = (uint64_t)st->wal_pages;
     for (unit_t *u = batch; u; u = next) {
         next = u->next; /* a waiting caller's unit may vanish once done is set */
         if (u->cb) {
@@ -672,6 +689,7 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
             async = u;
         } else {
             u->done = 1;
+            pthread_cond_signal(&u->cv); /* under queue_mu: the waiter cannot be gone */
         }
     }
     st->stats.commits++;
@@ -679,7 +697,6 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
     st->stats.units_failed += failed;
     if (n > st->stats.max_batch)
         st->stats.max_batch = n;
-    pthread_cond_broadcast(&st->done_cv);
     pthread_mutex_unlock(&st->queue_mu);
     for (unit_t *u = async; u; u = next) {
         next = u->next;
@@ -737,6 +754,24 @@ static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
     finish_batch(st, batch, n, failed, t_begin, t_commit);
 }
 
+/* Between batches, on the writer thread: completes a checkpoint when the WAL is big. */
+static void writer_checkpoint(sq_store_t *st)
+{
+    if (st->wal_pages < st->ckpt_next)
+        return;
+    int log = -1, copied = -1;
+    int rc =
+        sqlite3_wal_checkpoint_v2(st->writer->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+    bool complete = rc == SQLITE_OK && log >= 0 && copied >= log;
+    st->ckpt_next = complete ? st->opts.wal_checkpoint_pages
+                             : st->wal_pages + st->opts.wal_checkpoint_pages / 4 + 1;
+    if (complete) {
+        pthread_mutex_lock(&st->queue_mu);
+        st->stats.checkpoints++;
+        pthread_mutex_unlock(&st->queue_mu);
+    }
+}
+
 static void *writer_main(void *arg)
 {
     sq_store_t *st = arg;
@@ -760,6 +795,7 @@ static void *writer_main(void *arg)
         st->queue_len -= n;
         pthread_mutex_unlock(&st->queue_mu);
         run_batch(st, batch, n);
+        writer_checkpoint(st);
         pthread_mutex_lock(&st->queue_mu);
     }
     pthread_mutex_unlock(&st->queue_mu);
@@ -804,16 +840,17 @@ static int sq_write(fg_store_t *base, fg_store_write_fn fn, void *arg)
     if (pthread_equal(pthread_self(), st->writer_thread))
         return FG_STORE_EINVAL; /* a unit called fg_store_write: it would wait forever */
     unit_t u = {.fn = fn, .arg = arg};
+    pthread_cond_init(&u.cv, NULL);
     pthread_mutex_lock(&st->queue_mu);
     int rc = enqueue_locked(st, &u);
-    if (rc != FG_STORE_OK) {
-        pthread_mutex_unlock(&st->queue_mu);
-        return rc;
+    if (rc == FG_STORE_OK) {
+        while (!u.done)
+            pthread_cond_wait(&u.cv, &st->queue_mu);
+        rc = u.rc;
     }
-    while (!u.done)
-        pthread_cond_wait(&st->done_cv, &st->queue_mu);
     pthread_mutex_unlock(&st->queue_mu);
-    return u.rc;
+    pthread_cond_destroy(&u.cv);
+    return rc;
 }
 
 /* ------------------------------------------------------------------ open, close */
@@ -842,7 +879,6 @@ static void sq_close(fg_store_t *base)
     conn_close(st->writer); /* the last connection: SQLite checkpoints and drops the WAL */
     pthread_mutex_destroy(&st->queue_mu);
     pthread_cond_destroy(&st->work_cv);
-    pthread_cond_destroy(&st->done_cv);
     pthread_mutex_destroy(&st->pool_mu);
     pthread_cond_destroy(&st->pool_cv);
     pthread_mutex_destroy(&st->ckpt_mu);
@@ -875,9 +911,11 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
         st->opts.max_batch = 1024;
     if (st->opts.busy_timeout_ms <= 0)
         st->opts.busy_timeout_ms = 5000;
+    if (st->opts.wal_checkpoint_pages <= 0)
+        st->opts.wal_checkpoint_pages = 4000;
+    st->ckpt_next = st->opts.wal_checkpoint_pages;
     pthread_mutex_init(&st->queue_mu, NULL);
     pthread_cond_init(&st->work_cv, NULL);
-    pthread_cond_init(&st->done_cv, NULL);
     pthread_mutex_init(&st->pool_mu, NULL);
     pthread_cond_init(&st->pool_cv, NULL);
     pthread_mutex_init(&st->ckpt_mu, NULL);

@@ -86,9 +86,11 @@ struct fg_store_tx {
 };
 
 typedef struct fg_store_opts {
-    int read_conns;      /* read connections in the pool (opened lazily); 0 = 16 */
-    int max_batch;       /* write units per group commit; 0 = 1024 */
-    int busy_timeout_ms; /* waiting on another process's lock; 0 = 5000 */
+    int read_conns;           /* read connections in the pool (opened lazily); 0 = 16 */
+    int max_batch;            /* write units per group commit; 0 = 1024 */
+    int busy_timeout_ms;      /* waiting on another process's lock; 0 = 5000 */
+    int wal_checkpoint_pages; /* WAL size (pages) at which the writer completes a checkpoint
+                                 so the WAL restarts from its beginning; 0 = 4000 */
 } fg_store_opts_t;
 
 /* Opens (creating if needed) the SQLite store at `path`, runs pending schema
@@ -124,6 +126,8 @@ typedef struct fg_store_stats {
     uint64_t queue_len;    /* units waiting right now */
     uint64_t batch_us;     /* total microseconds spent running batches (units + commit) */
     uint64_t commit_us;    /* of which in COMMIT (the fsync) */
+    uint64_t checkpoints;  /* complete WAL checkpoints (the WAL then restarts) */
+    uint64_t wal_pages;    /* WAL frames after the last commit */
 } fg_store_stats_t;
 
 /* Copies the store's counters (for /metrics and benchmarks). */

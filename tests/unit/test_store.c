@@ -1255,6 +1255,41 @@ static void test_group_commit_many_threads(void **state)
     fg_store_read_end(tx);
 }
 
+/* With a small checkpoint size the WAL keeps restarting under a steady stream of
+ * commits from many threads, instead of growing with every commit. */
+static void test_wal_stays_bounded(void **state)
+{
+    fx_t *f = *state;
+    fg_store_close(f->st);
+    fg_store_opts_t opts = {.wal_checkpoint_pages = 200};
+    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    static gc_arg_t args[16];
+    pthread_t th[16];
+    for (int i = 0; i < 16; i++) {
+        args[i] = (gc_arg_t){.st = f->st, .user = uid};
+        assert_int_equal(pthread_create(&th[i], NULL, gc_thread, &args[i]), 0);
+    }
+    for (int i = 0; i < 16; i++)
+        pthread_join(th[i], NULL);
+    fg_store_stats_t stats;
+    fg_store_get_stats(f->st, &stats);
+    char wal[160];
+    snprintf(wal, sizeof wal, "%s-wal", f->path);
+    struct stat sb;
+    assert_int_equal(stat(wal, &sb), 0);
+    fprintf(stderr,
+            "wal: %llu complete checkpoints, %llu pages after the last commit, file %lld KiB\n",
+            (unsigned long long)stats.checkpoints, (unsigned long long)stats.wal_pages,
+            (long long)sb.st_size / 1024);
+    assert_true(stats.checkpoints >= 2);
+    /* it restarted: far below what 2400 submissions append (several MB) */
+    assert_true(sb.st_size < 4 * 200 * 4096 + 1024 * 1024);
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(args[i].failures, 0);
+}
+
 /* ------------------------------------------------------------------ async writes */
 
 #define ASYNC_N 2000
@@ -1562,6 +1597,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_usage_exact_after_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unit_rollback_and_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit_many_threads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_wal_stays_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
