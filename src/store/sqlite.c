@@ -392,7 +392,8 @@ enum {
     JL_DATASET = 16,
     JL_DESC = 32,
     JL_CURSOR = 64,
-    JL_MODES = 128, /* mode = variant / JL_MODES: 0 list, 1 count, 2 foreach */
+    JL_STATE_EQ = 128, /* exactly one state: "state = ?" keeps the index's id order */
+    JL_MODES = 256,    /* mode = variant / JL_MODES: 0 list, 1 count, 2 foreach */
     JL_VARIANTS = 3 * JL_MODES,
 };
 
@@ -1847,8 +1848,8 @@ static int sq_job_set_reason(fg_store_tx_t *tx, int64_t id, int32_t reason_code,
 }
 
 /* The statement of a job listing variant: filters are ANDed; parameters ?1..?6 are the
- * states (unused ones bound to -1), ?7 user, ?8 account, ?9 model, ?10 dataset,
- * ?11 the cursor's id, ?12 the limit. */
+ * states (unused ones bound to -1; ?1 alone for one state), ?7 user, ?8 account, ?9 model, ?10
+ * dataset, ?11 the cursor's id, ?12 the limit. */
 static sqlite3_stmt *job_list_stmt(sq_conn_t *c, unsigned v)
 {
     if (c->jl[v])
@@ -1861,7 +1862,9 @@ static sqlite3_stmt *job_list_stmt(sq_conn_t *c, unsigned v)
         ADD("SELECT COUNT(*) FROM jobs j WHERE 1 = 1");
     else
         ADD("SELECT " JOB_COLS JOB_FROM " WHERE 1 = 1");
-    if (v & JL_STATE)
+    if (v & JL_STATE_EQ)
+        ADD(" AND j.state = ?1");
+    else if (v & JL_STATE)
         ADD(" AND j.state IN (?1, ?2, ?3, ?4, ?5, ?6)");
     if (v & JL_USER)
         ADD(" AND j.user_id = ?7");
@@ -1885,8 +1888,9 @@ static sqlite3_stmt *job_list_stmt(sq_conn_t *c, unsigned v)
 static unsigned job_filter_bits(const fg_store_job_filter_t *f)
 {
     unsigned v = 0;
-    if (f->state_mask & 63u)
-        v |= JL_STATE;
+    uint32_t m = f->state_mask & 63u;
+    if (m)
+        v |= (m & (m - 1)) == 0 ? JL_STATE_EQ : JL_STATE;
     if (f->user_id)
         v |= JL_USER;
     if (f->account)
