@@ -50,7 +50,7 @@ typedef enum fg_err {
     FG_ESHED = -7,       /* load shedding: queue over its size, low job refused */
     FG_ESTALE = -8,      /* report for an attempt that is not the current one */
     FG_EQUOTA = -9,      /* job can never fit the account's quota */
-    FG_ENOFIT = -10,     /* job can never fit any node of the cluster */
+    FG_ENOFIT = -10,     /* job can never fit any node of the cluster (fg_sched_check_fit) */
 } fg_err_t;
 
 const char *fg_strerror(int err);
@@ -209,9 +209,16 @@ typedef struct fg_job_spec {
 } fg_job_spec_t;
 
 /* Adds a PENDING job. Refuses with FG_EQUEUE_FULL (user's pending cap),
- * FG_ESHED (low job while the queue is over its shedding size), FG_ENOFIT /
- * FG_EQUOTA (can never run), FG_EINVAL/FG_ENOENT/FG_EEXIST. A refusal changes nothing. */
+ * FG_ESHED (low job while the queue is over its shedding size), FG_EQUOTA (more GPUs
+ * than its account's quota: can never run), FG_EINVAL/FG_ENOENT/FG_EEXIST. A refusal
+ * changes nothing. A job that no current node could hold is accepted and waits with
+ * reason gpu_type or nodes_down, since nodes may join later; callers that want to
+ * refuse it ask fg_sched_check_fit() first. */
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now);
+
+/* FG_OK if the cluster's nodes (in any state) could ever hold a job of `gpus` GPUs
+ * of `gpu_type` (NULL or "" = any), FG_ENOFIT if not, FG_EINVAL for a bad size. */
+int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type);
 
 /* One node's share of an allocation. */
 typedef struct fg_alloc {

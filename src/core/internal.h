@@ -42,6 +42,10 @@ typedef struct fg__job {
     int32_t band;  /* queue band while pending */
     bool preempting;
     int32_t live_pos; /* position in s->live */
+    /* while RUNNING: in its account's list of running jobs of its class */
+    int32_t rprev, rnext;
+    int64_t start_pass;  /* the pass that started the current attempt */
+    int64_t victim_pass; /* pass-local: a legal victim in this pass */
     /* allocation while RUNNING */
     int32_t nallocs;
     fg_alloc_t alloc1;
@@ -64,6 +68,7 @@ typedef struct fg__account {
     int32_t running; /* GPUs held (preempting included) */
     int32_t pending; /* jobs */
     int64_t pending_gpus;
+    int32_t run_head[FG_PRIO_HIGH + 1]; /* running jobs by class: slot or -1 */
 } fg__account_t;
 
 typedef struct fg__member {
@@ -92,6 +97,7 @@ typedef struct fg__node {
     bool excluded; /* temporarily out of the tree while picking whole nodes */
     fg_time_t avail[FG_MAX_NODE_GPUS];
     fg_time_t res_from[FG_MAX_NODE_GPUS];
+    int64_t cand_pass; /* pass-local: listed as a preemption candidate */
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
@@ -124,7 +130,7 @@ typedef struct fg__order {
     int32_t *m_run0, *a_run0;
     double *m_base, *a_base; /* usage / tau at the start */
     int32_t rr_pos;
-    int32_t rr_round_left;
+    double run_w; /* α: weight of the running GPUs in a key */
 } fg__order_t;
 
 struct fg_sched {

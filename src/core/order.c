@@ -11,9 +11,14 @@
  *   round-robin          members take turns, one job each, in index order;
  *   wfq                  the account with the smallest key, then inside it the member
  *                        with the smallest key, then that member's oldest job.
- * A key is (U/τ + R + P) / w: decayed usage over τ (the recent average GPU count), the
- * GPUs running at the start of the pass, and the GPUs of jobs already walked in this
- * pass, over the weight.
+ * A key is (U/τ + αR + P) / w: decayed usage over τ (the recent average GPU count),
+ * α times the GPUs running at the start of the pass, and the GPUs of jobs already
+ * walked in this pass, over the weight. With memory (half-life > 0) α = 1/2: running
+ * GPUs count at once, so a burst of starts moves the key, but the memory term carries
+ * the long-run error, so GPU-time converges to the weights even when the GPU count
+ * does not divide by them (8 GPUs at 2:1 alternate 6:2 and 5:3 instead of locking at
+ * 5:3, which α = 1 would do since U/τ tends to R). Without memory α = 1: the key is
+ * the instantaneous weighted max-min share.
  *
  * Worked example (wfq, half-life 0): accounts A (w=2) and B (w=1), nothing running,
  * each with many 1-GPU jobs. Keys start 0/2 = 0 and 0/1 = 0: A first (lower index),
@@ -78,6 +83,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         o->a_base[i] =
             s->tau > 0 ? usage_at(s, a->usage, a->usage_at, a->running, now) / s->tau : 0.0;
     }
+    o->run_w = s->tau > 0 ? 0.5 : 1.0;
     o->band = -1;
     o->rr_pos = 0;
 }

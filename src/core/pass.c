@@ -465,7 +465,8 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
 static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_preempt_why_t why,
                       ent_calc_t *e, fg_time_t now, fg_time_t *wake)
 {
-    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
+    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id ||
+        v->start_pass == s->pass_no) /* never start and stop a job in one pass */
         return false;
     if (why == FG_PREEMPT_PRIORITY)
         return v->prio == FG_PRIO_LOW;
@@ -487,7 +488,7 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
         }
     }
     fg_time_t ok_at = v->start_time + s->cfg.min_run_s;
-    if (why == FG_PREEMPT_FAIR_SHARE) {
+    { /* fair share and las: only long runners (quantum in all) */
         fg_time_t q = v->start_time + (s->cfg.quantum_s - v->run_s);
         if (q > ok_at)
             ok_at = q;
@@ -519,7 +520,29 @@ static int victim_cmp(const void *a, const void *b)
     return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* Tries to free room for blocked job j by preemption; pushes the victims. */
+/* GPUs of node n that are free or held by a job already being preempted, and the
+ * GPUs held by this pass's legal victims; *cost is what those victims lose. */
+static void node_room(const fg_sched_t *s, const fg__node_t *nd, int32_t *have, int32_t *vict)
+{
+    *have = *vict = 0;
+    for (int i = 0; i < nd->gpus; i++) {
+        int32_t slot = nd->gpu_job[i];
+        if (slot < 0 || s->jobs[slot].preempting)
+            (*have)++;
+        else if (s->jobs[slot].victim_pass == s->pass_no)
+            (*vict)++;
+    }
+}
+
+static int int32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Tries to free room for blocked job j by preemption; pushes the victims.
+ * Candidates come from the running lists of the accounts and classes that may lose
+ * GPUs, so the cost is the number of possible victims, not the cluster size. */
 static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e,
                         fg_decisions_t *out, fg_time_t *wake)
 {
@@ -548,63 +571,89 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         return;
     }
 
-    const size_t before = out->npreempts;
+    /* 1. legal victims, marked with victim_pass; their nodes become candidates */
     const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
     const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
-    /* per node: cost and victims; keep the cheapest need_nodes nodes */
+    int32_t *cand = NULL;
+    size_t ncand = 0, cand_cap = 0;
+    for (size_t a = 0; a < s->naccounts; a++) {
+        for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
+            if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
+                continue;
+            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = s->jobs[v].rnext) {
+                fg__job_t *vj = &s->jobs[v];
+                if (!victim_ok(s, j, vj, why, e, now, wake))
+                    continue;
+                vj->victim_pass = s->pass_no;
+                const fg_alloc_t *al = fg__job_allocs(vj);
+                for (int32_t k = 0; k < vj->nallocs; k++) {
+                    fg__node_t *nd = &s->nodes[al[k].node];
+                    if (nd->cand_pass == s->pass_no || nd->state != FG_NODE_UP ||
+                        !type_matches(j, nd->type) ||
+                        (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
+                        continue;
+                    nd->cand_pass = s->pass_no;
+                    cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
+                    cand[ncand++] = al[k].node;
+                }
+            }
+        }
+    }
+    if (!ncand) {
+        free(cand);
+        return;
+    }
+    /* whole-node jobs may also use nodes that are already entirely free */
+    if (whole) {
+        for (size_t n = 0; n < s->nnodes; n++) {
+            fg__node_t *nd = &s->nodes[n];
+            if (nd->cand_pass != s->pass_no && nd->state == FG_NODE_UP &&
+                type_matches(j, nd->type) && nd->gpus >= FG_WHOLE_NODE_GPUS &&
+                nd->nfree == nd->gpus) {
+                nd->cand_pass = s->pass_no;
+                cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
+                cand[ncand++] = (int32_t)n;
+            }
+        }
+    }
+    qsort(cand, ncand, sizeof *cand, int32_cmp);
+
+    /* 2. cost of making room on each candidate node; keep the cheapest need_nodes */
     int32_t best_nodes[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t best_cost[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int32_t nbest = 0;
-    victim_t cand[FG_MAX_NODE_GPUS];
-    for (size_t n = 0; n < s->nnodes; n++) {
-        const fg__node_t *nd = &s->nodes[n];
-        if (nd->state != FG_NODE_UP || !type_matches(j, nd->type))
+    victim_t vs[FG_MAX_NODE_GPUS];
+    for (size_t ci = 0; ci < ncand; ci++) {
+        const fg__node_t *nd = &s->nodes[cand[ci]];
+        int32_t have, vict;
+        node_room(s, nd, &have, &vict);
+        int32_t target = whole ? nd->gpus : j->gpus;
+        if (have + vict < target)
             continue;
-        if (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus)
-            continue;
-        int32_t have = 0, nc = 0;
-        bool blocked = false;
+        int32_t nv = 0;
         for (int i = 0; i < nd->gpus; i++) {
             int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].preempting) {
-                have++;
+            if (slot < 0 || s->jobs[slot].victim_pass != s->pass_no || s->jobs[slot].preempting)
                 continue;
-            }
             bool seen = false;
-            for (int32_t c = 0; c < nc; c++)
-                seen |= cand[c].slot == slot;
-            if (seen)
-                continue;
-            if (victim_ok(s, j, &s->jobs[slot], why, e, now, wake)) {
-                cand[nc].slot = slot;
-                cand[nc].lost = lost_gpu_s(&s->jobs[slot], now);
-                nc++;
-            } else {
-                blocked = true;
+            for (int32_t k = 0; k < nv; k++)
+                seen |= vs[k].slot == slot;
+            if (!seen) {
+                vs[nv].slot = slot;
+                vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
+                nv++;
             }
         }
-        if (!whole && have >= j->gpus)
-            return; /* room is already there or on its way: nothing to preempt */
-        if (whole && blocked)
-            continue;
-        qsort(cand, (size_t)nc, sizeof *cand, victim_cmp);
+        qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
         int64_t cost = 0;
-        int32_t used = 0;
-        int32_t target = whole ? nd->gpus : j->gpus;
-        for (int32_t c = 0; c < nc && have < target; c++) {
-            const fg__node_t *vn = nd;
-            int32_t on_node = 0;
-            for (int i = 0; i < vn->gpus; i++)
-                on_node += vn->gpu_job[i] == cand[c].slot;
-            have += on_node;
-            cost += cand[c].lost;
-            used++;
+        for (int32_t k = 0; k < nv && have < target; k++) {
+            for (int i = 0; i < nd->gpus; i++)
+                have += nd->gpu_job[i] == vs[k].slot;
+            cost += vs[k].lost;
         }
         if (have < target)
             continue;
-        (void)used;
-        /* insert into the best list (cost, then node index), keep need_nodes */
-        int32_t p = nbest;
+        int32_t p = nbest; /* insertion by (cost, node index): nodes come ascending */
         while (p > 0 && best_cost[p - 1] > cost)
             p--;
         if (p >= need_nodes)
@@ -614,45 +663,46 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             best_nodes[q] = best_nodes[q - 1];
             best_cost[q] = best_cost[q - 1];
         }
-        best_nodes[p] = (int32_t)n;
+        best_nodes[p] = cand[ci];
         best_cost[p] = cost;
         if (nbest < need_nodes)
             nbest++;
     }
+    free(cand);
     if (nbest < need_nodes)
         return;
-    /* Preempt: on each chosen node, the cheapest victims until it has room. */
+
+    /* 3. preempt: on each chosen node, the cheapest victims until it has room */
+    const size_t before = out->npreempts;
     for (int32_t b = 0; b < nbest; b++) {
         const fg__node_t *nd = &s->nodes[best_nodes[b]];
-        int32_t have = 0, nc = 0;
-        fg_time_t dummy = FG_TIME_NEVER;
+        int32_t have, vict, nv = 0;
+        node_room(s, nd, &have, &vict);
         for (int i = 0; i < nd->gpus; i++) {
             int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].preempting) {
-                have++;
+            if (slot < 0 || s->jobs[slot].victim_pass != s->pass_no || s->jobs[slot].preempting)
                 continue;
-            }
             bool seen = false;
-            for (int32_t c = 0; c < nc; c++)
-                seen |= cand[c].slot == slot;
-            if (!seen && victim_ok(s, j, &s->jobs[slot], why, e, now, &dummy)) {
-                cand[nc].slot = slot;
-                cand[nc].lost = lost_gpu_s(&s->jobs[slot], now);
-                nc++;
+            for (int32_t k = 0; k < nv; k++)
+                seen |= vs[k].slot == slot;
+            if (!seen) {
+                vs[nv].slot = slot;
+                vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
+                nv++;
             }
         }
-        qsort(cand, (size_t)nc, sizeof *cand, victim_cmp);
+        qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
         int32_t target = whole ? nd->gpus : j->gpus;
-        for (int32_t c = 0; c < nc && have < target; c++) {
-            fg__job_t *v = &s->jobs[cand[c].slot];
+        for (int32_t k = 0; k < nv && have < target; k++) {
+            fg__job_t *v = &s->jobs[vs[k].slot];
             for (int i = 0; i < nd->gpus; i++)
-                have += nd->gpu_job[i] == cand[c].slot;
+                have += nd->gpu_job[i] == vs[k].slot;
             v->preempting = true;
             v->r_job = j->id;
             push_preempt(out, v, why, j->id);
             const fg_alloc_t *al = fg__job_allocs(v);
-            for (int32_t k = 0; k < v->nallocs; k++)
-                fg__node_leaf_update(s, al[k].node);
+            for (int32_t k2 = 0; k2 < v->nallocs; k2++)
+                fg__node_leaf_update(s, al[k2].node);
         }
     }
     if (out->npreempts > before)
@@ -761,7 +811,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             j->r_job = keep_job;
             j->r_b = keep_from;
         }
-        if (j->reason != FG_REASON_RESERVATION && (j->est == FG_TIME_NEVER || j->est > now)) {
+        if (j->reason != FG_REASON_RESERVATION && j->est != FG_TIME_NEVER && j->est > now) {
             s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
             s->blocked[s->nblocked++] = slot;
         }

@@ -261,6 +261,8 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
         memset(a, 0, sizeof *a);
         snprintf(a->name, sizeof a->name, "%s", name);
         a->usage_at = INT64_MIN;
+        for (int c = 0; c <= FG_PRIO_HIGH; c++)
+            a->run_head[c] = -1;
     }
     s->accounts[i].weight = weight;
     s->accounts[i].quota = gpu_quota < 0 ? -1 : gpu_quota;
@@ -526,6 +528,29 @@ int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
     return FG_OK;
 }
 
+static void run_list_add(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    int32_t *head = &s->accounts[j->account].run_head[j->prio];
+    j->rprev = -1;
+    j->rnext = *head;
+    if (*head >= 0)
+        s->jobs[*head].rprev = slot;
+    *head = slot;
+}
+
+static void run_list_del(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    if (j->rprev >= 0)
+        s->jobs[j->rprev].rnext = j->rnext;
+    else
+        s->accounts[j->account].run_head[j->prio] = j->rnext;
+    if (j->rnext >= 0)
+        s->jobs[j->rnext].rprev = j->rprev;
+    j->rprev = j->rnext = -1;
+}
+
 /* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now`. */
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
 {
@@ -533,7 +558,9 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     usage_touch(s, j->account, j->member, now);
     j->state = FG_JOB_RUNNING;
     j->start_time = now;
+    j->start_pass = s->pass_no;
     j->attempt++;
+    run_list_add(s, slot);
     j->preempting = false;
     j->nallocs = n;
     free(j->allocm);
@@ -566,6 +593,7 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
 {
     fg__job_t *j = &s->jobs[slot];
     usage_touch(s, j->account, j->member, now);
+    run_list_del(s, slot);
     const fg_alloc_t *al = fg__job_allocs(j);
     for (int32_t k = 0; k < j->nallocs; k++) {
         fg__node_t *nd = &s->nodes[al[k].node];
@@ -727,6 +755,22 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     return FG_OK;
 }
 
+int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type)
+{
+    if (!gpus_valid(gpus))
+        return FG_EINVAL;
+    int32_t need = gpus <= FG_WHOLE_NODE_GPUS ? 1 : gpus / FG_WHOLE_NODE_GPUS;
+    int32_t per = gpus <= FG_WHOLE_NODE_GPUS ? gpus : FG_WHOLE_NODE_GPUS;
+    int32_t have = 0;
+    for (size_t n = 0; n < s->nnodes; n++) {
+        const fg__node_t *nd = &s->nodes[n];
+        if (gpu_type && gpu_type[0] && strcmp(s->types[nd->type].name, gpu_type))
+            continue;
+        have += nd->gpus >= per;
+    }
+    return have >= need ? FG_OK : FG_ENOFIT;
+}
+
 /* ------------------------------------------------------------------ inspection */
 
 static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
@@ -877,6 +921,8 @@ void fg_sched_rebuild(fg_sched_t *s)
     for (size_t i = 0; i < s->naccounts; i++) {
         s->accounts[i].running = s->accounts[i].pending = 0;
         s->accounts[i].pending_gpus = 0;
+        for (int c = 0; c <= FG_PRIO_HIGH; c++)
+            s->accounts[i].run_head[c] = -1;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         fg__member_t *m = &s->members[i];
@@ -918,6 +964,7 @@ void fg_sched_rebuild(fg_sched_t *s)
         }
         s->accounts[j->account].running += j->gpus;
         s->members[j->member].running += j->gpus;
+        run_list_add(s, (int32_t)slot);
     }
     for (size_t t = 0; t < s->ntypes; t++)
         fg__type_rebuild(s, (int32_t)t);
