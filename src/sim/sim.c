@@ -96,6 +96,10 @@ static event_t heap_pop(heap_t *h)
 
 /* ------------------------------------------------------------------ replay */
 
+/* A job started this many times is taken as a livelock: the replay stops with an error
+ * instead of running forever. */
+#define FG_SIM_MAX_ATTEMPTS 10000
+
 enum { J_FUTURE = 0, J_PENDING, J_RUNNING, J_DONE, J_SKIPPED };
 
 typedef struct jstate {
@@ -161,6 +165,17 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         }
         if (o->groups[g].gpus != uniform)
             uniform = 0;
+    }
+    /* What can ever fit: a job of g <= 8 GPUs needs a node with g GPUs; a job of 8k GPUs
+     * needs k nodes of at least 8 GPUs. Jobs that cannot are skipped without asking the
+     * core (which refuses them with FG_ENOFIT too). */
+    int32_t max_node = 0;
+    int64_t whole_nodes = 0;
+    for (size_t g = 0; g < o->ngroups; g++) {
+        if (o->groups[g].gpus > max_node)
+            max_node = o->groups[g].gpus;
+        if (o->groups[g].gpus >= FG_WHOLE_NODE_GPUS)
+            whole_nodes += o->groups[g].count;
     }
     if (gpus <= 0) {
         snprintf(err, errlen, "no GPUs in the cluster");
@@ -281,7 +296,11 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
                 .checkpoint_interval_s = o->checkpoint_interval_s,
                 .submit_time = tj->submit,
             };
-            int er = fg_sched_submit(s, &spec, now);
+            bool fits = tj->gpus <= FG_WHOLE_NODE_GPUS
+                            ? tj->gpus <= max_node
+                            : tj->gpus % FG_WHOLE_NODE_GPUS == 0 &&
+                                  tj->gpus / FG_WHOLE_NODE_GPUS <= whole_nodes;
+            int er = fits ? fg_sched_submit(s, &spec, now) : FG_ENOFIT;
             if (er == FG_ENOFIT || er == FG_EQUOTA) {
                 js[i].state = J_SKIPPED;
                 skipped++;
@@ -318,7 +337,14 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
                 j->state = J_RUNNING;
                 j->attempt = st->attempt;
                 j->run_start = now;
-                rec->attempts++;
+                if (++rec->attempts > FG_SIM_MAX_ATTEMPTS) {
+                    snprintf(err, errlen,
+                             "replay aborted at t=%lld: job %zu (%s:%lld) started %d times "
+                             "without finishing (preemption livelock in the core?)",
+                             (long long)now, i + 1, t->name, (long long)t->jobs[i].line,
+                             FG_SIM_MAX_ATTEMPTS);
+                    goto out;
+                }
                 if (rec->start < 0)
                     rec->start = now;
                 fg_fair_running(&fair, rec->tenant, rec->gpus);
