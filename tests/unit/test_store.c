@@ -1164,20 +1164,35 @@ static void test_unit_rollback_and_snapshots(void **state)
 
 /* ------------------------------------------------------------------ group commit */
 
-#define GC_THREADS    64
-#define GC_PER_THREAD 150
+#define GC_THREADS        64
+#define GC_MAX_PER_THREAD 100000
+
+/* Submissions per thread: 150, or FG_STORE_BENCH_N from the environment to use this
+ * test as a benchmark (e.g. FG_STORE_BENCH_N=2000 build/.../test_store). */
+static int gc_per_thread(void)
+{
+    const char *e = getenv("FG_STORE_BENCH_N");
+    if (e) {
+        char *end;
+        long n = strtol(e, &end, 10);
+        if (*e && !*end && n > 0 && n <= GC_MAX_PER_THREAD)
+            return (int)n;
+    }
+    return 150;
+}
 
 typedef struct {
     fg_store_t *st;
     int64_t user;
-    int64_t ids[GC_PER_THREAD];
+    int per_thread;
+    int64_t *ids;
     int failures;
 } gc_arg_t;
 
 static void *gc_thread(void *p)
 {
     gc_arg_t *a = p;
-    for (int i = 0; i < GC_PER_THREAD; i++) {
+    for (int i = 0; i < a->per_thread; i++) {
         submit_t s = {.user = a->user};
         if (fg_store_write(a->st, unit_submit, &s) != 0)
             a->failures++;
@@ -1215,8 +1230,12 @@ static void test_group_commit_many_threads(void **state)
     static gc_arg_t args[GC_THREADS];
     pthread_t th[GC_THREADS];
     double t0 = now_s();
+    int per = gc_per_thread();
     for (int i = 0; i < GC_THREADS; i++) {
-        args[i] = (gc_arg_t){.st = f->st, .user = uid};
+        args[i] = (gc_arg_t){.st = f->st,
+                             .user = uid,
+                             .per_thread = per,
+                             .ids = calloc((size_t)per, sizeof(int64_t))};
         assert_int_equal(pthread_create(&th[i], NULL, gc_thread, &args[i]), 0);
     }
     for (int i = 0; i < GC_THREADS; i++)
@@ -1229,11 +1248,10 @@ static void test_group_commit_many_threads(void **state)
             "group commit: %d threads x %d durable submissions (job + event) in %.3f s ="
             " %.0f/s; %llu commits, %.1f units per commit, largest batch %llu;"
             " writer busy %.3f s of which commit (fsync) %.3f s\n",
-            GC_THREADS, GC_PER_THREAD, dt, GC_THREADS * GC_PER_THREAD / dt,
-            (unsigned long long)commits, (double)units / (double)commits,
-            (unsigned long long)after.max_batch, (after.batch_us - before.batch_us) / 1e6,
-            (after.commit_us - before.commit_us) / 1e6);
-    assert_int_equal(units, GC_THREADS * GC_PER_THREAD);
+            GC_THREADS, per, dt, GC_THREADS * per / dt, (unsigned long long)commits,
+            (double)units / (double)commits, (unsigned long long)after.max_batch,
+            (after.batch_us - before.batch_us) / 1e6, (after.commit_us - before.commit_us) / 1e6);
+    assert_int_equal(units, GC_THREADS * per);
     assert_true(commits < units / 4); /* concurrent units share commits */
     for (int i = 0; i < GC_THREADS; i++)
         assert_int_equal(args[i].failures, 0);
@@ -1242,17 +1260,19 @@ static void test_group_commit_many_threads(void **state)
     fg_store_tx_t *tx = rd(f->st);
     int64_t n = 0;
     assert_int_equal(fg_store_job_count(tx, NULL, &n), 0);
-    assert_int_equal(n, GC_THREADS * GC_PER_THREAD);
+    assert_int_equal(n, GC_THREADS * per);
     for (int i = 0; i < GC_THREADS; i++)
-        for (int k = 0; k < GC_PER_THREAD; k++) {
+        for (int k = 0; k < per; k++) {
             fg_store_job_t j = {0};
             assert_int_equal(fg_store_job_get(tx, args[i].ids[k], &j), 0);
             fg_store_job_clear(&j);
         }
     int64_t seq = 0;
     assert_int_equal(fg_store_event_max_seq(tx, &seq), 0);
-    assert_int_equal(seq, GC_THREADS * GC_PER_THREAD);
+    assert_int_equal(seq, GC_THREADS * per);
     fg_store_read_end(tx);
+    for (int i = 0; i < GC_THREADS; i++)
+        free(args[i].ids);
 }
 
 /* With a small checkpoint size the WAL keeps restarting under a steady stream of
@@ -1268,7 +1288,8 @@ static void test_wal_stays_bounded(void **state)
     static gc_arg_t args[16];
     pthread_t th[16];
     for (int i = 0; i < 16; i++) {
-        args[i] = (gc_arg_t){.st = f->st, .user = uid};
+        args[i] = (gc_arg_t){
+            .st = f->st, .user = uid, .per_thread = 150, .ids = calloc(150, sizeof(int64_t))};
         assert_int_equal(pthread_create(&th[i], NULL, gc_thread, &args[i]), 0);
     }
     for (int i = 0; i < 16; i++)
@@ -1286,8 +1307,10 @@ static void test_wal_stays_bounded(void **state)
     assert_true(stats.checkpoints >= 2);
     /* it restarted: far below what 2400 submissions append (several MB) */
     assert_true(sb.st_size < 4 * 200 * 4096 + 1024 * 1024);
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 16; i++) {
         assert_int_equal(args[i].failures, 0);
+        free(args[i].ids);
+    }
 }
 
 /* ------------------------------------------------------------------ async writes */
