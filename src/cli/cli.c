@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -168,6 +169,18 @@ static json_t *items_of(json_t *j)
     return json_is_array(it) ? it : NULL;
 }
 
+/* The terminal settings to restore if the user interrupts a password prompt. */
+static struct termios saved_tty;
+static volatile sig_atomic_t tty_saved;
+
+static void restore_tty_and_die(int sig)
+{
+    if (tty_saved)
+        tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tty);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 /* Reads a secret line: from the terminal without echo, or from stdin. Returns a
  * malloc'd string without the line end, or NULL (message on stderr). */
 static char *read_secret(const char *prompt, int force_stdin)
@@ -187,9 +200,18 @@ static char *read_secret(const char *prompt, int force_stdin)
         quiet.c_lflag |= ECHONL;
         fputs(prompt, stderr);
         fflush(stderr);
+        saved_tty = old;
+        tty_saved = 1;
+        void (*oint)(int) = signal(SIGINT, restore_tty_and_die);
+        void (*oterm)(int) = signal(SIGTERM, restore_tty_and_die);
+        void (*ohup)(int) = signal(SIGHUP, restore_tty_and_die);
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
         n = getline(&line, &cap, stdin);
         tcsetattr(STDIN_FILENO, TCSAFLUSH, &old);
+        tty_saved = 0;
+        signal(SIGINT, oint);
+        signal(SIGTERM, oterm);
+        signal(SIGHUP, ohup);
     } else {
         n = getline(&line, &cap, stdin);
     }
@@ -1326,8 +1348,8 @@ static int cmd_events(int argc, char **argv)
         case 'h':
             puts("usage: fairgpu events [--since SEQ] [-f|--follow] [--json]\n"
                  "Shows cluster-wide changes after sequence number SEQ; -f keeps streaming\n"
-                 "them (reconnecting where it left off). --json: one JSON event per line\n"
-                 "when following, else the server's reply.");
+                 "them (from now on unless --since; reconnecting where it left off).\n"
+                 "--json: one JSON event per line when following, else the server's reply.");
             return 0;
         default:
             return usage_err("events", "bad option");
@@ -1361,6 +1383,19 @@ static int cmd_events(int argc, char **argv)
         json_decref(res);
         ctx_close(&x);
         return rc;
+    }
+    if (since_seq < 0) {
+        /* Follow from now on, not from the beginning of history: ask where the head is. */
+        json_t *res;
+        rc = call(&x, "GET", "/v1/events?limit=1", NULL, NULL, &res);
+        if (rc) {
+            ctx_close(&x);
+            return rc;
+        }
+        long long head;
+        if (jint(res, "head_seq", &head) && head >= 0)
+            since_seq = head;
+        json_decref(res);
     }
     events_state_t st = {.json = json, .last_seq = since_seq};
     int failures = 0;

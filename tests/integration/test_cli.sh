@@ -80,20 +80,26 @@ fi
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# start_server_on PORT: starts the server there; 0 when it listens within 10 s.
+start_server_on() {
+    "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$1" >>"$TMP/server.log" 2>&1 &
+    SERVER_PID=$!
+    for _ in $(seq 1 100); do
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
+        if ! port_free "$1"; then return 0; fi
+        sleep 0.1
+    done
+    kill "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+    SERVER_PID=
+    return 1
+}
+
 start_server() {
     for _ in 1 2 3 4 5 6 7 8; do
         PORT=$((20000 + RANDOM % 40000))
         port_free "$PORT" || continue
-        "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" >"$TMP/server.log" 2>&1 &
-        SERVER_PID=$!
-        for _ in $(seq 1 100); do
-            if ! kill -0 "$SERVER_PID" 2>/dev/null; then break; fi
-            if ! port_free "$PORT"; then return 0; fi
-            sleep 0.1
-        done
-        kill "$SERVER_PID" 2>/dev/null
-        wait "$SERVER_PID" 2>/dev/null
-        SERVER_PID=
+        start_server_on "$PORT" && return 0
     done
     echo "FAIL: the server did not start; its output:" >&2
     cat "$TMP/server.log" >&2
@@ -279,6 +285,33 @@ else
     head -5 "$TMP/follow" "$TMP/follow.err" >&2
 fi
 hasnt follow "\"job_id\":\"$J1\"" "events -f --since $LAST (old events replayed)"
+
+# -f without --since starts at the head, and survives a server restart: it reconnects
+# and resumes after the last event it printed. The queue survives the restart too.
+"$FG" events -f --json >"$TMP/follow2" 2>"$TMP/follow2.err" &
+BG_PID=$!
+sleep 1
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+start_server_on "$PORT" || { echo "FAIL: the server did not restart" >&2; cat "$TMP/server.log" >&2; exit 1; }
+run 0 submit --name after-restart --json -- true
+J5=$(json_field out id)
+for _ in $(seq 1 300); do
+    grep -q "\"job_id\":\"$J5\"" "$TMP/follow2" && break
+    sleep 0.1
+done
+kill "$BG_PID" 2>/dev/null
+wait "$BG_PID" 2>/dev/null
+BG_PID=
+if grep -q "\"job_id\":\"$J5\"" "$TMP/follow2"; then ok; else
+    fail "events -f did not resume after a server restart"
+    head -5 "$TMP/follow2" "$TMP/follow2.err" >&2
+fi
+hasnt follow2 "\"job_id\":\"$J4\"" "events -f without --since (history replayed)"
+has follow2.err 'reconnecting' "events -f stderr"
+run 0 show "$J2"
+has out '^name: +slurmjob'
 
 # ------------------------------------------------------- nodes, share, logs --
 
