@@ -261,33 +261,6 @@ static int bad_opt(const char *opt, const char *val, const char *want)
     return 2;
 }
 
-/* Smallest node count whose GPUs cover the offered load (sum g*d over the submit span,
- * at least one day) and the biggest job. */
-static int64_t auto_nodes(const fg_trace_t *t, int32_t gpn)
-{
-    if (t->njobs == 0)
-        return 1;
-    double work = 0;
-    int32_t gmax = 1;
-    for (size_t i = 0; i < t->njobs; i++) {
-        work += (double)t->jobs[i].gpus * (double)t->jobs[i].duration;
-        if (t->jobs[i].gpus > gmax)
-            gmax = t->jobs[i].gpus;
-    }
-    double span = (double)(t->jobs[t->njobs - 1].submit - t->jobs[0].submit);
-    if (span < 86400)
-        span = 86400;
-    double nodes = ceil(work / span / gpn);
-    double need = ceil((double)gmax / gpn);
-    if (nodes < need)
-        nodes = need;
-    if (nodes < 1)
-        nodes = 1;
-    if (nodes > MAX_NODES)
-        nodes = MAX_NODES;
-    return (int64_t)nodes;
-}
-
 int fg_cmd_sim(int argc, char **argv)
 {
     fg_sim_opts_t o;
@@ -455,7 +428,7 @@ int fg_cmd_sim(int argc, char **argv)
         }
         o.ngroups = cc.n;
     } else {
-        groups[0].count = (int32_t)(nodes ? nodes : auto_nodes(&t, (int32_t)gpn));
+        groups[0].count = (int32_t)(nodes ? nodes : fg_sim_auto_nodes(&t, (int32_t)gpn));
         groups[0].gpus = (int32_t)gpn;
         snprintf(groups[0].gpu_type, sizeof groups[0].gpu_type, "gpu");
         o.ngroups = 1;

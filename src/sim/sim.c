@@ -26,6 +26,7 @@
 #include "sim/fair.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,31 @@ void fg_sim_opts_default(fg_sim_opts_t *o)
     o->time_limit_factor = 2.0;
     o->checkpoint_interval_s = 900;
     o->share_interval_s = 3600;
+}
+
+int64_t fg_sim_auto_nodes(const fg_trace_t *t, int32_t gpus_per_node)
+{
+    if (t->njobs == 0 || gpus_per_node < 1)
+        return 1;
+    double work = 0;
+    int32_t gmax = 1;
+    for (size_t i = 0; i < t->njobs; i++) {
+        work += (double)t->jobs[i].gpus * (double)t->jobs[i].duration;
+        if (t->jobs[i].gpus > gmax)
+            gmax = t->jobs[i].gpus;
+    }
+    double span = (double)(t->jobs[t->njobs - 1].submit - t->jobs[0].submit);
+    if (span < 86400)
+        span = 86400;
+    double nodes = ceil(work / span / gpus_per_node);
+    double need = ceil((double)gmax / gpus_per_node);
+    if (nodes < need)
+        nodes = need;
+    if (nodes < 1)
+        nodes = 1;
+    if (nodes > 100000)
+        nodes = 100000;
+    return (int64_t)nodes;
 }
 
 /* ------------------------------------------------------------------ event heap */

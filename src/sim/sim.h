@@ -36,6 +36,11 @@ typedef struct fg_sim_opts {
  * interval 900 s, share interval 3600 s; no cluster. */
 void fg_sim_opts_default(fg_sim_opts_t *o);
 
+/* The default cluster size: the fewest nodes of gpus_per_node GPUs that cover the
+ * trace's offered load (sum of g*d over the submit span, at least a day) and its
+ * biggest job. */
+int64_t fg_sim_auto_nodes(const fg_trace_t *t, int32_t gpus_per_node);
+
 /* Replays trace t under o. Fills *r (every field) and returns 0, or returns -1 with a
  * message in err. Jobs that can never fit the cluster are skipped and counted
  * (r->skipped_too_big). */

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# test_sim_cli.sh - `fairgpu sim` end to end: determinism (same input, same output bytes
+# apart from the wall-clock replay_seconds), the JSON keys, malformed CSV (error names
+# file and line; --skip-bad counts), weights/cluster files, share series, exit codes.
+# usage: bash test_sim_cli.sh /path/to/fairgpu   (env FG_SOURCE_DIR: the repository root)
+set -euo pipefail
+FG=${1:?usage: test_sim_cli.sh FAIRGPU}
+SRC=${FG_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# A synthetic trace: 1500 jobs of 5 tenants, sizes 1..16 (12 gets rounded up).
+awk 'BEGIN { srand(7); print "job_id,user,submit_time_s,num_gpus,duration_s,account";
+  split("1 1 1 2 4 8 16 12", sz, " "); t = 0;
+  for (i = 0; i < 1500; i++) { t += int(rand() * 90); g = sz[1 + int(rand() * 8)];
+    d = 1 + int(rand() * 7200); u = "u" int(rand() * 9); a = (rand() < 0.5) ? "" : "acct" int(rand() * 3);
+    printf "j%d,%s,%d,%d,%d,%s\n", i, u, t, g, d, a } }' > "$TMP/syn.csv"
+
+# 1. determinism, every policy
+"$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json > "$TMP/a.json"
+"$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json > "$TMP/b.json"
+[ "$(wc -l < "$TMP/a.json")" = 5 ] || fail "--compare --json should print 5 lines"
+sed -E 's/"replay_seconds":[0-9.e+-]+//' "$TMP/a.json" > "$TMP/a.norm"
+sed -E 's/"replay_seconds":[0-9.e+-]+//' "$TMP/b.json" > "$TMP/b.norm"
+cmp "$TMP/a.norm" "$TMP/b.norm" || fail "two runs differ"
+pass "determinism"
+
+# 2. every key the issue lists, on every line; the policy names
+for k in policy trace nodes gpus_per_node jobs rounded_up makespan_s utilization jct_avg_s \
+         jct_p50_s jct_p95_s jct_p99_s wait_avg_s wait_p50_s wait_p50_by_size wait_max_s \
+         preemptions lost_gpu_seconds jain ftf_rho_avg ftf_rho_max waits_over_24h replay_seconds; do
+  [ "$(grep -c "\"$k\":" "$TMP/a.json")" = 5 ] || fail "key $k missing"
+done
+for p in wfq fifo priority round-robin las; do
+  grep -q "\"policy\":\"$p\"" "$TMP/a.json" || fail "policy $p missing"
+done
+grep -q '"wait_p50_by_size":{"1":[0-9]*,"2-4":[0-9]*,"8":[0-9]*,">8":[0-9]*}' "$TMP/a.json" \
+  || fail "wait_p50_by_size shape"
+grep -q '"rounded_up":[1-9]' "$TMP/a.json" || fail "12-GPU jobs should be counted as rounded up"
+grep -q '"jobs":1500' "$TMP/a.json" || fail "all 1500 jobs replayed"
+pass "json keys"
+
+# 3. the human table and Markdown
+"$FG" sim "$TMP/syn.csv" --nodes 8 --policy fifo > "$TMP/t.txt"
+grep -qE '^policy +fifo' "$TMP/t.txt" || fail "table"
+grep -qE '^jain +[0-9]' "$TMP/t.txt" || fail "table jain row"
+"$FG" sim "$TMP/syn.csv" --nodes 8 --max-jobs 200 --markdown > "$TMP/t.md"
+grep -q '^| policy | wfq |' "$TMP/t.md" || fail "markdown"
+pass "tables"
+
+# 4. malformed CSV: the error names the file and the line; --skip-bad counts
+{ head -5 "$TMP/syn.csv"; echo "bad,u1,100,x,5,"; tail -n +6 "$TMP/syn.csv" | head -20; } > "$TMP/bad.csv"
+set +e
+"$FG" sim "$TMP/bad.csv" --nodes 8 > /dev/null 2> "$TMP/err.txt"
+rc=$?
+set -e
+[ $rc = 1 ] || fail "bad row: exit $rc, expected 1"
+grep -q "bad.csv:6: num_gpus" "$TMP/err.txt" || fail "error should name bad.csv:6: $(cat "$TMP/err.txt")"
+"$FG" sim "$TMP/bad.csv" --nodes 8 --skip-bad --json > "$TMP/skip.json" 2> "$TMP/skip.err"
+grep -q '"skipped_bad":1' "$TMP/skip.json" || fail "--skip-bad count"
+grep -q '"jobs":24' "$TMP/skip.json" || fail "--skip-bad keeps the good rows"
+grep -q "skipped 1 bad rows" "$TMP/skip.err" || fail "--skip-bad message"
+pass "malformed csv"
+
+# 5. weights and cluster files; a bad line names file:line
+printf '# tenant weight\nu1 3\nacct0 2.5\nnobody 1\n' > "$TMP/w.txt"
+"$FG" sim "$TMP/syn.csv" --nodes 8 --weights "$TMP/w.txt" --json > "$TMP/w.json" 2> "$TMP/w.err"
+grep -q '"jain":' "$TMP/w.json" || fail "weights run"
+grep -q "1 tenants not in the trace" "$TMP/w.err" || fail "unknown tenant note"
+printf 'u1 -2\n' > "$TMP/wbad.txt"
+if "$FG" sim "$TMP/syn.csv" --nodes 8 --weights "$TMP/wbad.txt" 2> "$TMP/wbad.err" >/dev/null; then
+  fail "negative weight accepted"
+fi
+grep -q "wbad.txt:1:" "$TMP/wbad.err" || fail "weights error names the line"
+printf '2 8 a100\n# comment\n3 4 t4\n' > "$TMP/c.txt"
+"$FG" sim "$TMP/syn.csv" --cluster "$TMP/c.txt" --json > "$TMP/c.json"
+grep -q '"nodes":5,"gpus_per_node":null,"gpus":28' "$TMP/c.json" || fail "cluster file: $(cut -c1-200 "$TMP/c.json")"
+grep -q '"skipped_too_big":[1-9]' "$TMP/c.json" || fail "16-GPU jobs cannot fit 2 whole nodes"
+pass "weights and cluster"
+
+# 6. share series
+"$FG" sim "$TMP/syn.csv" --nodes 8 --share-series "$TMP/share.dat" --share-interval 600 > /dev/null
+head -2 "$TMP/share.dat" | grep -q '^day ' || fail "share series header"
+[ "$(wc -l < "$TMP/share.dat")" -gt 20 ] || fail "share series rows"
+pass "share series"
+
+# 7. exit codes of bad usage
+"$FG" sim --help | grep -q 'usage: fairgpu sim' || fail "--help"
+set +e
+"$FG" sim "$TMP/syn.csv" --policy nope 2>/dev/null; [ $? = 2 ] || fail "bad policy exit"
+"$FG" sim "$TMP/syn.csv" --nodes 0 2>/dev/null; [ $? = 2 ] || fail "bad --nodes exit"
+"$FG" sim "$TMP/syn.csv" --time-limit-factor 0.5 2>/dev/null; [ $? = 2 ] || fail "factor < 1"
+"$FG" sim "$TMP/missing.csv" 2>"$TMP/m.err"; [ $? = 1 ] || fail "missing file exit"
+set -e
+grep -q "missing.csv" "$TMP/m.err" || fail "missing file named"
+pass "usage errors"
+
+# 8. a slice of a real trace, if the shared traces are there
+TR="$SRC/../shared/traces/philly_2017_sep_nov/trace.csv"
+if [ -f "$TR" ]; then
+  "$FG" sim "$TR" --max-jobs 2000 --compare --json > "$TMP/p.json"
+  [ "$(wc -l < "$TMP/p.json")" = 5 ] || fail "philly slice"
+  pass "philly slice"
+fi
+echo "all sim cli checks passed"
