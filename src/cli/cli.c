@@ -1701,15 +1701,22 @@ static void share_human(json_t *res)
     fg_table_t t;
     fg_table_init(&t, 8, "NAME", "KIND", "WEIGHT", "SHARE", "USAGE(GPU-H)", "RUNNING", "PENDING",
                   "FACTOR");
-    json_t *items = items_of(res);
-    if (items)
-        share_rows(&t, items, "", 0);
+    /* Accounts with their users nested when the server gives them; else a flat list. */
     json_t *a = json_object_get(res, "accounts");
+    json_t *items = items_of(res);
     if (json_is_array(a))
         share_rows(&t, a, "account", 0);
-    json_t *u = json_object_get(res, "users");
-    if (json_is_array(u))
-        share_rows(&t, u, "user", 0);
+    else if (items)
+        share_rows(&t, items, "", 0);
+    else if (json_is_array(json_object_get(res, "users")))
+        share_rows(&t, json_object_get(res, "users"), "user", 0);
+    char pol[32], up[32], fr[32];
+    if (*jfmt(res, "policy", pol, sizeof pol) || *jfmt(res, "gpus_up", up, sizeof up)) {
+        jfmt(res, "gpus_up", up, sizeof up);
+        jfmt(res, "gpus_free", fr, sizeof fr);
+        printf("policy %s, %s GPUs up, %s free\n", *pol ? pol : "?", *up ? up : "?",
+               *fr ? fr : "?");
+    }
     fg_table_print(&t, stdout);
     fg_table_free(&t);
 }
