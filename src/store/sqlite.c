@@ -605,7 +605,8 @@ static sq_conn_t *conn_open(sq_store_t *st, bool writable, char **errmsg)
     }
     sqlite3_extended_result_codes(c->db, 1);
     sqlite3_busy_timeout(c->db, st->opts.busy_timeout_ms);
-    if (pragma(c, "PRAGMA foreign_keys = ON", errmsg) != FG_STORE_OK) {
+    if (pragma(c, "PRAGMA foreign_keys = ON", errmsg) != FG_STORE_OK ||
+        pragma(c, "PRAGMA temp_store = MEMORY", errmsg) != FG_STORE_OK) {
         conn_close(c);
         return NULL;
     }
@@ -941,7 +942,10 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
         goto fail;
     }
     sqlite3_finalize(s);
-    if (pragma(st->writer, "PRAGMA synchronous = FULL", errmsg) != FG_STORE_OK)
+    /* Never weakened: a commit returns only after the WAL is fsync'd. The writer's page
+     * cache (64 MiB) keeps the tail pages of the tables and indexes it appends to. */
+    if (pragma(st->writer, "PRAGMA synchronous = FULL", errmsg) != FG_STORE_OK ||
+        pragma(st->writer, "PRAGMA cache_size = -65536", errmsg) != FG_STORE_OK)
         goto fail;
     rc = fg_store_sqlite_migrate(st->writer->db, NMIGRATIONS, errmsg);
     if (rc != FG_STORE_OK)
