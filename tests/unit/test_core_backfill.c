@@ -1,0 +1,352 @@
+/*
+ * test_core_backfill.c - EASY reservations and backfill (docs/scheduler.md, "One pass", 4).
+ *
+ * The first job in plan order that cannot start gets a reservation: the GPUs that free up
+ * soonest, computed from running jobs' start + time limit. Later jobs may start now only
+ * on GPUs that are free and either not reserved or free again (now + their time limit)
+ * before the reservation begins. So the reserved job starts no later than its
+ * reservation, whatever stream of small jobs follows it. Under `fifo` nothing backfills.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fairgpu/core.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static fg_sched_t *sched_new(fg_policy_t policy)
+{
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.policy = policy;
+    fg_sched_t *s = fg_sched_new(&cfg);
+    assert_non_null(s);
+    assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
+    return s;
+}
+
+static void submit(fg_sched_t *s, fg_job_id_t id, int gpus, fg_time_t limit, fg_time_t now)
+{
+    fg_job_spec_t j = {.id = id,
+                       .account = "a",
+                       .user = "u",
+                       .gpus = gpus,
+                       .gpu_type = NULL,
+                       .time_limit_s = limit,
+                       .prio = FG_PRIO_NORMAL,
+                       .max_retries = 0,
+                       .checkpoint_interval_s = 0,
+                       .submit_time = now};
+    assert_int_equal(fg_sched_submit(s, &j, now), FG_OK);
+}
+
+static const fg_start_t *find_start(const fg_decisions_t *d, fg_job_id_t id)
+{
+    for (size_t i = 0; i < d->nstarts; i++)
+        if (d->starts[i].job == id)
+            return &d->starts[i];
+    return NULL;
+}
+
+static void expect_start_on(const fg_decisions_t *d, fg_job_id_t id, int node, uint64_t mask)
+{
+    const fg_start_t *st = find_start(d, id);
+    assert_non_null(st);
+    assert_int_equal(st->alloc_n, 1);
+    assert_int_equal(d->allocs[st->alloc_off].node, node);
+    assert_int_equal(d->allocs[st->alloc_off].gpu_mask, mask);
+}
+
+static fg_job_info_t info(const fg_sched_t *s, fg_job_id_t id)
+{
+    fg_job_info_t ji;
+    assert_int_equal(fg_sched_job_info(s, id, &ji), FG_OK);
+    return ji;
+}
+
+static void end_job(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
+{
+    fg_job_info_t ji = info(s, id);
+    assert_int_equal(ji.state, FG_JOB_RUNNING);
+    assert_int_equal(fg_sched_attempt_ended(s, id, ji.attempt, FG_END_COMPLETED, now, NULL), FG_OK);
+}
+
+/* splitmix64: a small deterministic PRNG so that the stream test is reproducible. */
+static uint64_t rng_next(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rng_range(uint64_t *x, int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)(rng_next(x) % (uint64_t)(hi - lo + 1));
+}
+
+/* ------------------------------------------------------------------ hand-computed cases */
+
+/* One 8-GPU node. At t=0 job 1 (4 GPUs, limit 1000) takes GPUs 0-3 and job 2 (2 GPUs,
+ * limit 500) takes GPUs 4-5; GPUs 6-7 stay free.
+ * At t=10: job 3 (8 GPUs) is submitted, then job 4 (1 GPU, limit 1000), then job 5
+ * (2 GPUs, limit 980). Plan order is submit order: 3, 4, 5.
+ *   job 3: needs the whole node, which is free when the last running job ends:
+ *          max(0 + 1000, 0 + 500) = 1000 -> reservation and estimate at t=1000.
+ *   job 4: GPUs 6-7 are free but reserved; 10 + 1000 = 1010 > 1000 -> must wait
+ *          (reason: reservation).
+ *   job 5: 10 + 980 = 990 <= 1000 -> backfills now on GPUs 6-7.
+ * At t=500 job 2 ends: GPUs 4-5 free. Job 6 (1 GPU, limit 400) arrives: 500 + 400 = 900
+ * -> backfills on GPU 4. Job 4 still may not (500 + 1000 > 1000).
+ * Jobs 6 (t=900), 5 (t=990) and 1 (t=1000) end: at t=1000 job 3 starts on GPUs 0-7,
+ * exactly at its reservation, before job 4 (older than job 6, yet held back). */
+static void test_backfill_fills_the_gap_before_a_reservation_and_never_delays_it(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(FG_POLICY_WFQ);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    assert_true(n0 >= 0);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+
+    submit(s, 1, 4, 1000, 0);
+    submit(s, 2, 2, 500, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0x0f);
+    expect_start_on(&d, 2, n0, 0x30);
+
+    submit(s, 3, 8, 600, 10);
+    submit(s, 4, 1, 1000, 10);
+    submit(s, 5, 2, 980, 10);
+    assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    expect_start_on(&d, 5, n0, 0xc0);
+    fg_job_info_t j3 = info(s, 3);
+    assert_int_equal(j3.state, FG_JOB_PENDING);
+    assert_int_equal(j3.estimated_start, 1000);
+    fg_job_info_t j4 = info(s, 4);
+    assert_int_equal(j4.state, FG_JOB_PENDING);
+    assert_int_equal(j4.reason, FG_REASON_RESERVATION);
+
+    end_job(s, 2, 500);
+    submit(s, 6, 1, 400, 500);
+    assert_int_equal(fg_sched_pass(s, 500, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    expect_start_on(&d, 6, n0, 0x10);
+    assert_int_equal(info(s, 3).estimated_start, 1000);
+    assert_int_equal(info(s, 4).state, FG_JOB_PENDING);
+
+    end_job(s, 6, 900);
+    assert_int_equal(fg_sched_pass(s, 900, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0); /* job 4 would end at 1900 > 1000 */
+    end_job(s, 5, 990);
+    assert_int_equal(fg_sched_pass(s, 990, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0);
+    end_job(s, 1, 1000);
+    assert_int_equal(fg_sched_pass(s, 1000, &d), FG_OK);
+    expect_start_on(&d, 3, n0, 0xff);
+    assert_null(find_start(&d, 4));
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* The reservation takes the GPUs that free up soonest and leaves the others to backfill.
+ * n0 runs job 1 (4 GPUs, limit 5000) and has 4 free GPUs; n1 runs job 2 (8 GPUs,
+ * limit 1000). Job 3 (8 GPUs) needs a whole node: n1 is whole at 1000, n0 only at 5000,
+ * so it reserves n1 from 1000. Job 4 (4 GPUs, limit 10000, far past 1000) starts now on
+ * n0's free GPUs 4-7: they are not reserved. Job 3's estimate stays 1000. */
+static void test_backfill_may_use_gpus_outside_the_reservation_for_any_length(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(FG_POLICY_WFQ);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 4, 5000, 0);
+    submit(s, 2, 8, 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0x0f);
+    expect_start_on(&d, 2, n1, 0xff);
+
+    submit(s, 3, 8, 100, 50);
+    submit(s, 4, 4, 10000, 60);
+    assert_int_equal(fg_sched_pass(s, 60, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    expect_start_on(&d, 4, n0, 0xf0);
+    assert_int_equal(info(s, 3).state, FG_JOB_PENDING);
+    assert_int_equal(info(s, 3).estimated_start, 1000);
+
+    end_job(s, 2, 1000);
+    assert_int_equal(fg_sched_pass(s, 1000, &d), FG_OK);
+    expect_start_on(&d, 3, n1, 0xff);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* A 16-GPU job reserves both nodes: n0 runs job 1 (8 GPUs, limit 5000), n1 runs job 2
+ * (8 GPUs, limit 1000), so job 3 (16 GPUs) reserves n0+n1 from max(5000, 1000) = 5000.
+ * Jobs 4 (1 GPU, limit 100) and 5 (1 GPU, limit 4900) wait: no GPU is free. When job 2
+ * ends at t=200, n1 is free but reserved from 5000:
+ *   job 4: 200 + 100  = 300  <= 5000 -> backfills on n1 GPU 0;
+ *   job 5: 200 + 4900 = 5100 >  5000 -> waits (reason: reservation).
+ * Job 3's estimate stays 5000. */
+static void test_a_short_job_backfills_on_reserved_gpus_only_if_it_ends_in_time(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(FG_POLICY_WFQ);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 8, 5000, 0);
+    submit(s, 2, 8, 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0xff);
+    expect_start_on(&d, 2, n1, 0xff);
+
+    submit(s, 3, 16, 100, 50);
+    submit(s, 4, 1, 100, 60);
+    submit(s, 5, 1, 4900, 60);
+    assert_int_equal(fg_sched_pass(s, 60, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0);
+    assert_int_equal(info(s, 3).estimated_start, 5000);
+
+    end_job(s, 2, 200);
+    assert_int_equal(fg_sched_pass(s, 200, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    expect_start_on(&d, 4, n1, 0x01);
+    assert_int_equal(info(s, 3).estimated_start, 5000);
+    assert_int_equal(info(s, 5).state, FG_JOB_PENDING);
+    assert_int_equal(info(s, 5).reason, FG_REASON_RESERVATION);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* Under fifo the first job that does not fit blocks every job behind it: with job 3
+ * (8 GPUs) blocked, job 4 (1 GPU, limit 10, which would end long before anything) waits
+ * although 2 GPUs are free. */
+static void test_fifo_does_not_backfill(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(FG_POLICY_FIFO);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 6, 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0x3f);
+    submit(s, 3, 8, 100, 10);
+    submit(s, 4, 1, 10, 11);
+    assert_int_equal(fg_sched_pass(s, 20, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0);
+    assert_int_equal(info(s, 4).state, FG_JOB_PENDING);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* ------------------------------------------------------------------ the endless stream */
+
+/* An 8-GPU job against an endless stream of 1-GPU jobs.
+ * n0 runs job 1 (8 GPUs, limit 100000) the whole time. n1 runs eight 1-GPU jobs
+ * (ids 2..9, limit 1000), which end at random times before their limit. At t=10 the big
+ * job 100 (8 GPUs) arrives: n1 frees at the latest at 0 + 1000, so its reservation and
+ * estimate are 1000. From then on, every 10 s a new 1-GPU job arrives with a random limit
+ * (50..1500 s) and every started one ends after a random part of its limit.
+ * Spec: the big job starts at or before 1000; its estimate never moves later than 1000;
+ * every small job started on n1 meanwhile ends (by its limit) no later than 1000; and some
+ * did backfill (the test is not vacuous). */
+static void test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        uint64_t rng = seed;
+        fg_sched_t *s = sched_new(FG_POLICY_WFQ);
+        int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+        int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+        fg_decisions_t d;
+        fg_decisions_init(&d);
+
+        enum { MAXJ = 512 };
+        fg_time_t end_at[MAXJ]; /* planned end of running job i; 0 = not running */
+        memset(end_at, 0, sizeof end_at);
+        submit(s, 1, 8, 100000, 0);
+        for (fg_job_id_t id = 2; id <= 9; id++)
+            submit(s, id, 1, 1000, 0);
+        assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+        expect_start_on(&d, 1, n0, 0xff);
+        for (fg_job_id_t id = 2; id <= 9; id++) {
+            assert_non_null(find_start(&d, id));
+            end_at[id] = rng_range(&rng, 100, 1000);
+        }
+
+        submit(s, 100, 8, 600, 10);
+        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+        assert_null(find_start(&d, 100));
+        const fg_time_t reserved = info(s, 100).estimated_start;
+        assert_int_equal(reserved, 1000);
+
+        fg_job_id_t next_id = 101;
+        fg_time_t big_start = FG_TIME_NEVER;
+        int backfilled = 0;
+        for (fg_time_t t = 20; t <= 1000 && big_start == FG_TIME_NEVER; t += 10) {
+            for (fg_job_id_t id = 2; id < next_id && id < MAXJ; id++)
+                if (end_at[id] && end_at[id] <= t) {
+                    end_job(s, id, t);
+                    end_at[id] = 0;
+                }
+            assert_true(next_id < MAXJ);
+            submit(s, next_id++, 1, rng_range(&rng, 50, 1500), t);
+            assert_int_equal(fg_sched_pass(s, t, &d), FG_OK);
+            for (size_t i = 0; i < d.nstarts; i++) {
+                const fg_start_t *st = &d.starts[i];
+                if (st->job == 100) {
+                    big_start = t;
+                    continue;
+                }
+                fg_job_info_t ji = info(s, st->job);
+                if (ji.start_time + ji.time_limit_s > reserved) {
+                    print_error("seed %llu: job %llu backfilled at %lld ending %lld > %lld\n",
+                                (unsigned long long)seed, (unsigned long long)st->job, (long long)t,
+                                (long long)(ji.start_time + ji.time_limit_s), (long long)reserved);
+                    fail();
+                }
+                end_at[st->job] = t + rng_range(&rng, 1, ji.time_limit_s);
+                backfilled++;
+            }
+            if (big_start == FG_TIME_NEVER)
+                assert_true(info(s, 100).estimated_start <= reserved);
+        }
+        if (big_start > reserved) {
+            print_error("seed %llu: big job not started by its reservation %lld\n",
+                        (unsigned long long)seed, (long long)reserved);
+            fail();
+        }
+        assert_true(backfilled > 0);
+        fg_job_info_t big = info(s, 100);
+        assert_int_equal(big.state, FG_JOB_RUNNING);
+        assert_int_equal(big.nallocs, 1);
+        assert_int_equal(big.allocs[0].node, n1);
+        assert_int_equal(big.allocs[0].gpu_mask, 0xff);
+        fg_decisions_free(&d);
+        fg_sched_free(s);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backfill_fills_the_gap_before_a_reservation_and_never_delays_it),
+        cmocka_unit_test(test_backfill_may_use_gpus_outside_the_reservation_for_any_length),
+        cmocka_unit_test(test_a_short_job_backfills_on_reserved_gpus_only_if_it_ends_in_time),
+        cmocka_unit_test(test_fifo_does_not_backfill),
+        cmocka_unit_test(test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
