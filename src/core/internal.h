@@ -45,7 +45,7 @@ typedef struct fg__job {
     /* while RUNNING: in its account's list of running jobs of its class */
     int32_t rprev, rnext;
     int64_t start_pass;  /* the pass that started the current attempt */
-    int64_t victim_pass; /* pass-local: a legal victim in this pass */
+    int64_t victim_pass; /* == s->stamp: a legal victim in this search */
     /* allocation while RUNNING */
     int32_t nallocs;
     fg_alloc_t alloc1;
@@ -97,7 +97,7 @@ typedef struct fg__node {
     bool excluded; /* temporarily out of the tree while picking whole nodes */
     fg_time_t avail[FG_MAX_NODE_GPUS];
     fg_time_t res_from[FG_MAX_NODE_GPUS];
-    int64_t cand_pass; /* pass-local: listed as a preemption candidate */
+    int64_t cand_pass; /* == s->stamp: a candidate node in this search */
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
@@ -158,6 +158,7 @@ struct fg_sched {
 
     int64_t pass_no;
     int64_t node_gen; /* bumped when a node is added or changes state */
+    int64_t stamp;    /* bumped per preemption search: victim_pass, cand_pass marks */
     fg_time_t last_now;
     fg__order_t it;
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */

@@ -487,12 +487,13 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
             return false;
         }
     }
-    fg_time_t ok_at = v->start_time + s->cfg.min_run_s;
-    { /* fair share and las: only long runners (quantum in all) */
-        fg_time_t q = v->start_time + (s->cfg.quantum_s - v->run_s);
-        if (q > ok_at)
-            ok_at = q;
-    }
+    /* Fair share and las stop only long runners (quantum_s of run time over all
+     * attempts), and only once this attempt has run min_run_s and, when the job
+     * declares one, a checkpoint interval - so every attempt keeps some progress. */
+    fg_time_t ok_at = v->start_time + (s->cfg.min_run_s > v->ckpt ? s->cfg.min_run_s : v->ckpt);
+    fg_time_t q = v->start_time + s->cfg.quantum_s - v->run_s;
+    if (q > ok_at)
+        ok_at = q;
     if (ok_at > now) {
         if (ok_at < *wake)
             *wake = ok_at;
@@ -529,7 +530,7 @@ static void node_room(const fg_sched_t *s, const fg__node_t *nd, int32_t *have, 
         int32_t slot = nd->gpu_job[i];
         if (slot < 0 || s->jobs[slot].preempting)
             (*have)++;
-        else if (s->jobs[slot].victim_pass == s->pass_no)
+        else if (s->jobs[slot].victim_pass == s->stamp)
             (*vict)++;
     }
 }
@@ -572,6 +573,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     }
 
     /* 1. legal victims, marked with victim_pass; their nodes become candidates */
+    s->stamp++;
     const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
     const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
     int32_t *cand = NULL;
@@ -584,15 +586,15 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
                 fg__job_t *vj = &s->jobs[v];
                 if (!victim_ok(s, j, vj, why, e, now, wake))
                     continue;
-                vj->victim_pass = s->pass_no;
+                vj->victim_pass = s->stamp;
                 const fg_alloc_t *al = fg__job_allocs(vj);
                 for (int32_t k = 0; k < vj->nallocs; k++) {
                     fg__node_t *nd = &s->nodes[al[k].node];
-                    if (nd->cand_pass == s->pass_no || nd->state != FG_NODE_UP ||
+                    if (nd->cand_pass == s->stamp || nd->state != FG_NODE_UP ||
                         !type_matches(j, nd->type) ||
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
-                    nd->cand_pass = s->pass_no;
+                    nd->cand_pass = s->stamp;
                     cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                     cand[ncand++] = al[k].node;
                 }
@@ -607,10 +609,9 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     if (whole) {
         for (size_t n = 0; n < s->nnodes; n++) {
             fg__node_t *nd = &s->nodes[n];
-            if (nd->cand_pass != s->pass_no && nd->state == FG_NODE_UP &&
-                type_matches(j, nd->type) && nd->gpus >= FG_WHOLE_NODE_GPUS &&
-                nd->nfree == nd->gpus) {
-                nd->cand_pass = s->pass_no;
+            if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP && type_matches(j, nd->type) &&
+                nd->gpus >= FG_WHOLE_NODE_GPUS && nd->nfree == nd->gpus) {
+                nd->cand_pass = s->stamp;
                 cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                 cand[ncand++] = (int32_t)n;
             }
@@ -633,7 +634,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         int32_t nv = 0;
         for (int i = 0; i < nd->gpus; i++) {
             int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].victim_pass != s->pass_no || s->jobs[slot].preempting)
+            if (slot < 0 || s->jobs[slot].victim_pass != s->stamp || s->jobs[slot].preempting)
                 continue;
             bool seen = false;
             for (int32_t k = 0; k < nv; k++)
@@ -680,7 +681,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         node_room(s, nd, &have, &vict);
         for (int i = 0; i < nd->gpus; i++) {
             int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].victim_pass != s->pass_no || s->jobs[slot].preempting)
+            if (slot < 0 || s->jobs[slot].victim_pass != s->stamp || s->jobs[slot].preempting)
                 continue;
             bool seen = false;
             for (int32_t k = 0; k < nv; k++)
