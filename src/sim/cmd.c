@@ -49,8 +49,10 @@ static const char usage[] =
     "  --max-jobs N            replay only the first N rows of the trace\n"
     "output:\n"
     "  --json                  one JSON object per line per policy\n"
+    "  --json-out FILE         also write the JSON lines to FILE\n"
     "  --markdown              the table in Markdown\n"
-    "  --share-series FILE     write each tenant's GPU share over time (last policy run)\n"
+    "  --share-series FILE     write each tenant's GPU share over time (from the run of\n"
+    "                          the --policy policy, also under --compare)\n"
     "  --share-interval T      its sampling interval (default 3600 s)\n"
     "  --progress              progress on stderr (default: when stderr is a terminal)\n"
     "Times T are seconds, or a number with a suffix s, m, h, d, w (e.g. 7d).\n";
@@ -219,6 +221,7 @@ enum {
     O_SKIP,
     O_MAXJOBS,
     O_JSON,
+    O_JSON_OUT,
     O_MD,
     O_SERIES,
     O_SERIES_INT,
@@ -247,6 +250,7 @@ static const struct option longopts[] = {
     {"skip-bad", no_argument, 0, O_SKIP},
     {"max-jobs", required_argument, 0, O_MAXJOBS},
     {"json", no_argument, 0, O_JSON},
+    {"json-out", required_argument, 0, O_JSON_OUT},
     {"markdown", no_argument, 0, O_MD},
     {"share-series", required_argument, 0, O_SERIES},
     {"share-interval", required_argument, 0, O_SERIES_INT},
@@ -266,7 +270,7 @@ int fg_cmd_sim(int argc, char **argv)
     fg_sim_opts_t o;
     fg_sim_opts_default(&o);
     int64_t nodes = 0, gpn = 8, v;
-    const char *cluster_file = NULL, *weights_file = NULL;
+    const char *cluster_file = NULL, *weights_file = NULL, *json_out = NULL;
     bool compare = false, json = false, markdown = false, progress = false;
     fg_trace_opts_t topts = {0, 0};
 
@@ -360,6 +364,9 @@ int fg_cmd_sim(int argc, char **argv)
         case O_JSON:
             json = true;
             break;
+        case O_JSON_OUT:
+            json_out = optarg;
+            break;
         case O_MD:
             markdown = true;
             break;
@@ -436,28 +443,50 @@ int fg_cmd_sim(int argc, char **argv)
     o.groups = groups;
     o.progress = progress || isatty(STDERR_FILENO);
 
+    FILE *jout = NULL;
+    if (json_out && !(jout = fopen(json_out, "w"))) {
+        fprintf(stderr, "fairgpu sim: %s: %s\n", json_out, strerror(errno));
+        goto out;
+    }
+    /* The share series comes from the run of the --policy policy (wfq by default). */
+    const char *series = o.share_series;
+    fg_policy_t series_policy = o.cfg.policy;
     size_t nres = 0;
+    int failed = 0;
     for (int p = 0; p < FG_POLICY_COUNT; p++) {
         if (compare)
             o.cfg.policy = (fg_policy_t)p;
         else if (p > 0)
             break;
+        o.share_series = o.cfg.policy == series_policy ? series : NULL;
         if (fg_sim_run(&t, &o, &res[nres], err, sizeof err) < 0) {
-            fprintf(stderr, "fairgpu sim: %s\n", err);
-            goto out;
+            /* under --compare the other policies still run; the exit status says it */
+            fprintf(stderr, "fairgpu sim: %s: %s\n", fg_policy_name(o.cfg.policy), err);
+            failed++;
+            continue;
         }
-        if (res[nres].skipped_too_big && p == 0)
+        if (res[nres].skipped_too_big && nres == 0)
             fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
                     (long long)res[nres].skipped_too_big);
-        if (json) {
+        if (json || jout) {
             char *s = fg_sim_result_json(&res[nres]);
-            printf("%s\n", s);
-            fflush(stdout);
+            if (json) {
+                printf("%s\n", s);
+                fflush(stdout);
+            }
+            if (jout) {
+                fprintf(jout, "%s\n", s);
+                fflush(jout);
+            }
             free(s);
         }
         nres++;
     }
-    if (!json) {
+    if (jout && fclose(jout) != 0) {
+        fprintf(stderr, "fairgpu sim: %s: write error\n", json_out);
+        failed++;
+    }
+    if (!json && nres > 0) {
         if (!markdown)
             printf("trace %s: %lld jobs, %lld nodes, %lld GPUs, %lld sizes rounded up to whole "
                    "nodes, %lld skipped (never fit)\n",
@@ -465,6 +494,8 @@ int fg_cmd_sim(int argc, char **argv)
                    (long long)res[0].rounded_up, (long long)res[0].skipped_too_big);
         fg_sim_print_table(stdout, res, nres, markdown);
     }
+    if (failed)
+        goto out;
     rc = 0;
 out:
     free(res);
