@@ -30,11 +30,14 @@
 #include "store/sqlite_internal.h"
 #include "store/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/xalloc.h"
@@ -925,6 +928,15 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
     st->readers = fg_xcalloc((size_t)st->opts.read_conns, sizeof *st->readers);
 
     int rc = FG_STORE_EIO;
+    /* The file holds password and token hashes: create it 0600. SQLite gives the -wal
+     * and -shm files the database file's mode. An existing file keeps its mode. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        if (errmsg)
+            *errmsg = dupmsg(path, strerror(errno));
+        goto fail;
+    }
+    close(fd);
     st->writer = conn_open(st, true, errmsg);
     if (!st->writer)
         goto fail;

@@ -141,6 +141,10 @@ static void test_open_creates_schema(void **state)
     snprintf(wal, sizeof wal, "%s-wal", f->path);
     struct stat sb;
     assert_int_equal(stat(wal, &sb), 0);
+    /* password and token hashes live here: owner-only files */
+    assert_int_equal(sb.st_mode & 077, 0);
+    assert_int_equal(stat(f->path, &sb), 0);
+    assert_int_equal(sb.st_mode & 077, 0);
 }
 
 static void test_open_bad_path(void **state)
