@@ -31,7 +31,7 @@ int srv_auth_init(srv_t *s)
         s->pw_ops = crypto_pwhash_OPSLIMIT_INTERACTIVE;
         s->pw_mem = crypto_pwhash_MEMLIMIT_INTERACTIVE;
     }
-    char pw[32];
+    char pw[96];
     srv_token_new(pw, sizeof pw, "x");
     if (srv_password_hash(s, pw, &s->dummy_pwhash))
         return -1;

@@ -158,9 +158,92 @@ static int reply_existing(srv_req_t *r, int64_t id)
     return srv_reply_error(r, 503, "unavailable", NULL, "the original job is not visible yet");
 }
 
+/* A submission between its validation and its durable commit: the connection is
+ * suspended while the store group-commits it (no thread waits), and resumed by the
+ * store's completion callback. */
+typedef struct submit_ctx {
+    srv_t *s;
+    struct MHD_Connection *conn;
+    json_t *body; /* owns the strings rec points to */
+    char *cmd, *env, *idem;
+    char acct[80];
+    fg_store_job_t rec;
+    fg_store_event_t ev;
+    srv_batch_t bt;
+    srv_op_t *io, *jo, *eo; /* indexes into bt.ops are stable: no op added later */
+    size_t io_i, jo_i, eo_i;
+    int rc;
+    bool reserved;
+} submit_ctx_t;
+
+static void submit_ctx_free(void *p)
+{
+    submit_ctx_t *x = p;
+    if (x->reserved) {
+        pthread_mutex_lock(&x->s->mu);
+        srv_user_t *u = srv_user_by_id(x->s, x->rec.user_id);
+        if (u)
+            u->inflight--;
+        pthread_mutex_unlock(&x->s->mu);
+    }
+    srv_batch_free(&x->bt);
+    json_decref(x->body);
+    free(x->cmd);
+    free(x->env);
+    free(x->idem);
+    free(x);
+}
+
+static void submit_done(int rc, void *arg)
+{
+    submit_ctx_t *x = arg;
+    x->rc = rc;
+    MHD_resume_connection(x->conn);
+}
+
+/* Second half: the commit is durable (or failed). */
+static int submit_finish(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    submit_ctx_t *x = r->ctx;
+    int rc = x->rc;
+    if (rc) {
+        return rc == FG_STORE_EEXIST && x->idem
+                   ? srv_reply_error(r, 409, "conflict", "Idempotency-Key",
+                                     "a job with this Idempotency-Key is being created; retry")
+                   : srv_reply_error(r, 503, "unavailable", NULL, "the job could not be stored: %s",
+                                     fg_store_strerror(rc));
+    }
+    pthread_mutex_lock(&s->mu);
+    srv_user_t *u = srv_user_by_id(s, r->user_id);
+    u->inflight--;
+    x->reserved = false;
+    pthread_mutex_unlock(&s->mu);
+    if (x->idem && x->bt.ops[x->io_i].out)
+        return reply_existing(r, x->bt.ops[x->io_i].out);
+    int64_t id = x->bt.ops[x->jo_i].out;
+    x->ev.seq = x->bt.ops[x->eo_i].out;
+    x->ev.job_id = id;
+    srv_job_t *j = job_from_rec(&x->rec, id);
+    pthread_mutex_lock(&s->mu);
+    srv_job_insert_mem(s, j);
+    srv_event_mem(s, &x->ev);
+    json_t *jj = srv_job_json(s, j, true);
+    pthread_mutex_unlock(&s->mu);
+    atomic_fetch_add_explicit(&s->m.submissions, 1, memory_order_relaxed);
+    srv_msg_t *m = srv_msg_new(MSG_SUBMIT);
+    m->job = (uint64_t)id;
+    srv_sched_post(s, m);
+    srv_wake_kind(s, WAIT_EVENTS);
+    srv_wake_kind(s, WAIT_STREAM);
+    return srv_reply_json(r, 201, jj);
+}
+
 int h_jobs_create(srv_req_t *r)
 {
     srv_t *s = r->srv;
+    if (r->ctx)
+        return submit_finish(r);
     json_t *b = srv_body_object(r);
     if (!b)
         return MHD_YES;
@@ -248,8 +331,8 @@ int h_jobs_create(srv_req_t *r)
     if (full) {
         atomic_fetch_add(&s->m.submissions_refused, 1);
         ret = srv_reply_error(r, 429, "queue_full", NULL,
-                              "you have %d jobs queued or being submitted, the limit is %d", cap,
-                              cap);
+                              "you have %d jobs pending or being submitted; the limit is %d",
+                              queued, cap);
         goto out;
     }
     if (shed) {
@@ -261,76 +344,57 @@ int h_jobs_create(srv_req_t *r)
         goto out;
     }
     int64_t now = srv_now();
-    fg_store_job_t rec = {.name = (char *)(name ? name : ""),
-                          .user_id = r->user_id,
-                          .account = acct,
-                          .command_json = cmd,
-                          .env_json = env,
-                          .gpus = (int32_t)gpus,
-                          .gpu_type = (char *)gpu_type,
-                          .model = (char *)model,
-                          .dataset = (char *)dataset,
-                          .priority = prio,
-                          .state = FG_JOB_PENDING,
-                          .submit_time = now,
-                          .time_limit_s = tl,
-                          .max_retries = (int32_t)retries,
-                          .checkpoint_interval_s = ckpt,
-                          .cpus = (int32_t)cpus,
-                          .memory_mb = mem,
-                          .idem_key = (char *)idem};
-    fg_store_event_t ev = {
-        .time = now, .kind = "job", .job_id = -1, .to_state = "PENDING", .reason = "submitted"};
-    srv_batch_t bt = {0};
-    srv_op_t *io = NULL;
-    if (idem) {
-        io = srv_batch_add(&bt, OP_JOB_IDEM, NULL);
-        io->i1 = r->user_id;
-        io->s1 = idem;
-    }
-    srv_op_t *jo = srv_batch_add(&bt, OP_JOB_INSERT, &rec);
-    srv_op_t *eo = srv_batch_add(&bt, OP_EVENT, &ev);
-    int rc = srv_batch_commit(s, &bt);
-    if (rc) {
-        srv_batch_free(&bt);
-        ret = rc == FG_STORE_EEXIST && idem
-                  ? srv_reply_error(r, 409, "conflict", "Idempotency-Key",
-                                    "a job with this Idempotency-Key is being created; retry")
-                  : srv_reply_error(r, 503, "unavailable", NULL, "the job could not be stored: %s",
-                                    fg_store_strerror(rc));
-        goto out;
-    }
-    if (io && io->out) {
-        int64_t orig = io->out;
-        srv_batch_free(&bt);
-        pthread_mutex_lock(&s->mu);
-        u = srv_user_by_id(s, r->user_id);
-        u->inflight--;
-        reserved = false;
-        pthread_mutex_unlock(&s->mu);
-        ret = reply_existing(r, orig);
-        goto out;
-    }
-    int64_t id = jo->out;
-    ev.seq = eo->out;
-    ev.job_id = id;
-    srv_batch_free(&bt);
-    srv_job_t *j = job_from_rec(&rec, id);
-    pthread_mutex_lock(&s->mu);
-    u = srv_user_by_id(s, r->user_id);
-    u->inflight--;
+    submit_ctx_t *x = fg_xcalloc(1, sizeof *x);
+    x->s = s;
+    x->conn = r->conn;
+    x->body = b;
+    x->cmd = cmd;
+    x->env = env;
+    x->idem = idem ? fg_xstrdup(idem) : NULL;
+    x->reserved = true;
     reserved = false;
-    srv_job_insert_mem(s, j);
-    srv_event_mem(s, &ev);
-    json_t *jj = srv_job_json(s, j, true);
-    pthread_mutex_unlock(&s->mu);
-    atomic_fetch_add_explicit(&s->m.submissions, 1, memory_order_relaxed);
-    srv_msg_t *m = srv_msg_new(MSG_SUBMIT);
-    m->job = (uint64_t)id;
-    srv_sched_post(s, m);
-    srv_wake_kind(s, WAIT_EVENTS);
-    srv_wake_kind(s, WAIT_STREAM);
-    ret = srv_reply_json(r, 201, jj);
+    snprintf(x->acct, sizeof x->acct, "%s", acct);
+    x->rec = (fg_store_job_t){.name = (char *)(name ? name : ""),
+                              .user_id = r->user_id,
+                              .account = x->acct,
+                              .command_json = cmd,
+                              .env_json = env,
+                              .gpus = (int32_t)gpus,
+                              .gpu_type = (char *)gpu_type,
+                              .model = (char *)model,
+                              .dataset = (char *)dataset,
+                              .priority = prio,
+                              .state = FG_JOB_PENDING,
+                              .submit_time = now,
+                              .time_limit_s = tl,
+                              .max_retries = (int32_t)retries,
+                              .checkpoint_interval_s = ckpt,
+                              .cpus = (int32_t)cpus,
+                              .memory_mb = mem,
+                              .idem_key = x->idem};
+    x->ev = (fg_store_event_t){
+        .time = now, .kind = "job", .job_id = -1, .to_state = "PENDING", .reason = "submitted"};
+    if (x->idem) {
+        srv_op_t *io = srv_batch_add(&x->bt, OP_JOB_IDEM, NULL);
+        io->i1 = r->user_id;
+        io->s1 = x->idem;
+        x->io_i = x->bt.n - 1;
+    }
+    srv_batch_add(&x->bt, OP_JOB_INSERT, &x->rec);
+    x->jo_i = x->bt.n - 1;
+    srv_batch_add(&x->bt, OP_EVENT, &x->ev);
+    x->eo_i = x->bt.n - 1;
+    r->ctx = x;
+    r->ctx_free = submit_ctx_free;
+    /* suspend first: the completion may run before srv_batch_commit_async returns */
+    r->parked = true;
+    MHD_suspend_connection(r->conn);
+    int rc = srv_batch_commit_async(s, &x->bt, submit_done, x);
+    if (rc) {
+        x->rc = rc;
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
 out:
     if (reserved) {
         pthread_mutex_lock(&s->mu);

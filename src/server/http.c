@@ -362,6 +362,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     srv_req_t *r = *con_cls;
     if (!r)
         return;
+    if (r->ctx && r->ctx_free)
+        r->ctx_free(r->ctx);
     free(r->path);
     free(r->body);
     free(r);

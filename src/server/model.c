@@ -68,10 +68,32 @@ srv_job_t *srv_job_get(srv_t *s, uint64_t id)
     return s->jobs[id - 1];
 }
 
+uint64_t *srv_running_snapshot(srv_t *s, size_t *n)
+{
+    *n = s->nrunning;
+    uint64_t *a = fg_xmalloc((s->nrunning ? s->nrunning : 1) * sizeof *a);
+    if (s->nrunning)
+        memcpy(a, s->running, s->nrunning * sizeof *a);
+    return a;
+}
+
 void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta)
 {
     if ((int)j->state >= 0 && (int)j->state < 6)
         s->njobs_by_state[j->state] += delta;
+    if (j->state == FG_JOB_RUNNING) {
+        uint64_t id = (uint64_t)j->r.id;
+        if (delta > 0) {
+            s->running = fg_xgrow(s->running, &s->running_cap, s->nrunning + 1, sizeof *s->running);
+            s->running[s->nrunning++] = id;
+        } else {
+            for (size_t i = 0; i < s->nrunning; i++)
+                if (s->running[i] == id) {
+                    s->running[i] = s->running[--s->nrunning];
+                    break;
+                }
+        }
+    }
     if (j->state == FG_JOB_PENDING) {
         srv_user_t *u = srv_user_by_id(s, j->r.user_id);
         if (u)

@@ -162,6 +162,12 @@ int srv_batch_commit(srv_t *s, srv_batch_t *b)
     return fg_store_write(s->store, batch_unit, b);
 }
 
+int srv_batch_commit_async(srv_t *s, srv_batch_t *b, void (*done)(int rc, void *arg), void *arg)
+{
+    b->failed_op = -1;
+    return fg_store_write_async(s->store, batch_unit, b, done, arg);
+}
+
 int srv_store_err_status(int rc)
 {
     switch (rc) {

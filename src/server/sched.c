@@ -669,7 +669,10 @@ static void node_down(sctx_t *c, srv_node_t *n, const char *why)
     add_node_state(c, n->name, "down");
     add_event(c, "node", 0, NULL, "down", why, n->name);
     json_array_clear(n->outbox);
-    for (uint64_t id = 1; id <= s->max_job_id; id++) {
+    size_t nrun_ = 0;
+    uint64_t *run_ = srv_running_snapshot(s, &nrun_);
+    for (size_t ri_ = 0; ri_ < nrun_; ri_++) {
+        uint64_t id = run_[ri_];
         srv_job_t *j = s->jobs[id - 1];
         if (!j || j->state != FG_JOB_RUNNING)
             continue;
@@ -685,6 +688,7 @@ static void node_down(sctx_t *c, srv_node_t *n, const char *why)
                 send_to(c, j->ranks[k].node, stop_msg(j, k, "peer_failed"));
         end_attempt(c, j, FG_END_NODE_LOST, false, 0, 0);
     }
+    free(run_);
 }
 
 static const char *node_state_name(const srv_node_t *n, srv_t *s)
@@ -696,7 +700,10 @@ static const char *node_state_name(const srv_node_t *n, srv_t *s)
     /* draining: drained once nothing runs there */
     for (int g = 0; g < n->ngpus; g++)
         (void)g;
-    for (uint64_t id = 1; id <= s->max_job_id; id++) {
+    size_t nrun_ = 0;
+    uint64_t *run_ = srv_running_snapshot(s, &nrun_);
+    for (size_t ri_ = 0; ri_ < nrun_; ri_++) {
+        uint64_t id = run_[ri_];
         srv_job_t *j = s->jobs[id - 1];
         if (!j || j->state != FG_JOB_RUNNING)
             continue;
@@ -704,6 +711,7 @@ static const char *node_state_name(const srv_node_t *n, srv_t *s)
             if (!strcmp(j->ranks[k].node, n->name))
                 return "draining";
     }
+    free(run_);
     return "drained";
 }
 
@@ -818,7 +826,10 @@ static void do_register(sctx_t *c, srv_msg_t *m)
         }
     }
     /* (3): ranks assigned here that the agent does not hold are lost */
-    for (uint64_t id = 1; id <= s->max_job_id; id++) {
+    size_t nrun_ = 0;
+    uint64_t *run_ = srv_running_snapshot(s, &nrun_);
+    for (size_t ri_ = 0; ri_ < nrun_; ri_++) {
+        uint64_t id = run_[ri_];
         srv_job_t *j = s->jobs[id - 1];
         if (!j || j->state != FG_JOB_RUNNING)
             continue;
@@ -845,6 +856,7 @@ static void do_register(sctx_t *c, srv_msg_t *m)
             }
         }
     }
+    free(run_);
     json_t *reply =
         json_pack("{s:I,s:s,s:i,s:I,s:o}", "epoch", (json_int_t)s->epoch, "node_state",
                   node_state_name(n, s), "heartbeat_interval_s", s->cfg.heartbeat_interval_s,
@@ -1026,7 +1038,10 @@ static void check_timers(sctx_t *c)
             node_down(c, n, "missed heartbeats");
     }
     /* a job past its time limit (plus a grace) whose agent did not stop it */
-    for (uint64_t id = 1; id <= s->max_job_id; id++) {
+    size_t nrun_ = 0;
+    uint64_t *run_ = srv_running_snapshot(s, &nrun_);
+    for (size_t ri_ = 0; ri_ < nrun_; ri_++) {
+        uint64_t id = run_[ri_];
         srv_job_t *j = s->jobs[id - 1];
         if (!j || j->state != FG_JOB_RUNNING || j->stop_sent)
             continue;
@@ -1035,7 +1050,34 @@ static void check_timers(sctx_t *c)
             stop_ranks(c, j, "timeout", -1);
         }
     }
+    free(run_);
     pthread_mutex_unlock(&s->mu);
+}
+
+static const char *generic_reason(fg_reason_t r)
+{
+    switch (r) {
+    case FG_REASON_PRIORITY:
+        return "other jobs are ahead of it by fair share or class";
+    case FG_REASON_RESOURCES:
+        return "not enough free GPUs";
+    case FG_REASON_FRAGMENTATION:
+        return "enough free GPUs, but not on one node (or not whole nodes)";
+    case FG_REASON_RESERVATION:
+        return "the GPUs it could use are held for another job";
+    case FG_REASON_QUOTA:
+        return "its account is at its GPU quota";
+    case FG_REASON_BUDGET:
+        return "its account's budget is exhausted";
+    case FG_REASON_RETRY_BACKOFF:
+        return "waiting out the retry backoff";
+    case FG_REASON_GPU_TYPE:
+        return "no node has that GPU type or enough GPUs";
+    case FG_REASON_NODES_DOWN:
+        return "the nodes it could use are down or draining";
+    default:
+        return NULL;
+    }
 }
 
 /* Copies pending reasons and estimates from the core into memory (every second). */
@@ -1044,6 +1086,7 @@ static void refresh_reasons(sctx_t *c)
     srv_t *s = c->s;
     size_t n = fg_sched_job_count(c->core);
     char buf[FG_REASON_MAX];
+    int explained = 0;
     for (size_t i = 0; i < n; i += 512) {
         pthread_mutex_lock(&s->mu);
         for (size_t k = i; k < n && k < i + 512; k++) {
@@ -1056,9 +1099,17 @@ static void refresh_reasons(sctx_t *c)
             if (!j || j->state != FG_JOB_PENDING)
                 continue;
             j->r.estimated_start = info.estimated_start == FG_TIME_NEVER ? 0 : info.estimated_start;
-            if (info.reason != FG_REASON_NONE) {
+            if (info.reason == FG_REASON_NONE)
+                continue;
+            /* fg_sched_explain walks the plan order for a job the last pass did not
+             * reach (O(queue)); call it for the jobs the pass estimated and a few more,
+             * and give the others the plain meaning of their code. */
+            if (info.estimated_start != FG_TIME_NEVER || explained < 64) {
+                explained++;
                 int code = fg_sched_explain(c->core, info.id, c->now, buf, sizeof buf);
                 set_reason(j, code > 0 ? code : (int)info.reason, buf);
+            } else {
+                set_reason(j, (int)info.reason, generic_reason(info.reason));
             }
         }
         pthread_mutex_unlock(&s->mu);
@@ -1196,6 +1247,14 @@ static void *sched_main(void *arg)
             struct timespec dl = {.tv_sec = wake_ms / 1000, .tv_nsec = (wake_ms % 1000) * 1000000L};
             pthread_cond_timedwait(&s->sched_cv, &s->sched_mu, &dl);
         }
+        bool busy = s->inbox_head != NULL;
+        pthread_mutex_unlock(&s->sched_mu);
+        if (busy && !s->sched_stop) {
+            /* let events that arrive together gather: one pass for all of them */
+            struct timespec nap = {0, 1000000L};
+            nanosleep(&nap, NULL);
+        }
+        pthread_mutex_lock(&s->sched_mu);
         srv_msg_t *batch = s->inbox_head;
         s->inbox_head = s->inbox_tail = NULL;
         bool stop = s->sched_stop;
@@ -1462,13 +1521,11 @@ static json_t *node_json_locked(srv_t *s, srv_node_t *n)
     for (int g = 0; g < n->ngpus; g++) {
         srv_gpu_t *G = &n->gpus[g];
         uint64_t holder = 0;
-        for (uint64_t id = 1; id <= s->max_job_id && !holder; id++) {
-            srv_job_t *j = s->jobs[id - 1];
-            if (!j || j->state != FG_JOB_RUNNING)
-                continue;
+        for (size_t ri = 0; ri < s->nrunning && !holder; ri++) {
+            srv_job_t *j = s->jobs[s->running[ri] - 1];
             for (int k = 0; k < j->nranks; k++)
                 if (!strcmp(j->ranks[k].node, n->name) && (j->ranks[k].gpu_mask >> g & 1))
-                    holder = id;
+                    holder = s->running[ri];
         }
         char jid[24];
         snprintf(jid, sizeof jid, "%llu", (unsigned long long)holder);

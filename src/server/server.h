@@ -274,6 +274,8 @@ typedef struct srv {
     size_t jobs_cap;
     uint64_t max_job_id;
     int64_t njobs_by_state[6];
+    uint64_t *running; /* ids of RUNNING jobs (small: at most one per GPU) */
+    size_t nrunning, running_cap;
     /* global event log in memory: events[seq - first_seq]; published up to pub_seq */
     srv_event_t *events;
     size_t events_cap;
@@ -332,6 +334,8 @@ typedef struct srv_req {
     int resume_count;
     int64_t park_deadline_ms;
     unsigned long wake_gen; /* read before the handler looks for data */
+    void *ctx;              /* a handler's state across a suspension */
+    void (*ctx_free)(void *ctx);
     srv_waiter_t *waiter;
 } srv_req_t;
 
@@ -422,6 +426,8 @@ srv_job_t *srv_job_get(srv_t *s, uint64_t id);
 void srv_job_insert_mem(srv_t *s, srv_job_t *j);
 void srv_job_free(srv_job_t *j);
 void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
+/* A copy of the RUNNING job ids (caller frees), safe to walk while ending jobs. */
+uint64_t *srv_running_snapshot(srv_t *s, size_t *n);
 /* Adds a committed event to the in-memory log and advances the published mark. */
 void srv_event_mem(srv_t *s, const fg_store_event_t *e);
 json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin);
@@ -481,6 +487,9 @@ struct srv_op {
 };
 srv_op_t *srv_batch_add(srv_batch_t *b, int kind, const void *rec);
 int srv_batch_commit(srv_t *s, srv_batch_t *b);
+/* Queues the batch for the next group commit and returns at once; done(rc, arg) runs
+ * on the store's writer thread when it is durable (or failed). */
+int srv_batch_commit_async(srv_t *s, srv_batch_t *b, void (*done)(int rc, void *arg), void *arg);
 void srv_batch_free(srv_batch_t *b);
 
 /* sched.c */

@@ -10,7 +10,8 @@
  *                  function below takes one. There are two kinds:
  *     - read handles: fg_store_read_begin() .. fg_store_read_end(). A consistent
  *       snapshot on a pooled read connection; write functions on it return
- *       FG_STORE_EREADONLY.
+ *       FG_STORE_EREADONLY. Keep them short (never across a long-poll wait): an open
+ *       snapshot pins the WAL, which cannot restart until it ends.
  *     - write handles: handed to a write unit (fg_store_write_fn) that the store's
  *       writer thread runs inside a group-committed transaction. Reads on it see the
  *       unit's own (and earlier units') uncommitted changes.
