@@ -151,9 +151,10 @@ typedef int (*fg_store_write_fn)(fg_store_tx_t *tx, void *arg);
 int fg_store_write(fg_store_t *st, fg_store_write_fn fn, void *arg);
 
 /* Completion of an asynchronous write unit: rc is what fg_store_write would return.
- * Runs on the writer thread right after the batch is durable (or failed): it must be
- * quick and must not block or call fg_store_write (e.g. it resumes a suspended HTTP
- * connection, or signals the caller's own condition variable). */
+ * Runs on the store's completion thread after the batch is durable (or failed), in
+ * commit order: it should be quick and must not call fg_store_write or fg_store_close
+ * (e.g. it resumes a suspended HTTP connection, or signals the caller's own condition
+ * variable). It may call fg_store_write_async. */
 typedef void (*fg_store_done_fn)(int rc, void *done_arg);
 
 /* Like fg_store_write, but returns at once: the unit joins the next group commit and

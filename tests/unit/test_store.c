@@ -1363,11 +1363,20 @@ static void test_write_async(void **state)
     assert_int_equal(c.failed_with_7, 1);
     fg_store_get_stats(f->st, &after);
     assert_true(after.commits - before.commits < ASYNC_N / 10);
+    /* closing runs what is queued and calls every completion before it returns */
+    static submit_t late[50];
+    async_ctx_t c2 = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    for (int i = 0; i < 50; i++) {
+        late[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &late[i], async_done, &c2), 0);
+    }
     fx_reopen(f);
+    assert_int_equal(c2.done, 50);
+    assert_int_equal(c2.ok, 50);
     fg_store_tx_t *tx = rd(f->st);
     int64_t n = 0;
     assert_int_equal(fg_store_job_count(tx, NULL, &n), 0);
-    assert_int_equal(n, ASYNC_N);
+    assert_int_equal(n, ASYNC_N + 50);
     fg_store_job_t j = {0};
     assert_int_equal(fg_store_job_get(tx, subs[ASYNC_N - 1].id, &j), 0);
     fg_store_job_clear(&j);
