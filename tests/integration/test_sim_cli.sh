@@ -74,10 +74,10 @@ if "$FG" sim "$TMP/syn.csv" --nodes 8 --weights "$TMP/wbad.txt" 2> "$TMP/wbad.er
   fail "negative weight accepted"
 fi
 grep -q "wbad.txt:1:" "$TMP/wbad.err" || fail "weights error names the line"
-printf '2 8 a100\n# comment\n3 4 t4\n' > "$TMP/c.txt"
+printf '1 8 a100\n# comment\n3 4 t4\n' > "$TMP/c.txt"
 "$FG" sim "$TMP/syn.csv" --cluster "$TMP/c.txt" --json > "$TMP/c.json"
-grep -q '"nodes":5,"gpus_per_node":null,"gpus":28' "$TMP/c.json" || fail "cluster file: $(cut -c1-200 "$TMP/c.json")"
-grep -q '"skipped_too_big":[1-9]' "$TMP/c.json" || fail "16-GPU jobs cannot fit 2 whole nodes"
+grep -q '"nodes":4,"gpus_per_node":null,"gpus":20' "$TMP/c.json" || fail "cluster file: $(cut -c1-200 "$TMP/c.json")"
+grep -q '"skipped_too_big":[1-9]' "$TMP/c.json" || fail "16-GPU jobs cannot fit 1 whole node"
 pass "weights and cluster"
 
 # 6. share series
