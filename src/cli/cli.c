@@ -917,7 +917,7 @@ static void job_row(fg_table_t *t, json_t *j)
 
 static const char JOBS_HELP[] =
     "usage: fairgpu jobs [--state S] [--user U] [--account A] [--model M] [--dataset D]\n"
-    "                    [--limit N] [--all] [--json]\n"
+    "                    [--mine] [--limit N] [--all] [--json]\n"
     "Lists jobs (the queue is public; others' commands are not shown). --all follows\n"
     "every page. STATE '*' means a cancel was requested; AGE is time since submission;\n"
     "TIME is elapsed/limit for running jobs; WHERE is the reason code of pending jobs,\n"
@@ -925,16 +925,21 @@ static const char JOBS_HELP[] =
 
 static int cmd_jobs(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"state", required_argument, 0, 's'},   {"user", required_argument, 0, 'u'},
-        {"account", required_argument, 0, 'a'}, {"model", required_argument, 0, 'm'},
-        {"dataset", required_argument, 0, 'd'}, {"limit", required_argument, 0, 'n'},
-        {"all", no_argument, 0, 'A'},           {"json", no_argument, 0, 'j'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option lo[] = {{"state", required_argument, 0, 's'},
+                                       {"user", required_argument, 0, 'u'},
+                                       {"account", required_argument, 0, 'a'},
+                                       {"model", required_argument, 0, 'm'},
+                                       {"dataset", required_argument, 0, 'd'},
+                                       {"limit", required_argument, 0, 'n'},
+                                       {"all", no_argument, 0, 'A'},
+                                       {"json", no_argument, 0, 'j'},
+                                       {"mine", no_argument, 0, 'M'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
     const char *user = NULL, *account = NULL, *model = NULL, *dataset = NULL;
     char state[64] = "";
     long long limit = 0;
-    int all = 0, json = 0, c;
+    int all = 0, json = 0, mine = 0, c;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "hs:u:n:", lo, NULL)) != -1) {
         switch (c) {
@@ -965,6 +970,9 @@ static int cmd_jobs(int argc, char **argv)
         case 'A':
             all = 1;
             break;
+        case 'M':
+            mine = 1;
+            break;
         case 'j':
             json = 1;
             break;
@@ -981,6 +989,21 @@ static int cmd_jobs(int argc, char **argv)
     int rc = ctx_open(&x, 1);
     if (rc)
         return rc;
+    char me[160] = "";
+    if (mine) {
+        if (user) {
+            ctx_close(&x);
+            return usage_err("jobs", "--mine and --user exclude each other");
+        }
+        json_t *res;
+        if ((rc = call(&x, "GET", "/v1/me", NULL, NULL, &res))) {
+            ctx_close(&x);
+            return rc;
+        }
+        jfmt(res, "username", me, sizeof me);
+        json_decref(res);
+        user = me;
+    }
     char base[2048] = "/v1/jobs";
     query_add(base, sizeof base, "state", state[0] ? state : NULL);
     query_add(base, sizeof base, "user", user);
@@ -1442,12 +1465,8 @@ typedef struct {
     char last_id[256];
 } logs_state_t;
 
-/*
- * Prints one log event. The contract makes the event id the byte offset; when the
- * offset advanced by one byte more than the data (SSE cannot end data with a newline
- * unless the server sends an empty last "data:" line), the newline is restored;
- * without usable offsets, data not ending in a newline gets one.
- */
+/* Prints one log event, restoring a final newline where the offsets say it was there
+ * (fg_sse_log_newline). */
 static int on_log(void *ud, const char *type, const char *data, size_t len, const char *id)
 {
     logs_state_t *st = ud;
@@ -1456,21 +1475,9 @@ static int on_log(void *ud, const char *type, const char *data, size_t len, cons
         return 1;
     }
     fwrite(data, 1, len, stdout);
-    char *end;
-    errno = 0;
-    long long off = id && *id ? strtoll(id, &end, 10) : -1;
-    int numeric = id && *id && !*end && !errno && off >= 0;
-    int newline;
-    if (numeric && st->offset >= 0 && off - st->offset == (long long)len + 1)
-        newline = 1;
-    else if (numeric && st->offset >= 0 && off - st->offset == (long long)len)
-        newline = 0;
-    else
-        newline = len == 0 || data[len - 1] != '\n';
-    if (newline)
+    if (fg_sse_log_newline(st->offset, id, data, len, &st->offset))
         fputc('\n', stdout);
     fflush(stdout);
-    st->offset = numeric ? off : -1;
     snprintf(st->last_id, sizeof st->last_id, "%s", id ? id : "");
     return 0;
 }

@@ -7,6 +7,7 @@
 #include "cli/sse.h"
 #include "common/xalloc.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,4 +102,23 @@ int fg_sse_feed(fg_sse_t *p, const char *buf, size_t n)
         p->line[p->llen++] = c;
     }
     return 0;
+}
+
+int fg_sse_log_newline(long long prev, const char *id, const char *data, size_t len,
+                       long long *next)
+{
+    long long off = -1;
+    if (id && *id >= '0' && *id <= '9') {
+        char *end;
+        errno = 0;
+        long long v = strtoll(id, &end, 10);
+        if (!*end && !errno)
+            off = v;
+    }
+    *next = off;
+    if (off >= 0 && prev >= 0 && off - prev == (long long)len + 1)
+        return 1;
+    if (off >= 0 && prev >= 0 && off - prev == (long long)len)
+        return 0;
+    return len == 0 || data[len - 1] != '\n';
 }

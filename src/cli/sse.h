@@ -41,4 +41,16 @@ void fg_sse_free(fg_sse_t *p);
  * event exceeded its limit (the stream should then be dropped). */
 int fg_sse_feed(fg_sse_t *p, const char *buf, size_t n);
 
+/*
+ * Log streams (GET /v1/jobs/{id}/logs?follow=1) send each chunk's lines as "data:" lines
+ * with the byte offset after the chunk as the event id. SSE cannot end an event's data
+ * with a newline (unless an empty last "data:" line is sent), so: given the previous
+ * offset prev (-1: unknown), the event's id and its data length, says whether a newline
+ * must follow the data to reproduce the log's bytes exactly: yes when the offset advanced
+ * by len + 1, no when by len; without usable offsets, yes unless the data ends in one.
+ * Stores the event's offset in *next (-1 when the id is not a number).
+ */
+int fg_sse_log_newline(long long prev, const char *id, const char *data, size_t len,
+                       long long *next);
+
 #endif

@@ -175,6 +175,11 @@ has err 'note: ignoring #SBATCH --partition=gpu'
 J2=$(json_field out id)
 [ -n "$J2" ] && [ "$J2" != "$J1" ] && ok || fail "no distinct job id from the script submit"
 
+# a script on standard input
+run 0 submit --json - <"$TMP/train.sbatch"
+has out '"name": "slurmjob"'
+has out '"gpus": 4'
+
 # command-line flags override the script's lines
 run 0 submit --json --time 2h --gpus 1 "$TMP/train.sbatch"
 has out '"time_limit_s": 7200'
@@ -219,6 +224,9 @@ has out "\"id\": \"$J2\""
 has out "\"id\": \"$K1\""
 run 0 jobs --limit 1
 has err 'more jobs'
+run 0 jobs --mine --json
+has out '"user": "alice"'
+hasnt out '"user": "(root|bob)"'
 run 2 jobs --limit 0
 
 run 0 show "$J1"
@@ -413,6 +421,33 @@ else
     run 0 show "$JL"
     has out '^state: +COMPLETED'
     has out '^exit code: +0'
+    # -f across a server restart: reconnects with Last-Event-ID, no line lost or doubled
+    run 0 submit --json --name slow-logger -- /bin/sh -c \
+        'for i in 1 2 3 4 5 6 7 8; do echo "slow-$i"; sleep 0.5; done'
+    JS=$(json_field out id)
+    timeout 90 "$FG" logs -f "$JS" >"$TMP/logs-r" 2>"$TMP/logs-r.err" &
+    BG_PID=$!
+    for _ in $(seq 1 50); do grep -q slow-2 "$TMP/logs-r" && break; sleep 0.1; done
+    kill "$SERVER_PID"
+    wait "$SERVER_PID" 2>/dev/null
+    SERVER_PID=
+    sleep 1
+    start_server_on "$PORT" || { echo "FAIL: the server did not restart" >&2; exit 1; }
+    wait "$BG_PID"
+    rc=$?
+    BG_PID=
+    [ "$rc" = 0 ] && ok || fail "logs -f across a restart exited $rc: $(cat "$TMP/logs-r.err")"
+    printf 'slow-%s\n' 1 2 3 4 5 6 7 8 >"$TMP/logs-want"
+    if cmp -s "$TMP/logs-r" "$TMP/logs-want"; then ok; else
+        fail "logs -f across a restart printed something else:"
+        cat "$TMP/logs-r" >&2
+    fi
+    has logs-r.err 'reconnecting' "logs -f stderr"
+    # let the agent notice the new server before the next checks
+    for _ in $(seq 1 100); do
+        "$FG" nodes 2>/dev/null | grep -Eq '^n1 +up' && break
+        sleep 0.1
+    done
     run 0 jobs --state completed
     has out "^$JL +logger +alice"
     kill "$AGENT_PID" 2>/dev/null

@@ -677,6 +677,31 @@ static void test_sse(void **state)
     fg_sse_free(&p);
 }
 
+static void test_sse_log_newline(void **state)
+{
+    (void)state;
+    long long next;
+    /* "a\nb\n" sent as data "a\nb" with id 4: the final newline comes back */
+    assert_int_equal(fg_sse_log_newline(0, "4", "a\nb", 3, &next), 1);
+    assert_int_equal(next, 4);
+    /* "partial" (no newline) with id 11: none added */
+    assert_int_equal(fg_sse_log_newline(4, "11", "partial", 7, &next), 0);
+    assert_int_equal(next, 11);
+    /* an empty line: "\n" is data "" and one byte */
+    assert_int_equal(fg_sse_log_newline(11, "12", "", 0, &next), 1);
+    /* offsets that do not fit (rank prefixes, a server without ids): by the data */
+    assert_int_equal(fg_sse_log_newline(0, "100", "x", 1, &next), 1);
+    assert_int_equal(fg_sse_log_newline(-1, "5", "x\n", 2, &next), 0);
+    assert_int_equal(fg_sse_log_newline(3, "", "x", 1, &next), 1);
+    assert_int_equal(next, -1);
+    assert_int_equal(fg_sse_log_newline(3, "abc", "x", 1, &next), 1);
+    assert_int_equal(next, -1);
+    assert_int_equal(fg_sse_log_newline(3, "-4", "x", 1, &next), 1);
+    assert_int_equal(next, -1);
+    assert_int_equal(fg_sse_log_newline(3, "99999999999999999999999", "x", 1, &next), 1);
+    assert_int_equal(next, -1);
+}
+
 /* ------------------------------------------------------------------ table -- */
 
 static char *render(fg_table_t *t)
@@ -911,6 +936,7 @@ int main(void)
         cmocka_unit_test(test_flags_override_script),
         cmocka_unit_test(test_finalize_and_json),
         cmocka_unit_test(test_sse),
+        cmocka_unit_test(test_sse_log_newline),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_submit_dry_run),
