@@ -4,7 +4,8 @@
  * - A `high` job takes GPUs from running `low` jobs at once, whatever their run time.
  * - Under wfq a job that has waited preempt_wait_s, whose account runs fewer GPUs than
  *   its entitlement, may stop normal/low jobs of over-entitled accounts that have run at
- *   least quantum_s in all and min_run_s in the current attempt.
+ *   least quantum_s in all and min_run_s (and their checkpoint interval, if longer) in
+ *   the current attempt.
  * - Victims lose the least GPU-time (work since their last checkpoint).
  * - A preempted job keeps its GPUs until the caller reports FG_END_PREEMPTED, then
  *   returns to PENDING at once with its submit time and attained service; it does not
@@ -21,17 +22,6 @@
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
-
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -330,6 +320,35 @@ static void test_fair_share_preemption_comes_after_the_quantum(void **state)
     fg_sched_free(s);
 }
 
+/* A fair-share victim must have saved its work once in this attempt: it needs
+ * max(min_run_s, its checkpoint interval) of run time, so a job whose checkpoints are
+ * rarer than min_run is not preempted before its first one (it would lose everything,
+ * again and again). Job 1 (a, 8 GPUs, checkpoint every 5000 s) runs from t=0; job 2
+ * (b, 4 GPUs) arrives at t=100:
+ *   t=3600 : past quantum 3600 and min_run 600, but 3600 < 5000 -> nothing
+ *   t=5000 : first checkpoint reached                          -> preempt job 1, which
+ *            loses 8 x (5000 mod 5000) = 0 GPU-s */
+static void test_a_fair_share_victim_has_reached_its_first_checkpoint(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_default();
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 8, FG_PRIO_NORMAL, 100000, 5000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, 0xff);
+    submit(s, 2, 'b', 4, FG_PRIO_NORMAL, 1000, 0, 100);
+    expect_quiet_pass(s, 100);
+    expect_quiet_pass(s, 3600);
+    expect_quiet_pass(s, 4999);
+    expect_preemption(s, 5000, 1, FG_PREEMPT_FAIR_SHARE, 2);
+    fg_attempt_t rec;
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_PREEMPTED, 5000, &rec), FG_OK);
+    assert_int_equal(rec.lost_gpu_seconds, 0);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 /* With min_run_s = 1800, after the preemption above: job 2 ends at t=4000 and job 1
  * restarts (attempt 2) on the whole node. Job 3 (b, 4 GPUs) arrives at t=4010 and has
  * waited 600 s at t=4610. Job 1 has run 3600 + 610 s in all (past the quantum) but only
@@ -445,8 +464,6 @@ static void test_las_preempts_long_runners_of_higher_queues_after_the_quantum(vo
 static void test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt(void **state)
 {
     (void)state;
-    /* disabled until core bug 6 is fixed */
-    skip_until_fixed("6: preemption marks leak between the blocked jobs of one pass");
     fg_config_t cfg;
     fg_config_default(&cfg);
     cfg.policy = FG_POLICY_LAS;
@@ -485,6 +502,7 @@ int main(void)
         cmocka_unit_test(test_preemption_off_preempts_nothing),
         cmocka_unit_test(test_fair_share_preemption_comes_after_the_quantum),
         cmocka_unit_test(test_no_fair_share_preemption_within_the_minimum_run_time),
+        cmocka_unit_test(test_a_fair_share_victim_has_reached_its_first_checkpoint),
         cmocka_unit_test(test_fair_share_does_not_preempt_high_jobs),
         cmocka_unit_test(test_no_preemption_for_an_account_at_its_entitlement),
         cmocka_unit_test(test_las_preempts_long_runners_of_higher_queues_after_the_quantum),

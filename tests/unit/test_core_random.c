@@ -20,8 +20,9 @@
  *     nodes of its GPU type, on GPUs that were free; jobs of 8k GPUs get k whole 8-GPU
  *     nodes, GPUs 0..7 of each;
  *   - no account runs more GPUs than its quota, and none out of budget starts a job;
- *   - preemptions follow the rules (high over low only; fair share only past the
- *     quantum and the minimum run time; none when preemption is off);
+ *   - preemptions follow the rules (high over low only; fair share and las only past
+ *     the quantum, the minimum run time and the victim's checkpoint interval; none when
+ *     preemption is off; never a job started in the same pass);
  * and the three schedulers agree on decisions, job tables, node tables and usage.
  *
  * A failure prints its seed; FG_RANDOM_SEED=<seed> replays just that sequence.
@@ -44,10 +45,6 @@
 #define MAXACCT  6
 #define MAXMEM   4
 #define MAXJOBS  2048
-
-/* Checks disabled until a reported core bug is fixed; FG_RUN_DISABLED=1 runs them. */
-static bool g_run_disabled;
-#define CHECK_CLASS_VICTIMS g_run_disabled /* disabled until core bug 6 is fixed */
 
 /* ------------------------------------------------------------------ the PRNG */
 
@@ -113,6 +110,7 @@ typedef struct djob { /* what the driver knows of a job it submitted */
     int acct;
     fg_prio_t prio;
     fg_time_t limit;
+    fg_time_t checkpoint;
     int32_t max_retries;
     int32_t attempt;       /* attempts started so far */
     fg_time_t start_time;  /* of the running attempt */
@@ -447,6 +445,7 @@ static void ev_submit(world_t *w)
     dj->acct = a;
     dj->prio = j.prio;
     dj->limit = j.time_limit_s;
+    dj->checkpoint = j.checkpoint_interval_s;
     dj->max_retries = j.max_retries;
 }
 
@@ -739,10 +738,9 @@ static void check_preempt(world_t *w, const snapshot_t *sn, const fg_preempt_t *
     case FG_PREEMPT_PRIORITY:
         CHECK(waiter->prio == FG_PRIO_HIGH, "class preemption for a %s job",
               fg_prio_name(waiter->prio));
-        if (CHECK_CLASS_VICTIMS)
-            CHECK(victim->prio == FG_PRIO_LOW && waiter->prio == FG_PRIO_HIGH,
-                  "class preemption of a %s job for a %s job", fg_prio_name(victim->prio),
-                  fg_prio_name(waiter->prio));
+        CHECK(victim->prio == FG_PRIO_LOW && waiter->prio == FG_PRIO_HIGH,
+              "class preemption of a %s job for a %s job", fg_prio_name(victim->prio),
+              fg_prio_name(waiter->prio));
         break;
     case FG_PREEMPT_FAIR_SHARE:
     case FG_PREEMPT_LAS:
@@ -753,6 +751,11 @@ static void check_preempt(world_t *w, const snapshot_t *sn, const fg_preempt_t *
               fg_policy_name(c->policy));
         CHECK(victim->prio != FG_PRIO_HIGH, "a high job preempted for %s",
               fg_preempt_why_name(p->why));
+        /* a victim has saved its work at least once in this attempt */
+        CHECK(ran >= victim->checkpoint,
+              "job %llu preempted (%s) after %lld s < its checkpoint interval %lld",
+              (unsigned long long)id, fg_preempt_why_name(p->why), (long long)ran,
+              (long long)victim->checkpoint);
         CHECK(ran >= c->min_run_s, "job %llu preempted (%s, %s) after %lld s < min_run %lld",
               (unsigned long long)id, fg_preempt_why_name(p->why), fg_policy_name(c->policy),
               (long long)ran, (long long)c->min_run_s);
@@ -985,8 +988,6 @@ static world_t g_w; /* large: keep it off the stack */
 
 static void run_many(long n, bool big, uint64_t seed0)
 {
-    const char *dis = getenv("FG_RUN_DISABLED");
-    g_run_disabled = dis && strcmp(dis, "1") == 0;
     const char *one = getenv("FG_RANDOM_SEED");
     long starts = 0, preempts = 0, multi = 0, passes = 0;
     if (one && *one) {
