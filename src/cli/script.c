@@ -442,6 +442,16 @@ int fg_jobspec_option(fg_jobspec_t *js, fg_dialect_t dialect, int argc, char *co
     if (!o) {
         if (dialect != FG_DIALECT_SBATCH)
             return 0;
+        /* Ignoring these would silently change what the script means (one job instead of
+         * an array, no ordering): refuse them. */
+        static const char *const refused[] = {"--array", "-a", "--dependency", "-d"};
+        for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+            if (!strcmp(shown, refused[k]))
+                return fail(err, errlen,
+                            "%s: Slurm job arrays and dependencies are not supported; submit "
+                            "the jobs one by one",
+                            refused[k]);
+        }
         /* Slurm options take a value unless they are flags; a separate next word that is
          * not an option is taken to be this one's value. */
         int skip = 1;

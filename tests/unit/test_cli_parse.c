@@ -264,6 +264,12 @@ static void test_options_rejected(void **state)
     opt_bad(FG_DIALECT_SBATCH, "--gres=mps:100", NULL, "no 'gpu' entry");
     opt_bad(FG_DIALECT_SBATCH, "--gres=gpu:2,gpu:3", NULL, "twice");
     opt_bad(FG_DIALECT_CLI, "--gpus-per-node", "9", "1 to 8");
+    /* ignoring these would change what a Slurm script means */
+    opt_bad(FG_DIALECT_SBATCH, "--array=1-10", NULL, "arrays and dependencies");
+    opt_bad(FG_DIALECT_SBATCH, "-a", "1-10", "arrays and dependencies");
+    opt_bad(FG_DIALECT_SBATCH, "-a1-10", NULL, "arrays and dependencies");
+    opt_bad(FG_DIALECT_SBATCH, "--dependency", "afterok:12", "arrays and dependencies");
+    opt_bad(FG_DIALECT_SBATCH, "-d", "afterok:12", "arrays and dependencies");
     char longname[200];
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = '\0';
