@@ -6,12 +6,14 @@
  * Lock model: one mutex, ag->mu, guards every node's attempt list and protocol state.
  * Nothing blocks while holding it except a fork (fg_launch_start is called without it)
  * and a waitpid of a monitor that has already exited. HTTP is always done without it.
- * An attempt is freed only by its node's reporter thread, so the reporter may use the
- * pointers it collected without the lock; other threads change fields only under it.
+ * An attempt is freed only by the reporter worker that holds it (`busy`), so a worker
+ * may use its pointer without the lock; other threads change fields only under it.
  *
  * Threads: per node, `hb` (register + heartbeat), `poll` (long-poll assignments, starts
- * and stops attempts) and `report` (started / logs / exited); one `supervisor` for all
- * nodes (monitor exits, time limits, grace expiry).
+ * and stops attempts) and a few `report` workers (started / logs / exited; one worker
+ * per attempt at a time keeps each attempt's reports in order, several workers keep
+ * several reports in flight so the controller can commit them together); one
+ * `supervisor` for all nodes (monitor exits, time limits, grace expiry).
  */
 #ifndef FG_AGENT_AGENT_H
 #define FG_AGENT_AGENT_H
@@ -50,12 +52,16 @@ typedef struct fg_attempt {
     int exited;
     fg_exit_t ex;
     int exit_sent;
-    int64_t log_acked; /* bytes the controller confirmed */
-    int log_done;      /* shipping finished or impossible */
-    char error[200];   /* launch failure */
+    int64_t log_acked;   /* bytes the controller confirmed */
+    int busy;            /* a reporter worker holds it */
+    int64_t retry_at_ms; /* reporting failed: not before this time */
+    int64_t log_next_ms; /* next look at the log of a running rank */
+    int log_done;        /* shipping finished or impossible */
+    char error[200];     /* launch failure */
 } fg_attempt_t;
 
-#define FG_ENDED_RING 4096
+#define FG_ENDED_RING         4096
+#define FG_REPORT_THREADS_MAX 32
 
 struct fg_node {
     fg_agent_t *ag;
@@ -81,7 +87,8 @@ struct fg_node {
     fg_attempt_t *attempts;
     char *ended[FG_ENDED_RING]; /* keys of recently finished attempts (start idempotency) */
     unsigned ended_pos;
-    pthread_t hb_thr, poll_thr, report_thr;
+    pthread_t hb_thr, poll_thr;
+    pthread_t report_thr[FG_REPORT_THREADS_MAX];
 };
 
 typedef struct fg_agent_cfg {
@@ -106,6 +113,7 @@ typedef struct fg_agent_cfg {
     char cgroup_root[256];
     int use_cgroups;
     int stop_jobs_on_exit;
+    int report_threads; /* reporter workers per node (concurrent reports) */
     char nvml_lib[256];
 } fg_agent_cfg_t;
 

@@ -52,6 +52,7 @@ static void usage(FILE *f)
           "  --no-cgroups            do not apply cpu/memory limits\n"
           "  --stop-jobs-on-exit     kill running jobs when the agent stops\n"
           "  --nvml-lib PATH         NVML library (default libnvidia-ml.so.1)\n"
+          "  --report-threads N      concurrent report senders per node (default 4)\n"
           "  --log-level L           debug, info, warn, error (default info)\n",
           f);
 }
@@ -149,6 +150,7 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         O_STOP_JOBS,
         O_NVML,
         O_LOG_LEVEL,
+        O_REPORT_THREADS,
         O_HELP,
     };
     static const struct option opts[] = {
@@ -176,6 +178,7 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         {"stop-jobs-on-exit", no_argument, 0, O_STOP_JOBS},
         {"nvml-lib", required_argument, 0, O_NVML},
         {"log-level", required_argument, 0, O_LOG_LEVEL},
+        {"report-threads", required_argument, 0, O_REPORT_THREADS},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -284,6 +287,11 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
                 return -1;
             }
             break;
+        case O_REPORT_THREADS:
+            if (opt_int("report-threads", optarg, 1, FG_REPORT_THREADS_MAX, &v, 0))
+                return -1;
+            cfg->report_threads = (int)v;
+            break;
         case O_HELP:
         case 'h':
             usage(stdout);
@@ -381,7 +389,7 @@ static int node_init(fg_agent_t *ag, int i)
     n->ag = ag;
     n->idx = i;
     if (cfg->fake_nodes)
-        snprintf(n->name, sizeof n->name, "%s-%d", cfg->name, i);
+        fg_fmt(n->name, sizeof n->name, "%s-%d", cfg->name, i);
     else
         snprintf(n->name, sizeof n->name, "%s", cfg->name);
     if (cfg->fake_nodes)
@@ -438,6 +446,7 @@ int fg_cmd_agent(int argc, char **argv)
     cfg->poll_wait_s = 25;
     cfg->grace_s = 30;
     cfg->log_limit = FG_LOG_LIMIT_DEFAULT;
+    cfg->report_threads = 4;
     snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "fg-");
     snprintf(cfg->cgroup_root, sizeof cfg->cgroup_root, "/sys/fs/cgroup");
     int rc = parse_args(argc, argv, cfg);
@@ -481,7 +490,8 @@ int fg_cmd_agent(int argc, char **argv)
         fg_node_t *n = &ag->nodes[i];
         pthread_create(&n->hb_thr, NULL, fg_node_hb_main, n);
         pthread_create(&n->poll_thr, NULL, fg_node_poll_main, n);
-        pthread_create(&n->report_thr, NULL, fg_node_report_main, n);
+        for (int k = 0; k < cfg->report_threads; k++)
+            pthread_create(&n->report_thr[k], NULL, fg_node_report_main, n);
     }
     int sig = 0;
     sigwait(&set, &sig);
@@ -501,7 +511,8 @@ int fg_cmd_agent(int argc, char **argv)
         fg_node_t *n = &ag->nodes[i];
         pthread_join(n->hb_thr, NULL);
         pthread_join(n->poll_thr, NULL);
-        pthread_join(n->report_thr, NULL);
+        for (int k = 0; k < cfg->report_threads; k++)
+            pthread_join(n->report_thr[k], NULL);
     }
     pthread_join(ag->sup_thr, NULL);
     for (int i = 0; i < ag->nnodes; i++) {

@@ -181,7 +181,7 @@ static void do_register(fg_node_t *n, fg_http_t *h)
             n->reg_gen++;
             pthread_cond_broadcast(&n->reg_cond);
             n->report_kick = 1;
-            pthread_cond_signal(&n->report_cond);
+            pthread_cond_broadcast(&n->report_cond);
             pthread_mutex_unlock(&ag->mu);
             fg_log(FG_LOG_INFO,
                    "node %s registered: %d GPUs, epoch %lld, state %s, %d to stop after "
@@ -496,6 +496,77 @@ static int64_t file_size(const char *path)
     return path[0] && stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
 }
 
+/*
+ * Picks the next attempt with reporting work that no other worker holds, and marks it
+ * busy. Under ag->mu. NULL if there is nothing to do now; *wait_ms says when to look
+ * again at the latest.
+ */
+static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
+{
+    *wait_ms = 250;
+    for (fg_attempt_t *a = n->attempts; a; a = a->next) {
+        if (a->busy)
+            continue;
+        if (a->retry_at_ms > now) {
+            if (a->retry_at_ms - now < *wait_ms)
+                *wait_ms = a->retry_at_ms - now;
+            continue;
+        }
+        int work = 0;
+        if (a->silent)
+            work = a->exited; /* only to be removed */
+        else if (a->exited)
+            work = !a->exit_sent;
+        else if (a->launched && !a->started_sent)
+            work = 1;
+        else if (a->launched && !a->log_done) {
+            if (a->log_next_ms <= now)
+                work = 1;
+            else if (a->log_next_ms - now < *wait_ms)
+                *wait_ms = a->log_next_ms - now;
+        }
+        if (work) {
+            a->busy = 1;
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Does the reporting work of one claimed attempt, in protocol order: started, the log up
+ * to its current end, and once it ended (log complete) exited. Returns 1 if the attempt
+ * is finished with (remove it), 0 if not, -1 on a retryable error.
+ */
+static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
+{
+    fg_agent_t *ag = n->ag;
+    pthread_mutex_lock(&ag->mu);
+    int launched = a->launched, exited = a->exited, silent = a->silent;
+    int started = a->started_sent, log_done = a->log_done;
+    pthread_mutex_unlock(&ag->mu);
+    if (silent)
+        return exited ? 1 : 0;
+    if (launched && !started && !exited) {
+        if (!send_started(n, h, a))
+            return -1;
+        pthread_mutex_lock(&ag->mu);
+        a->started_sent = 1;
+        pthread_mutex_unlock(&ag->mu);
+    }
+    int64_t size = launched ? file_size(a->proc.log_path) : 0;
+    if (!log_done && size > a->log_acked && !ship_log(n, h, a, size))
+        return -1;
+    if (!exited)
+        return 0;
+    if (!send_exited(n, h, a, size))
+        return -1;
+    pthread_mutex_lock(&ag->mu);
+    a->exit_sent = 1;
+    pthread_mutex_unlock(&ag->mu);
+    return 1;
+}
+
 void *fg_node_report_main(void *arg)
 {
     fg_node_t *n = arg;
@@ -505,74 +576,36 @@ void *fg_node_report_main(void *arg)
     fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
     pthread_mutex_unlock(&g_token_mu);
     backoff_t bo = {0};
-    fg_attempt_t **list = NULL;
-    size_t cap = 0;
+    pthread_mutex_lock(&ag->mu);
     while (!ag->stop) {
-        pthread_mutex_lock(&ag->mu);
-        if (!n->report_kick)
-            timed_wait(&n->report_cond, &ag->mu, fg_now_ms() + 250);
-        n->report_kick = 0;
-        int registered = !n->need_register && n->reg_gen > 0;
-        size_t cnt = 0;
-        for (fg_attempt_t *a = n->attempts; a; a = a->next) {
-            list = fg_xgrow(list, &cap, cnt + 1, sizeof *list);
-            list[cnt++] = a;
+        int64_t now = fg_now_ms(), wait_ms;
+        fg_attempt_t *a = NULL;
+        if (!n->need_register && n->reg_gen > 0)
+            a = claim(n, now, &wait_ms);
+        else
+            wait_ms = 250;
+        if (!a) {
+            timed_wait(&n->report_cond, &ag->mu, now + wait_ms);
+            continue;
         }
         pthread_mutex_unlock(&ag->mu);
-        if (!registered || ag->stop)
+        int rc = report_one(n, &h, a);
+        pthread_mutex_lock(&ag->mu);
+        a->busy = 0;
+        if (rc < 0) {
+            bo.ms = bo.ms ? bo.ms * 2 : 100;
+            if (bo.ms > 5000)
+                bo.ms = 5000;
+            a->retry_at_ms = fg_now_ms() + bo.ms / 2 + rand() % (bo.ms / 2 + 1);
             continue;
-        int failed = 0;
-        for (size_t i = 0; i < cnt && !failed && !ag->stop; i++) {
-            fg_attempt_t *a = list[i];
-            pthread_mutex_lock(&ag->mu);
-            int launched = a->launched, exited = a->exited, silent = a->silent;
-            int started = a->started_sent, log_done = a->log_done;
-            pthread_mutex_unlock(&ag->mu);
-            if (silent) {
-                if (exited) {
-                    pthread_mutex_lock(&ag->mu);
-                    fg_attempt_remove(a);
-                    pthread_mutex_unlock(&ag->mu);
-                }
-                continue;
-            }
-            if (!launched && !exited)
-                continue;
-            if (launched && !started && !exited) {
-                if (!send_started(n, &h, a)) {
-                    failed = 1;
-                    break;
-                }
-                pthread_mutex_lock(&ag->mu);
-                a->started_sent = 1;
-                pthread_mutex_unlock(&ag->mu);
-            }
-            int64_t size = launched ? file_size(a->proc.log_path) : 0;
-            if (!log_done && size > a->log_acked && !ship_log(n, &h, a, size)) {
-                failed = 1;
-                break;
-            }
-            if (exited) {
-                if (!send_exited(n, &h, a, size)) {
-                    failed = 1;
-                    break;
-                }
-                pthread_mutex_lock(&ag->mu);
-                a->exit_sent = 1;
-                fg_attempt_remove(a);
-                pthread_mutex_unlock(&ag->mu);
-            }
         }
-        if (failed) {
-            backoff_wait(ag, &bo);
-            pthread_mutex_lock(&ag->mu);
-            n->report_kick = 1;
-            pthread_mutex_unlock(&ag->mu);
-        } else {
-            bo.ms = 0;
-        }
+        bo.ms = 0;
+        if (rc == 1)
+            fg_attempt_remove(a);
+        else
+            a->log_next_ms = fg_now_ms() + 250; /* a live log: look again soon */
     }
-    free(list);
+    pthread_mutex_unlock(&ag->mu);
     fg_http_cleanup(&h);
     return NULL;
 }

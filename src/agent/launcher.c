@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -236,8 +237,7 @@ static void monitor_status(const prep_t *pp, const char *kind, int64_t num)
     s_puts(fd, " ");
     s_puts(fd, s_fmt_i64(b, s_now_ms()));
     s_puts(fd, "\n");
-    fsync(fd);
-    close(fd);
+    close(fd); /* no fsync: after a machine crash the job is gone anyway */
     rename(pp->status_tmp, pp->status_path);
 }
 
@@ -264,6 +264,8 @@ static void monitor_main(const prep_t *pp)
 {
     static char buf[65536];
     setsid();
+    /* Orphans of the job are re-parented to us (not init), so we can reap them all. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     /* Descriptors to fixed numbers, everything else closed. */
     int fds[4] = {pp->life_w, pp->log_fd, pp->null_fd, pp->cg_fd};
     int high[4];
@@ -350,6 +352,20 @@ static void monitor_main(const prep_t *pp)
     kill(-job, SIGKILL);
     while (waitpid(job, &status, 0) < 0 && errno == EINTR)
         ;
+    /* As a subreaper, every descendant whose parent died is now our child: reap them
+     * until none is left, so "exited" means every process of the attempt is gone.
+     * Bounded: one that left the group (setsid) is out of reach of kill(-job). */
+    int64_t reap_until = s_mono_ms() + 2000;
+    for (;;) {
+        pid_t r = waitpid(-1, NULL, WNOHANG);
+        if (r > 0)
+            continue;
+        if ((r < 0 && errno == ECHILD) || s_mono_ms() > reap_until)
+            break;
+        kill(-job, SIGKILL);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
     if (WIFSIGNALED(status))
         monitor_status(pp, "signal", WTERMSIG(status));
     else
