@@ -247,7 +247,7 @@ int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trac
     tenant_tab_t tab = {NULL, 0, 0};
     fields_t *f = fg_xmalloc(sizeof *f);
     size_t jobs_cap = 0;
-    int col[NCOLS];
+    int col[NCOLS] = {-1, -1, -1, -1, -1, -1};
     int ncols = 0;
     int have_header = 0;
     int64_t lineno = 0;
