@@ -946,9 +946,18 @@ static void sq_close(fg_store_t *base)
     free(st);
 }
 
+/* SQLite's memory statistics take a global mutex on every allocation; the store does
+ * not read them. Only possible before SQLite initializes: later it is a no-op. */
+static pthread_once_t sqlite_once = PTHREAD_ONCE_INIT;
+static void sqlite_global_config(void)
+{
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+}
+
 int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store_t **out,
                          char **errmsg)
 {
+    pthread_once(&sqlite_once, sqlite_global_config);
     if (errmsg)
         *errmsg = NULL;
     if (!out)
