@@ -1,0 +1,279 @@
+/*
+ * test_core_restore.c - a controller restart changes no decision.
+ *
+ * The controller persists what fg_sched_job_info and the usage getters export, and after
+ * a restart rebuilds a scheduler with fg_sched_restore_running (running jobs),
+ * fg_sched_submit + fg_sched_restore_pending (pending jobs) and the usage setters. From
+ * then on the restored scheduler must decide exactly what the original decides, fed the
+ * same events (core.h, "Restores ..."; issue 2: "usage and the attempt history must be
+ * exportable so the controller can persist them").
+ *
+ * Each test runs a history on the original, exports it into a fresh scheduler at time T,
+ * then feeds both the same events and compares every pass.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fairgpu/core.h"
+
+/* A test disabled until a reported core bug is fixed skips itself through this; set
+ * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
+static void skip_until_fixed(const char *bug)
+{
+    const char *v = getenv("FG_RUN_DISABLED");
+    if (v && strcmp(v, "1") == 0)
+        return;
+    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
+    skip();
+}
+
+/* ------------------------------------------------------------------ the world */
+
+#define MAXJ 64
+
+/* Specs of the jobs submitted so far, by id (what the controller's store keeps). */
+typedef struct world {
+    fg_config_t cfg;
+    fg_job_spec_t spec[MAXJ];
+    bool known[MAXJ];
+} world_t;
+
+/* Accounts a (weight 1; user u) and b (weight 1; user v); one 8-GPU node n0. */
+static fg_sched_t *sched_new(const world_t *w)
+{
+    fg_sched_t *s = fg_sched_new(&w->cfg);
+    assert_non_null(s);
+    assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
+    assert_true(fg_sched_account_set(s, "b", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "b", "v", 1.0) >= 0);
+    assert_int_equal(fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP), 0);
+    return s;
+}
+
+static void submit(world_t *w, fg_sched_t *s, fg_job_id_t id, char account, int gpus,
+                   fg_prio_t prio, int32_t max_retries, fg_time_t now)
+{
+    assert_true(id < MAXJ);
+    fg_job_spec_t j = {.id = id,
+                       .account = account == 'a' ? "a" : "b",
+                       .user = account == 'a' ? "u" : "v",
+                       .gpus = gpus,
+                       .gpu_type = NULL,
+                       .time_limit_s = 100000,
+                       .prio = prio,
+                       .max_retries = max_retries,
+                       .checkpoint_interval_s = 0,
+                       .submit_time = now};
+    w->spec[id] = j;
+    w->known[id] = true;
+    assert_int_equal(fg_sched_submit(s, &j, now), FG_OK);
+}
+
+/* The restart: a fresh scheduler from what `old` exports at time `now`. */
+static fg_sched_t *restore(world_t *w, fg_sched_t *old, fg_time_t now)
+{
+    fg_sched_t *s = sched_new(w);
+    for (size_t a = 0; a < fg_sched_account_count(old); a++)
+        assert_int_equal(
+            fg_sched_account_set_usage(s, (int)a, fg_sched_account_usage(old, (int)a, now), now),
+            FG_OK);
+    for (size_t m = 0; m < fg_sched_member_count(old); m++)
+        assert_int_equal(
+            fg_sched_member_set_usage(s, (int)m, fg_sched_member_usage(old, (int)m, now), now),
+            FG_OK);
+    for (fg_job_id_t id = 1; id < MAXJ; id++) {
+        fg_job_info_t ji;
+        if (!w->known[id] || fg_sched_job_info(old, id, &ji) != FG_OK)
+            continue;
+        assert_false(ji.preempting); /* the tests confirm preemptions before a restart */
+        fg_job_spec_t spec = w->spec[id];
+        spec.submit_time = ji.submit_time;
+        if (ji.state == FG_JOB_RUNNING) {
+            assert_int_equal(fg_sched_restore_running(s, &spec, ji.attempt, ji.retries_used,
+                                                      ji.attained_gpu_s, ji.start_time, ji.allocs,
+                                                      ji.nallocs, now),
+                             FG_OK);
+        } else {
+            assert_int_equal(fg_sched_submit(s, &spec, now), FG_OK);
+            assert_int_equal(fg_sched_restore_pending(s, id, ji.attempt, ji.retries_used,
+                                                      ji.attained_gpu_s, ji.eligible_time),
+                             FG_OK);
+        }
+    }
+    return s;
+}
+
+/* One pass at `now` on both; their decisions must be the same. Returns the number of
+ * preemptions. */
+static size_t pass_both(fg_sched_t *old, fg_sched_t *restored, fg_time_t now)
+{
+    fg_decisions_t a, b;
+    fg_decisions_init(&a);
+    fg_decisions_init(&b);
+    assert_int_equal(fg_sched_pass(old, now, &a), FG_OK);
+    assert_int_equal(fg_sched_pass(restored, now, &b), FG_OK);
+    if (a.nstarts != b.nstarts || a.npreempts != b.npreempts || a.next_wake != b.next_wake) {
+        print_error("t=%lld: original %zu starts, %zu preemptions, wake %lld; restored %zu, %zu, "
+                    "wake %lld\n",
+                    (long long)now, a.nstarts, a.npreempts, (long long)a.next_wake, b.nstarts,
+                    b.npreempts, (long long)b.next_wake);
+        fail();
+    }
+    for (size_t i = 0; i < a.nstarts; i++) {
+        assert_int_equal(a.starts[i].job, b.starts[i].job);
+        assert_int_equal(a.starts[i].attempt, b.starts[i].attempt);
+        assert_int_equal(a.allocs[a.starts[i].alloc_off].gpu_mask,
+                         b.allocs[b.starts[i].alloc_off].gpu_mask);
+    }
+    for (size_t i = 0; i < a.npreempts; i++) {
+        assert_int_equal(a.preempts[i].job, b.preempts[i].job);
+        assert_int_equal(a.preempts[i].why, b.preempts[i].why);
+        assert_int_equal(a.preempts[i].for_job, b.preempts[i].for_job);
+    }
+    assert_int_equal(a.next_wake, b.next_wake);
+    size_t n = a.npreempts;
+    fg_decisions_free(&a);
+    fg_decisions_free(&b);
+    return n;
+}
+
+static int32_t start_now(fg_sched_t *s, fg_time_t now, fg_job_id_t id)
+{
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+    int32_t attempt = 0;
+    for (size_t i = 0; i < d.nstarts; i++)
+        if (d.starts[i].job == id)
+            attempt = d.starts[i].attempt;
+    fg_decisions_free(&d);
+    return attempt;
+}
+
+/* ------------------------------------------------------------------ tests */
+
+/* The quantum counts the run time of earlier attempts. Defaults (quantum 3600, wait 600,
+ * min_run 600, backoff 30). Job 1 (a, 8 GPUs, one retry) runs 0..3000, fails, and runs
+ * again from 3030 (attempt 2). Job 2 (b, 4 GPUs) arrives at 3100; the restart happens
+ * then. At t=3700 job 2 has waited 600 s and job 1 has run 3000 + 670 = 3670 >= 3600 in
+ * all and 670 >= 600 in this attempt: both schedulers preempt job 1 for job 2 (the
+ * restored one knows the 3000 s from attained_gpu_s = 8 x 3000). */
+static void test_a_restored_scheduler_counts_earlier_attempts_toward_the_quantum(void **state)
+{
+    (void)state;
+    /* disabled until core bug 7 is fixed */
+    skip_until_fixed("7: restore loses run time of earlier attempts and the requeue time");
+    static world_t w;
+    memset(&w, 0, sizeof w);
+    fg_config_default(&w.cfg);
+    fg_sched_t *old = sched_new(&w);
+    submit(&w, old, 1, 'a', 8, FG_PRIO_NORMAL, 1, 0);
+    assert_int_equal(start_now(old, 0, 1), 1);
+    assert_int_equal(fg_sched_attempt_ended(old, 1, 1, FG_END_FAILED, 3000, NULL), FG_OK);
+    assert_int_equal(start_now(old, 3030, 1), 2);
+    submit(&w, old, 2, 'b', 4, FG_PRIO_NORMAL, 0, 3100);
+
+    fg_sched_t *restored = restore(&w, old, 3100);
+    assert_int_equal(pass_both(old, restored, 3100), 0);
+    assert_int_equal(pass_both(old, restored, 3699), 0);
+    assert_int_equal(pass_both(old, restored, 3700), 1);
+    fg_sched_free(old);
+    fg_sched_free(restored);
+}
+
+/* The preemption wait counts from the last requeue. quantum and min_run 100 s. Job 1 (a,
+ * 4 GPUs, one retry) runs 0..4000 and fails (eligible again at 4030); job 2 (b, 8 GPUs,
+ * waiting since t=10) takes the whole node at 4000. The restart happens at 4050. Job 1 is
+ * starved (a runs 0 + 4 <= its 4 entitled GPUs) but has waited only since its requeue at
+ * 4000: no preemption at 4100 although job 2 is a long runner by then; job 2 is
+ * preempted at 4000 + 600 = 4600. The restored scheduler must agree at every pass. */
+static void test_a_restored_scheduler_counts_the_wait_from_the_requeue(void **state)
+{
+    (void)state;
+    /* disabled until core bug 7 is fixed */
+    skip_until_fixed("7: restore loses run time of earlier attempts and the requeue time");
+    static world_t w;
+    memset(&w, 0, sizeof w);
+    fg_config_default(&w.cfg);
+    w.cfg.quantum_s = 100;
+    w.cfg.min_run_s = 100;
+    fg_sched_t *old = sched_new(&w);
+    submit(&w, old, 1, 'a', 4, FG_PRIO_NORMAL, 1, 0);
+    assert_int_equal(start_now(old, 0, 1), 1);
+    submit(&w, old, 2, 'b', 8, FG_PRIO_NORMAL, 0, 10);
+    assert_int_equal(fg_sched_attempt_ended(old, 1, 1, FG_END_FAILED, 4000, NULL), FG_OK);
+    assert_int_equal(start_now(old, 4000, 2), 1);
+
+    fg_sched_t *restored = restore(&w, old, 4050);
+    assert_int_equal(pass_both(old, restored, 4050), 0);
+    assert_int_equal(pass_both(old, restored, 4100), 0);
+    assert_int_equal(pass_both(old, restored, 4599), 0);
+    assert_int_equal(pass_both(old, restored, 4600), 1);
+    fg_sched_free(old);
+    fg_sched_free(restored);
+}
+
+/* Without those two subtleties a restart is invisible: two accounts share the node with
+ * usage behind them, jobs run, wait, fail and retry; the restored scheduler starts the
+ * same jobs on the same GPUs at every later pass. */
+static void test_a_restored_scheduler_starts_the_same_jobs(void **state)
+{
+    (void)state;
+    static world_t w;
+    memset(&w, 0, sizeof w);
+    fg_config_default(&w.cfg);
+    w.cfg.half_life_s = 3600;
+    w.cfg.preemption = false;
+    fg_sched_t *old = sched_new(&w);
+    for (fg_job_id_t id = 1; id <= 12; id++)
+        submit(&w, old, id, id % 3 ? 'a' : 'b', (int)(1 + id % 4), FG_PRIO_NORMAL, 2,
+               (fg_time_t)id);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(old, 20, &d), FG_OK);
+    assert_true(d.nstarts > 0);
+    /* the first started job fails (retry with backoff), the second completes */
+    assert_int_equal(fg_sched_attempt_ended(old, d.starts[0].job, 1, FG_END_FAILED, 500, NULL),
+                     FG_OK);
+    if (d.nstarts > 1)
+        assert_int_equal(
+            fg_sched_attempt_ended(old, d.starts[1].job, 1, FG_END_COMPLETED, 700, NULL), FG_OK);
+    fg_decisions_free(&d);
+
+    fg_sched_t *restored = restore(&w, old, 800);
+    for (fg_time_t t = 800; t <= 4000; t += 400) {
+        pass_both(old, restored, t);
+        /* end the oldest running job on both */
+        for (fg_job_id_t id = 1; id <= 12; id++) {
+            fg_job_info_t ji;
+            if (fg_sched_job_info(old, id, &ji) == FG_OK && ji.state == FG_JOB_RUNNING) {
+                assert_int_equal(
+                    fg_sched_attempt_ended(old, id, ji.attempt, FG_END_COMPLETED, t + 100, NULL),
+                    FG_OK);
+                assert_int_equal(fg_sched_attempt_ended(restored, id, ji.attempt, FG_END_COMPLETED,
+                                                        t + 100, NULL),
+                                 FG_OK);
+                break;
+            }
+        }
+    }
+    fg_sched_free(old);
+    fg_sched_free(restored);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_restored_scheduler_counts_earlier_attempts_toward_the_quantum),
+        cmocka_unit_test(test_a_restored_scheduler_counts_the_wait_from_the_requeue),
+        cmocka_unit_test(test_a_restored_scheduler_starts_the_same_jobs),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
