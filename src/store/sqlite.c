@@ -219,6 +219,7 @@ enum {
     S_SESSION_GET,
     S_SESSION_DELETE,
     S_SESSION_DELETE_EXPIRED,
+    S_SESSION_DELETE_USER,
     S_TOKEN_INSERT,
     S_TOKEN_GET_BY_HASH,
     S_TOKEN_LIST,
@@ -296,6 +297,7 @@ static const char *const SQL[S_COUNT] = {
                       " WHERE token_hash = ?1",
     [S_SESSION_DELETE] = "DELETE FROM sessions WHERE token_hash = ?1",
     [S_SESSION_DELETE_EXPIRED] = "DELETE FROM sessions WHERE expires_at <= ?1",
+    [S_SESSION_DELETE_USER] = "DELETE FROM sessions WHERE user_id = ?1",
     [S_TOKEN_INSERT] = "INSERT INTO api_tokens (name, token_hash, user_id, created_at)"
                        " VALUES (?1, ?2, ?3, ?4)",
     [S_TOKEN_GET_BY_HASH] = "SELECT id, name, token_hash, user_id, created_at FROM api_tokens"
@@ -1405,17 +1407,27 @@ static int sq_session_delete(fg_store_tx_t *tx, const char *token_hash)
     return changed_or_enoent(c, step_done(c, s));
 }
 
-static int sq_session_delete_expired(fg_store_tx_t *tx, int64_t now, int64_t *n)
+static int session_delete_where(fg_store_tx_t *tx, int id, int64_t v, int64_t *n)
 {
     sq_conn_t *c = CONN(tx);
-    sqlite3_stmt *s = prep(c, S_SESSION_DELETE_EXPIRED);
+    sqlite3_stmt *s = prep(c, id);
     if (!s)
         return FG_STORE_EIO;
-    sqlite3_bind_int64(s, 1, now);
+    sqlite3_bind_int64(s, 1, v);
     int r = step_done(c, s);
     if (r == FG_STORE_OK && n)
         *n = sqlite3_changes(c->db);
     return r;
+}
+
+static int sq_session_delete_expired(fg_store_tx_t *tx, int64_t now, int64_t *n)
+{
+    return session_delete_where(tx, S_SESSION_DELETE_EXPIRED, now, n);
+}
+
+static int sq_session_delete_user(fg_store_tx_t *tx, int64_t user_id, int64_t *n)
+{
+    return session_delete_where(tx, S_SESSION_DELETE_USER, user_id, n);
 }
 
 static void fill_token(sqlite3_stmt *s, void *rec)
@@ -2462,4 +2474,5 @@ static const fg_store_ops_t sqlite_ops = {
     .usage_get = sq_usage_get,
     .usage_list = sq_usage_list,
     .write_async = sq_write_async,
+    .session_delete_user = sq_session_delete_user,
 };

@@ -264,6 +264,12 @@ int fg_store_session_delete(fg_store_tx_t *tx, const char *token_hash)
     return OPS(tx)->session_delete(tx, token_hash);
 }
 
+int fg_store_session_delete_user(fg_store_tx_t *tx, int64_t user_id, int64_t *n)
+{
+    WR(tx);
+    return OPS(tx)->session_delete_user(tx, user_id, n);
+}
+
 int fg_store_session_delete_expired(fg_store_tx_t *tx, int64_t now, int64_t *n)
 {
     WR(tx);

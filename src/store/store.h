@@ -234,6 +234,9 @@ int fg_store_session_insert(fg_store_tx_t *tx, const fg_store_session_t *s);
 int fg_store_session_get(fg_store_tx_t *tx, const char *token_hash, fg_store_session_t *out);
 /* Deletes a session (logout). FG_STORE_ENOENT if none. */
 int fg_store_session_delete(fg_store_tx_t *tx, const char *token_hash);
+/* Deletes every session of a user (password change, user disabled); *n (may be NULL)
+ * gets how many. */
+int fg_store_session_delete_user(fg_store_tx_t *tx, int64_t user_id, int64_t *n);
 /* Deletes sessions with expires_at <= now; *n (may be NULL) gets how many. */
 int fg_store_session_delete_expired(fg_store_tx_t *tx, int64_t now, int64_t *n);
 
@@ -681,6 +684,7 @@ struct fg_store_ops {
     /* added after the first version (kept last) */
     int (*write_async)(fg_store_t *st, fg_store_write_fn fn, void *arg, fg_store_done_fn done,
                        void *done_arg);
+    int (*session_delete_user)(fg_store_tx_t *tx, int64_t user_id, int64_t *n);
 };
 
 /* ------------------------------------------------------------------ cursors */

@@ -306,6 +306,14 @@ static int unit_auth_cleanup(fg_store_tx_t *tx, void *arg)
     assert_int_equal(n, 1);
     assert_int_equal(fg_store_session_delete(tx, "aa03"), 0);
     assert_int_equal(fg_store_session_delete(tx, "aa03"), FG_STORE_ENOENT);
+    fg_store_session_t s4 = {.token_hash = (char *)"aa05", .user_id = c->uid, .expires_at = 9000};
+    assert_int_equal(fg_store_session_insert(tx, &s4), 0);
+    s4.token_hash = (char *)"aa06";
+    assert_int_equal(fg_store_session_insert(tx, &s4), 0);
+    assert_int_equal(fg_store_session_delete_user(tx, c->uid + 1000, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(fg_store_session_delete_user(tx, c->uid, &n), 0);
+    assert_int_equal(n, 3); /* aa02, aa05, aa06 */
     assert_int_equal(fg_store_token_delete(tx, c->tid, c->uid + 1), FG_STORE_ENOENT);
     assert_int_equal(fg_store_token_delete(tx, c->tid, c->uid), 0);
     assert_int_equal(fg_store_token_delete(tx, c->tid, 0), FG_STORE_ENOENT);
@@ -355,8 +363,7 @@ static void test_sessions_tokens(void **state)
     WRITE_OK(f->st, unit_auth_cleanup, &c);
     tx = rd(f->st);
     assert_int_equal(fg_store_session_get(tx, "aa01", &s), FG_STORE_ENOENT);
-    assert_int_equal(fg_store_session_get(tx, "aa02", &s), 0);
-    fg_store_session_clear(&s);
+    assert_int_equal(fg_store_session_get(tx, "aa02", &s), FG_STORE_ENOENT);
     assert_int_equal(fg_store_session_get(tx, "aa03", &s), FG_STORE_ENOENT);
     assert_int_equal(fg_store_auth_lookup(tx, "bb01", 3000, &u, NULL, NULL), FG_STORE_ENOENT);
     assert_int_equal(fg_store_token_list(tx, c.uid, &tl), 0);
