@@ -130,7 +130,13 @@ typedef struct fg__order {
     int32_t *m_run0, *a_run0;
     double *m_base, *a_base; /* usage / tau at the start */
     int32_t rr_pos;
-    double run_w; /* α: weight of the running GPUs in a key */
+    double run_w;          /* α: weight of the running GPUs in a key */
+    double *a_key, *m_key; /* current keys (wfq) */
+    int32_t *ah;           /* wfq: heap of accounts with jobs left in the band */
+    int32_t nah;           /* its size; also the size of the member heap (other policies) */
+    int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
+    int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
+    int32_t *members_by_acct;
 } fg__order_t;
 
 struct fg_sched {

@@ -41,6 +41,14 @@ void fg__order_free(fg__order_t *o)
     free(o->a_run0);
     free(o->m_base);
     free(o->a_base);
+    free(o->a_key);
+    free(o->m_key);
+    free(o->ah);
+    free(o->mh);
+    free(o->mh_off);
+    free(o->mh_n);
+    free(o->mh_cnt);
+    free(o->members_by_acct);
     memset(o, 0, sizeof *o);
 }
 
@@ -52,30 +60,39 @@ static double usage_at(const fg_sched_t *s, double u, fg_time_t at, int32_t runn
     return u;
 }
 
+static void *re(void *p, size_t n)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        abort();
+    return q;
+}
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
  * and accounts (o must be zeroed the first time). */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 {
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
-    o->cursor = realloc(o->cursor, nm * sizeof *o->cursor);
-    o->m_picked = realloc(o->m_picked, nm * sizeof *o->m_picked);
-    o->m_left = realloc(o->m_left, nm * sizeof *o->m_left);
-    o->m_run0 = realloc(o->m_run0, nm * sizeof *o->m_run0);
-    o->m_base = realloc(o->m_base, nm * sizeof *o->m_base);
-    o->a_picked = realloc(o->a_picked, na * sizeof *o->a_picked);
-    o->a_left = realloc(o->a_left, na * sizeof *o->a_left);
-    o->a_run0 = realloc(o->a_run0, na * sizeof *o->a_run0);
-    o->a_base = realloc(o->a_base, na * sizeof *o->a_base);
-    if (!o->cursor || !o->m_picked || !o->m_left || !o->m_run0 || !o->m_base || !o->a_picked ||
-        !o->a_left || !o->a_run0 || !o->a_base)
-        abort();
-    for (size_t i = 0; i < s->nmembers; i++) {
-        const fg__member_t *m = &s->members[i];
-        o->m_picked[i] = 0;
-        o->m_run0[i] = m->running;
-        o->m_base[i] =
-            s->tau > 0 ? usage_at(s, m->usage, m->usage_at, m->running, now) / s->tau : 0.0;
-    }
+    o->cursor = re(o->cursor, nm * sizeof *o->cursor);
+    o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
+    o->m_left = re(o->m_left, nm * sizeof *o->m_left);
+    o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
+    o->m_base = re(o->m_base, nm * sizeof *o->m_base);
+    o->m_key = re(o->m_key, nm * sizeof *o->m_key);
+    o->mh = re(o->mh, nm * sizeof *o->mh);
+    o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
+    o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
+    o->a_left = re(o->a_left, na * sizeof *o->a_left);
+    o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
+    o->a_base = re(o->a_base, na * sizeof *o->a_base);
+    o->a_key = re(o->a_key, na * sizeof *o->a_key);
+    o->ah = re(o->ah, na * sizeof *o->ah);
+    o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
+    o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
+    o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
+    o->run_w = s->tau > 0 ? 0.5 : 1.0;
+    for (size_t i = 0; i <= s->naccounts; i++)
+        o->mh_off[i] = 0;
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
@@ -83,12 +100,107 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         o->a_base[i] =
             s->tau > 0 ? usage_at(s, a->usage, a->usage_at, a->running, now) / s->tau : 0.0;
     }
-    o->run_w = s->tau > 0 ? 0.5 : 1.0;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        const fg__member_t *m = &s->members[i];
+        o->m_picked[i] = 0;
+        o->m_run0[i] = m->running;
+        o->m_base[i] =
+            s->tau > 0 ? usage_at(s, m->usage, m->usage_at, m->running, now) / s->tau : 0.0;
+        o->mh_off[m->account + 1]++;
+    }
+    /* members grouped by account (counting sort), ascending inside each account */
+    for (size_t i = 1; i <= s->naccounts; i++)
+        o->mh_off[i] += o->mh_off[i - 1];
+    for (size_t i = 0; i < s->naccounts; i++)
+        o->mh_n[i] = 0;
+    for (size_t i = 0; i < s->nmembers; i++) {
+        int32_t a = s->members[i].account;
+        o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
+    }
     o->band = -1;
     o->rr_pos = 0;
+    o->nah = 0;
 }
 
-/* Sets up band b; returns the number of jobs in it. */
+/* ------------------------------------------------------------------ heaps */
+
+enum { H_ACCT, H_MEMBER, H_OLDEST };
+
+static bool job_before(const fg__job_t *a, const fg__job_t *b)
+{
+    if (a->submit_time != b->submit_time)
+        return a->submit_time < b->submit_time;
+    return a->id < b->id;
+}
+
+static const fg__job_t *head_job(const fg_sched_t *s, const fg__order_t *o, int32_t m)
+{
+    return &s->jobs[s->members[m].q[o->band].v[o->cursor[m]]];
+}
+
+/* Strict order of heap entries x, y (distinct): by key, then index. */
+static bool less(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t x, int32_t y)
+{
+    switch (kind) {
+    case H_ACCT:
+        if (o->a_key[x] != o->a_key[y])
+            return o->a_key[x] < o->a_key[y];
+        return x < y;
+    case H_MEMBER:
+        if (o->m_key[x] != o->m_key[y])
+            return o->m_key[x] < o->m_key[y];
+        return x < y;
+    default:
+        return job_before(head_job(s, o, x), head_job(s, o, y));
+    }
+}
+
+static void sift_down(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n,
+                      int32_t i)
+{
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && less(s, o, kind, h[l], h[m]))
+            m = l;
+        if (r < n && less(s, o, kind, h[r], h[m]))
+            m = r;
+        if (m == i)
+            return;
+        int32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+static void heapify(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n)
+{
+    for (int32_t i = n / 2 - 1; i >= 0; i--)
+        sift_down(s, o, kind, h, n, i);
+}
+
+/* The root's key grew (or it has nothing left): restore the heap. */
+static void root_changed(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h,
+                         int32_t *n, bool gone)
+{
+    if (gone)
+        h[0] = h[--*n];
+    sift_down(s, o, kind, h, *n, 0);
+}
+
+static double acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
+{
+    return (o->a_base[a] + o->run_w * (double)o->a_run0[a] + (double)o->a_picked[a]) /
+           s->accounts[a].weight;
+}
+
+static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
+{
+    return (o->m_base[m] + o->run_w * (double)o->m_run0[m] + (double)o->m_picked[m]) /
+           s->members[m].weight;
+}
+
+/* Sets up band b and its heaps; returns the number of jobs in it. */
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
@@ -102,60 +214,34 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         total += o->m_left[i];
     }
     o->rr_pos = 0;
+    o->nah = 0;
+    if (!total)
+        return 0;
+    if (s->cfg.policy == FG_POLICY_WFQ) {
+        for (size_t a = 0; a < s->naccounts; a++) {
+            int32_t n = 0, *h = &o->mh[o->mh_off[a]];
+            for (int32_t k = 0; k < o->mh_n[a]; k++) {
+                int32_t m = o->members_by_acct[o->mh_off[a] + k];
+                if (o->m_left[m]) {
+                    o->m_key[m] = member_key(s, o, m);
+                    h[n++] = m;
+                }
+            }
+            o->mh_cnt[a] = n;
+            heapify(s, o, H_MEMBER, h, n);
+            if (o->a_left[a]) {
+                o->a_key[a] = acct_key(s, o, (int32_t)a);
+                o->ah[o->nah++] = (int32_t)a;
+            }
+        }
+        heapify(s, o, H_ACCT, o->ah, o->nah);
+    } else if (s->cfg.policy != FG_POLICY_RR) {
+        for (size_t i = 0; i < s->nmembers; i++)
+            if (o->m_left[i])
+                o->mh[o->nah++] = (int32_t)i;
+        heapify(s, o, H_OLDEST, o->mh, o->nah);
+    }
     return total;
-}
-
-static bool job_before(const fg__job_t *a, const fg__job_t *b)
-{
-    if (a->submit_time != b->submit_time)
-        return a->submit_time < b->submit_time;
-    return a->id < b->id;
-}
-
-static int32_t pick_oldest(const fg_sched_t *s, const fg__order_t *o)
-{
-    int32_t best = -1;
-    const fg__job_t *bj = NULL;
-    for (size_t i = 0; i < s->nmembers; i++) {
-        if (!o->m_left[i])
-            continue;
-        const fg__job_t *j = &s->jobs[s->members[i].q[o->band].v[o->cursor[i]]];
-        if (!bj || job_before(j, bj)) {
-            bj = j;
-            best = (int32_t)i;
-        }
-    }
-    return best;
-}
-
-static int32_t pick_wfq(const fg_sched_t *s, const fg__order_t *o)
-{
-    int32_t ba = -1;
-    double bk = 0;
-    for (size_t i = 0; i < s->naccounts; i++) {
-        if (!o->a_left[i])
-            continue;
-        double k =
-            (o->a_base[i] + (double)o->a_run0[i] + (double)o->a_picked[i]) / s->accounts[i].weight;
-        if (ba < 0 || k < bk) {
-            ba = (int32_t)i;
-            bk = k;
-        }
-    }
-    if (ba < 0)
-        return -1;
-    int32_t bm = -1;
-    for (size_t i = 0; i < s->nmembers; i++) {
-        if (!o->m_left[i] || s->members[i].account != ba)
-            continue;
-        double k =
-            (o->m_base[i] + (double)o->m_run0[i] + (double)o->m_picked[i]) / s->members[i].weight;
-        if (bm < 0 || k < bk) {
-            bm = (int32_t)i;
-            bk = k;
-        }
-    }
-    return bm;
 }
 
 static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
@@ -175,28 +261,43 @@ static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
 int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
-        int32_t m = -1;
         if (o->band >= 0) {
+            int32_t m = -1, a = -1;
             switch (s->cfg.policy) {
             case FG_POLICY_WFQ:
-                m = pick_wfq(s, o);
+                if (o->nah) {
+                    a = o->ah[0];
+                    m = o->mh[o->mh_off[a]];
+                }
                 break;
             case FG_POLICY_RR:
                 m = pick_rr(s, o);
                 break;
             default:
-                m = pick_oldest(s, o);
+                if (o->nah)
+                    m = o->mh[0];
                 break;
             }
-        }
-        if (m >= 0) {
-            int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
-            int32_t g = s->jobs[slot].gpus;
-            o->m_left[m]--;
-            o->a_left[s->members[m].account]--;
-            o->m_picked[m] += g;
-            o->a_picked[s->members[m].account] += g;
-            return slot;
+            if (m >= 0) {
+                int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+                int32_t g = s->jobs[slot].gpus;
+                int32_t acc = s->members[m].account;
+                o->m_left[m]--;
+                o->a_left[acc]--;
+                o->m_picked[m] += g;
+                o->a_picked[acc] += g;
+                if (s->cfg.policy == FG_POLICY_WFQ) {
+                    o->m_key[m] = member_key(s, o, m);
+                    o->a_key[a] = acct_key(s, o, a);
+                    int32_t n = o->mh_cnt[a];
+                    root_changed(s, o, H_MEMBER, &o->mh[o->mh_off[a]], &n, o->m_left[m] == 0);
+                    o->mh_cnt[a] = n;
+                    root_changed(s, o, H_ACCT, o->ah, &o->nah, o->a_left[a] == 0);
+                } else if (s->cfg.policy != FG_POLICY_RR) {
+                    root_changed(s, o, H_OLDEST, o->mh, &o->nah, o->m_left[m] == 0);
+                }
+                return slot;
+            }
         }
         do {
             if (++o->band >= FG__NBANDS)

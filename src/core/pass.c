@@ -361,6 +361,8 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
         if (type_matches(j, (int32_t)ti))
             free_any += s->types[ti].free_gpus;
     j->r_b = free_any;
+    if (free_any < j->gpus)
+        return FG_REASON_RESOURCES;
     /* Free GPUs that would fit it but are held for another job? */
     for (size_t k = 0; k < s->ntouched; k++) {
         const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
@@ -376,7 +378,7 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
                 return FG_REASON_RESERVATION;
             }
     }
-    return free_any >= j->gpus ? FG_REASON_FRAGMENTATION : FG_REASON_RESOURCES;
+    return FG_REASON_FRAGMENTATION;
 }
 
 /* ------------------------------------------------------------------ preemption */
@@ -750,8 +752,9 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             if (idx > K &&
                 (!starts_possible || (c->backfill_depth > 0 && after_block > c->backfill_depth)))
                 break;
-        } else if (idx > K && fg_sched_gpus_free(s) == 0) {
-            break;
+        } else if (idx > K && fg_sched_gpus_free(s) == 0 && c->backfill_depth > 0 &&
+                   idx > K + c->backfill_depth) {
+            break; /* keep looking for the first blocked job: it gets the reservation */
         }
         out->scanned++;
         fg__job_t *j = &s->jobs[slot];
