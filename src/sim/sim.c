@@ -143,8 +143,8 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t t0,
-                        int64_t interval, char *err, size_t errlen);
+static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t interval,
+                        char *err, size_t errlen);
 
 int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
                     fg_jobrec_t **recs_out, char *err, size_t errlen)
@@ -236,9 +236,9 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         fg_fair_init(&fair, ntenants, w, (double)gpus, t0);
         free(w);
     }
-    if (o->share_series)
+    if (o->share_series) /* at most ~64M floats of samples in memory */
         fg_fair_sample(&fair, o->share_interval_s > 0 ? o->share_interval_s : 3600,
-                       (size_t)1 << 20);
+                       ((size_t)1 << 26) / (ntenants ? (size_t)ntenants : 1));
 
     size_t next_arr = 0, done = 0, skipped = 0;
     int64_t wake = FG_TIME_NEVER;
@@ -449,8 +449,9 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         fprintf(stderr, "\rsim %s: %zu/%zu jobs done in %.2f s%20s\n",
                 fg_policy_name(o->cfg.policy), done, n, r->replay_seconds, "");
     rc = 0;
-    if (o->share_series && write_series(o->share_series, t, &fair, t0,
-                                        fair.interval ? fair.interval : 3600, err, errlen) < 0)
+    if (o->share_series &&
+        write_series(o->share_series, t, &fair,
+                     o->share_interval_s > 0 ? o->share_interval_s : 3600, err, errlen) < 0)
         rc = -1;
 out:
     fg_decisions_free(&d);
@@ -491,8 +492,8 @@ static int cmp_tot(const void *a, const void *b)
 /* Writes the share series: a comment header, a column-name line, then one line per
  * sample: time in days since the first submit, then the GPU share (running GPUs / C) of
  * the SERIES_TOP tenants with the most GPU-time, then "other" (the rest summed). */
-static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t t0,
-                        int64_t interval, char *err, size_t errlen)
+static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t interval,
+                        char *err, size_t errlen)
 {
     FILE *fp = fopen(path, "w");
     if (!fp) {
@@ -518,7 +519,6 @@ static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *
     for (size_t i = 0; i < f->nsamples; i++) {
         const float *row = f->samples + i * (size_t)n;
         fprintf(fp, "%.4f", (double)(int64_t)(i * (size_t)interval) / 86400.0);
-        (void)t0;
         double rest = 0;
         for (int32_t k = 0; k < n; k++) {
             if (k < top)
