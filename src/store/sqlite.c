@@ -811,17 +811,20 @@ static void writer_checkpoint(sq_store_t *st)
 {
     if (st->wal_pages < st->ckpt_next)
         return;
+    uint64_t t0 = mono_us();
     int log = -1, copied = -1;
     int rc =
         sqlite3_wal_checkpoint_v2(st->writer->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
     bool complete = rc == SQLITE_OK && log >= 0 && copied >= log;
     st->ckpt_next = complete ? st->opts.wal_checkpoint_pages
                              : st->wal_pages + st->opts.wal_checkpoint_pages / 4 + 1;
-    if (complete) {
-        pthread_mutex_lock(&st->queue_mu);
-        st->stats.checkpoints++;
-        pthread_mutex_unlock(&st->queue_mu);
-    }
+    uint64_t dt = mono_us() - t0;
+    pthread_mutex_lock(&st->queue_mu);
+    st->stats.checkpoints += complete;
+    st->stats.checkpoint_us += dt;
+    if (dt > st->stats.max_checkpoint_us)
+        st->stats.max_checkpoint_us = dt;
+    pthread_mutex_unlock(&st->queue_mu);
 }
 
 static void *writer_main(void *arg)

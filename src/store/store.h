@@ -120,15 +120,17 @@ int fg_store_schema_version(fg_store_t *st);
 int fg_store_ping(fg_store_t *st);
 
 typedef struct fg_store_stats {
-    uint64_t commits;      /* transactions committed (each one fsync) */
-    uint64_t units;        /* write units run */
-    uint64_t units_failed; /* units rolled back (their fn returned non-zero) */
-    uint64_t max_batch;    /* largest number of units in one commit so far */
-    uint64_t queue_len;    /* units waiting right now */
-    uint64_t batch_us;     /* total microseconds spent running batches (units + commit) */
-    uint64_t commit_us;    /* of which in COMMIT (the fsync) */
-    uint64_t checkpoints;  /* complete WAL checkpoints (the WAL then restarts) */
-    uint64_t wal_pages;    /* WAL frames after the last commit */
+    uint64_t commits;           /* transactions committed (each one fsync) */
+    uint64_t units;             /* write units run */
+    uint64_t units_failed;      /* units rolled back (their fn returned non-zero) */
+    uint64_t max_batch;         /* largest number of units in one commit so far */
+    uint64_t queue_len;         /* units waiting right now */
+    uint64_t batch_us;          /* total microseconds spent running batches (units + commit) */
+    uint64_t commit_us;         /* of which in COMMIT (the fsync) */
+    uint64_t checkpoints;       /* complete WAL checkpoints (the WAL then restarts) */
+    uint64_t wal_pages;         /* WAL frames after the last commit */
+    uint64_t checkpoint_us;     /* total time the writer spent completing checkpoints */
+    uint64_t max_checkpoint_us; /* the longest of them (a pause of the commit pipeline) */
 } fg_store_stats_t;
 
 /* Copies the store's counters (for /metrics and benchmarks). */
