@@ -872,8 +872,12 @@ static void check_tables(world_t *w)
     fg_sched_t *s = w->s[0];
     static fg_job_id_t owner[MAXNODES][FG_MAX_NODE_GPUS];
     memset(owner, 0, sizeof owner[0] * (size_t)w->nnodes);
-    int32_t acct_run[MAXACCT + 1];
+    int32_t acct_run[MAXACCT + 1], acct_pend[MAXACCT + 1];
+    int32_t mem_run[MAXACCT][MAXMEM], mem_pend[MAXACCT][MAXMEM];
     memset(acct_run, 0, sizeof acct_run);
+    memset(acct_pend, 0, sizeof acct_pend);
+    memset(mem_run, 0, sizeof mem_run);
+    memset(mem_pend, 0, sizeof mem_pend);
     size_t pending = 0, live = 0;
     for (fg_job_id_t id = 1; id < w->next_id; id++) {
         const djob_t *dj = &w->job[id];
@@ -894,6 +898,8 @@ static void check_tables(world_t *w)
               (int)dj->running, (int)dj->preempting, dj->attempt);
         if (ji.state == FG_JOB_PENDING) {
             pending++;
+            acct_pend[dj->acct]++;
+            mem_pend[dj->acct][dj->member]++;
             CHECK(ji.nallocs == 0 && !ji.preempting, "pending job %llu holds GPUs",
                   (unsigned long long)id);
             CHECK(ji.estimated_start >= w->now,
@@ -904,6 +910,7 @@ static void check_tables(world_t *w)
         CHECK(ji.state == FG_JOB_RUNNING, "job %llu in state %d", (unsigned long long)id,
               (int)ji.state);
         acct_run[dj->acct] += ji.gpus;
+        mem_run[dj->acct][dj->member] += ji.gpus;
         int32_t total = 0;
         for (int32_t k = 0; k < ji.nallocs; k++) {
             const fg_alloc_t *al = &ji.allocs[k];
@@ -951,8 +958,20 @@ static void check_tables(world_t *w)
         fg_account_info_t ai;
         assert_int_equal(fg_sched_account_info(s, fg_sched_account_find(s, w->acct_name[a]), &ai),
                          FG_OK);
-        CHECK(ai.running_gpus == acct_run[a], "account %s: running_gpus %d, counted %d",
-              w->acct_name[a], ai.running_gpus, acct_run[a]);
+        CHECK(ai.running_gpus == acct_run[a] && ai.pending_jobs == acct_pend[a],
+              "account %s: running_gpus %d, pending_jobs %d; counted %d, %d", w->acct_name[a],
+              ai.running_gpus, ai.pending_jobs, acct_run[a], acct_pend[a]);
+        for (int m = 0; m < w->nmem[a]; m++) {
+            char user[16];
+            snprintf(user, sizeof user, "u%d", m);
+            fg_member_info_t mi;
+            assert_int_equal(
+                fg_sched_member_info(s, fg_sched_member_find(s, w->acct_name[a], user), &mi),
+                FG_OK);
+            CHECK(mi.running_gpus == mem_run[a][m] && mi.pending_jobs == mem_pend[a][m],
+                  "member %s/%s: running_gpus %d, pending_jobs %d; counted %d, %d", w->acct_name[a],
+                  user, mi.running_gpus, mi.pending_jobs, mem_run[a][m], mem_pend[a][m]);
+        }
         CHECK(w->quota[a] < 0 || acct_run[a] <= w->quota[a], "account %s runs %d GPUs, quota %d",
               w->acct_name[a], acct_run[a], w->quota[a]);
     }

@@ -230,6 +230,68 @@ static void test_a_preemption_is_not_a_retry(void **state)
     fg_sched_free(s);
 }
 
+/* A node dies under a 16-GPU job. Three 8-GPU nodes: job 1 (a, 16 GPUs, one retry) runs
+ * on n0+n1, job 2 (b, 4 GPUs) on n2. At t=100 n1 goes down: the core keeps the job
+ * running until the caller reports it (the node table still names job 1 on n1), then the
+ * report frees all 16 GPUs on both nodes and requeues job 1 (retry 1 of 1, eligible at
+ * 100 + 30). With n1 down only n0 is whole: job 1 waits. n1 comes back at t=200: job 1
+ * starts again on n0+n1 (attempt 2). n0 dies at t=300: no retry left, FAILED, and both
+ * nodes are free again. */
+static void test_a_lost_node_frees_every_gpu_of_its_jobs(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(NULL, 3);
+    submit(s, 1, 'a', 16, 1, 0);
+    submit(s, 2, 'b', 4, 0, 0);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 2);
+    fg_job_info_t j1 = info(s, 1);
+    assert_int_equal(j1.nallocs, 2);
+    assert_int_equal(j1.allocs[0].node, 0);
+    assert_int_equal(j1.allocs[1].node, 1);
+
+    assert_int_equal(fg_sched_node_set_state(s, 1, FG_NODE_DOWN, 100), FG_OK);
+    fg_node_info_t ni;
+    assert_int_equal(fg_sched_node_info(s, 1, &ni), FG_OK);
+    assert_int_equal(ni.state, FG_NODE_DOWN);
+    for (int g = 0; g < 8; g++)
+        assert_int_equal(ni.gpu_job[g], 1);
+    assert_int_equal(info(s, 1).state, FG_JOB_RUNNING);
+
+    fg_attempt_t rec;
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_NODE_LOST, 100, &rec), FG_OK);
+    assert_int_equal(rec.new_state, FG_JOB_PENDING);
+    assert_int_equal(rec.gpu_seconds, 16 * 100);
+    assert_int_equal(rec.eligible_time, 130);
+    assert_int_equal(info(s, 1).retries_used, 1);
+    for (int n = 0; n < 2; n++) {
+        assert_int_equal(fg_sched_node_info(s, n, &ni), FG_OK);
+        assert_int_equal(ni.free_gpus, 8);
+    }
+    assert_int_equal(fg_sched_gpus_up(s), 16);   /* n0 and n2 */
+    assert_int_equal(fg_sched_gpus_free(s), 12); /* n0 8 + n2 4 */
+    assert_int_equal(pass_starts(s, 130, 1), 0);
+
+    assert_int_equal(fg_sched_node_set_state(s, 1, FG_NODE_UP, 200), FG_OK);
+    assert_int_equal(fg_sched_pass(s, 200, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    assert_int_equal(d.starts[0].job, 1);
+    assert_int_equal(d.starts[0].attempt, 2);
+    assert_int_equal(d.starts[0].alloc_n, 2);
+    assert_int_equal(d.allocs[d.starts[0].alloc_off].node, 0);
+    assert_int_equal(d.allocs[d.starts[0].alloc_off + 1].node, 1);
+
+    assert_int_equal(fg_sched_node_set_state(s, 0, FG_NODE_DOWN, 300), FG_OK);
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 2, FG_END_NODE_LOST, 300, &rec), FG_OK);
+    assert_int_equal(rec.new_state, FG_JOB_FAILED);
+    assert_int_equal(fg_sched_job_info(s, 1, &j1), FG_ENOENT);
+    assert_int_equal(fg_sched_gpus_free(s), 8 + 4); /* n1 8 + n2 4; n0 is down */
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 /* ------------------------------------------------------------------ stale reports */
 
 /* Job 1 fails in attempt 1 and runs attempt 2. A late report for attempt 1, or one for an
@@ -493,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_the_retry_backoff_is_capped),
         cmocka_unit_test(test_no_retries_left_ends_the_job),
         cmocka_unit_test(test_a_preemption_is_not_a_retry),
+        cmocka_unit_test(test_a_lost_node_frees_every_gpu_of_its_jobs),
         cmocka_unit_test(test_a_report_for_another_attempt_is_stale),
         cmocka_unit_test(test_an_account_never_runs_more_than_its_quota),
         cmocka_unit_test(test_a_lowered_quota_holds_new_starts_without_preempting),
