@@ -81,6 +81,23 @@ static size_t pass(fg_sched_t *s, fg_time_t now)
     return n;
 }
 
+/* Does text mention `word`? A number must stand alone ("100" is not in "1000"), so the
+ * tests check the numbers of an explanation, not its phrasing. */
+static bool mentions(const char *text, const char *word)
+{
+    bool number = word[0] >= '0' && word[0] <= '9';
+    size_t n = strlen(word);
+    for (const char *p = strstr(text, word); p; p = strstr(p + 1, word)) {
+        if (!number)
+            return true;
+        bool digit_before = p > text && p[-1] >= '0' && p[-1] <= '9';
+        bool digit_after = p[n] >= '0' && p[n] <= '9';
+        if (!digit_before && !digit_after)
+            return true;
+    }
+    return false;
+}
+
 /* Asserts job `id` is pending with `reason` both in its info and from explain, and that
  * the explanation mentions every string of `words` (NULL-terminated). */
 static void expect_reason(fg_sched_t *s, fg_job_id_t id, fg_time_t now, fg_reason_t reason,
@@ -97,7 +114,7 @@ static void expect_reason(fg_sched_t *s, fg_job_id_t id, fg_time_t now, fg_reaso
     assert_int_equal(fg_sched_explain(s, id, now, buf, sizeof buf), (int)reason);
     assert_true(strlen(buf) > 0);
     for (; words && *words; words++)
-        if (!strstr(buf, *words)) {
+        if (!mentions(buf, *words)) {
             print_error("job %llu: \"%s\" does not mention \"%s\"\n", (unsigned long long)id, buf,
                         *words);
             fail();
@@ -118,7 +135,7 @@ static void test_not_enough_free_gpus_is_resources(void **state)
     submit(s, 2, 4, NULL, 500, 10);
     assert_int_equal(pass(s, 10), 0);
     assert_int_equal(info(s, 2).estimated_start, 1000);
-    const char *words[] = {"4 free GPUs", "1000", NULL};
+    const char *words[] = {"4", "1000", NULL}; /* GPUs wanted, expected start */
     expect_reason(s, 2, 10, FG_REASON_RESOURCES, words);
     fg_sched_free(s);
 }
@@ -139,7 +156,7 @@ static void test_enough_gpus_on_no_single_node_is_fragmentation(void **state)
     assert_int_equal(pass(s, 10), 0);
     assert_int_equal(fg_sched_gpus_free(s), 4);
     assert_int_equal(info(s, 3).estimated_start, 500);
-    const char *words[] = {"4 GPUs free", "500", NULL};
+    const char *words[] = {"4", "3", "500", NULL}; /* free, wanted, expected start */
     expect_reason(s, 3, 10, FG_REASON_FRAGMENTATION, words);
     fg_sched_free(s);
 }
@@ -159,7 +176,7 @@ static void test_gpus_held_for_a_reserved_job_is_reservation(void **state)
     assert_int_equal(pass(s, 10), 0);
     assert_int_equal(info(s, 77).estimated_start, 1000);
     assert_int_equal(info(s, 88).estimated_start, 1100);
-    const char *words[] = {"job 77", "1000", "1100", NULL};
+    const char *words[] = {"77", "1000", "1100", NULL}; /* holder, from, expected start */
     expect_reason(s, 88, 10, FG_REASON_RESERVATION, words);
     fg_sched_free(s);
 }
@@ -294,7 +311,7 @@ static void test_jobs_beyond_the_estimate_depth_are_explained_by_their_place(voi
     assert_int_equal(info(s, 500).estimated_start, FG_TIME_NEVER);
     char buf[FG_REASON_MAX];
     assert_int_equal(fg_sched_explain(s, 500, 20, buf, sizeof buf), FG_REASON_PRIORITY);
-    if (!strstr(buf, "behind 3")) {
+    if (!mentions(buf, "3")) {
         print_error("job 500: \"%s\" does not say it is behind 3 jobs\n", buf);
         fail();
     }
