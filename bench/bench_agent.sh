@@ -79,19 +79,30 @@ for i in $(seq 1 "$N"); do
 done >"$TMP/curl.cfg"
 
 now_ms() { date +%s%3N; }
+cpu_ticks() { # utime + stime of the given pids, in clock ticks
+    local t=0 p
+    for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
+    echo $t
+}
+CPU_S0=$(cpu_ticks "$SERVER_PID")
+CPU_A0=$(cpu_ticks "${AGENT_PIDS[@]}")
 T0=$(now_ms)
-curl -s --parallel --parallel-max 16 -K "$TMP/curl.cfg" >"$TMP/codes"
+curl -s --no-progress-meter --parallel --parallel-max 16 -K "$TMP/curl.cfg" >"$TMP/codes"
 T_SUB=$(now_ms)
 CREATED=$(grep -c '^201$' "$TMP/codes")
-# Done when nothing is pending or running.
+# Done when nothing is pending or running (polled every 50 ms by one curl: the harness
+# must not eat the CPU it measures).
 while :; do
-    p=$(api "/v1/jobs?state=PENDING&limit=1" | jq '.items | length')
-    r=$(api "/v1/jobs?state=RUNNING&limit=1" | jq '.items | length')
-    [ "$p" = 0 ] && [ "$r" = 0 ] && break
+    if curl -s "$URL/v1/jobs?state=PENDING&limit=1" -H "Authorization: Bearer $TOKEN" | grep -q '"items":\[\]' &&
+        curl -s "$URL/v1/jobs?state=RUNNING&limit=1" -H "Authorization: Bearer $TOKEN" | grep -q '"items":\[\]'; then
+        break
+    fi
     [ $(($(now_ms) - T0)) -gt 600000 ] && { echo "bench_agent: timed out" >&2; break; }
-    sleep 0.02
+    sleep 0.05
 done
 T1=$(now_ms)
+CPU_S1=$(cpu_ticks "$SERVER_PID")
+CPU_A1=$(cpu_ticks "${AGENT_PIDS[@]}")
 DONE=0
 CURSOR=
 while :; do
@@ -113,5 +124,9 @@ echo "agent_e2e_submit_s $(awk -v a=$((T_SUB - T0)) 'BEGIN {printf "%.3f", a / 1
 echo "agent_e2e_elapsed_s $(awk -v a=$ELAPSED 'BEGIN {printf "%.3f", a / 1000}') s"
 echo "agent_e2e_jobs_per_s $(awk -v n="$DONE" -v a=$ELAPSED 'BEGIN {printf "%.1f", n * 1000 / a}') jobs/s"
 echo "agent_e2e_server_peak_rss ${HWM:-0} kB"
+HZ=$(getconf CLK_TCK)
+echo "agent_e2e_server_cpu_per_job $(awk -v t=$((CPU_S1 - CPU_S0)) -v n="$DONE" -v hz="$HZ" 'BEGIN {printf "%.2f", n ? t * 1000 / hz / n : 0}') ms"
+echo "agent_e2e_agents_cpu_per_job $(awk -v t=$((CPU_A1 - CPU_A0)) -v n="$DONE" -v hz="$HZ" 'BEGIN {printf "%.2f", n ? t * 1000 / hz / n : 0}') ms"
+echo "machine_loadavg_1m $(cut -d' ' -f1 /proc/loadavg) runnable"
 echo "agent_e2e_agent_peak_rss ${AHWM:-0} kB"
 [ "$DONE" = "$N" ] || { echo "bench_agent: only $DONE of $N jobs completed" >&2; exit 1; }

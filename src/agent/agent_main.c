@@ -458,6 +458,9 @@ int fg_cmd_agent(int argc, char **argv)
         free(ag);
         return 2;
     }
+    /* Before any thread exists: the single-threaded helper that forks job monitors. */
+    if (fg_launcher_init() != 0)
+        fg_log(FG_LOG_WARN, "cannot start the launcher helper; forking monitors directly");
     /* Signals: handled by sigwait in this thread; blocked everywhere else. */
     sigset_t set;
     sigemptyset(&set);
@@ -532,6 +535,7 @@ int fg_cmd_agent(int argc, char **argv)
     }
     close(ag->wake[0]);
     close(ag->wake[1]);
+    fg_launcher_shutdown();
     free(ag->nodes);
     pthread_mutex_destroy(&ag->mu);
     free(ag);

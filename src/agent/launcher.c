@@ -24,6 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -373,6 +375,335 @@ static void monitor_main(const prep_t *pp)
     _exit(0);
 }
 
+/* ------------------------------------------------------------ the zygote */
+
+/*
+ * Forking the agent itself is costly: it is multi-threaded, so every fork write-protects
+ * its pages and each later write by another thread takes a copy-on-write fault plus a
+ * TLB shootdown across CPUs (measured: most of the agent's CPU per trivial job). So the
+ * agent forks once, early, a single-threaded *zygote*, and asks it over a socket to fork
+ * the monitors. The request carries the prepared launch (strings and numbers) and the
+ * log, /dev/null and cgroup descriptors (SCM_RIGHTS); the reply carries the monitor's
+ * and the job's pids and the read end of the life pipe. Monitors are the zygote's
+ * children; it reaps them. It exits when the agent closes the socket (or dies).
+ */
+
+static int g_zy_fd = -1;   /* agent side of the socket; -1: not started */
+static pid_t g_zy_pid = 0; /* the zygote */
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static int write_full(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Sends n bytes with up to 3 descriptors attached. */
+static int send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    ssize_t w;
+    while ((w = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    if (w < 0)
+        return -1;
+    if ((size_t)w < n)
+        return write_full(sock, (const char *)buf + w, n - (size_t)w);
+    return 0;
+}
+
+/* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
+static int recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds)
+{
+    for (int i = 0; i < maxfds; i++)
+        fds[i] = -1;
+    struct iovec iov = {.iov_base = buf, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    ssize_t r;
+    while ((r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (k > maxfds)
+                k = maxfds;
+            memcpy(fds, CMSG_DATA(c), (size_t)k * sizeof(int));
+        }
+    }
+    if ((size_t)r < n)
+        return read_full(sock, (char *)buf + r, n - (size_t)r);
+    return 0;
+}
+
+/* The request: fixed header, then the strings, NUL-separated. */
+typedef struct zy_req {
+    uint32_t len; /* bytes of strings that follow */
+    int32_t switch_user, uid, gid, ngroups, argc, envc, has_cg;
+    gid_t groups[64];
+    int64_t log_limit;
+} zy_req_t;
+
+typedef struct zy_rep {
+    int32_t monitor, job, err;
+} zy_rep_t;
+
+static void buf_add(char **b, size_t *n, size_t *cap, const char *s)
+{
+    size_t l = strlen(s) + 1;
+    *b = fg_xgrow(*b, cap, *n + l, 1);
+    memcpy(*b + *n, s, l);
+    *n += l;
+}
+
+/* Takes the next NUL-terminated string of [*p, end); NULL if malformed. */
+static const char *buf_take(const char **p, const char *end)
+{
+    const char *s = *p;
+    const char *z = memchr(s, '\0', (size_t)(end - s));
+    if (!z)
+        return NULL;
+    *p = z + 1;
+    return s;
+}
+
+/* The zygote's loop. Never returns. */
+static void zygote_main(int sock)
+{
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN);
+    for (;;) {
+        while (waitpid(-1, NULL, WNOHANG) > 0) /* reap finished monitors */
+            ;
+        struct pollfd pf = {.fd = sock, .events = POLLIN};
+        if (poll(&pf, 1, 1000) == 0)
+            continue;
+        zy_req_t rq;
+        int fds[3];
+        if (recv_fds(sock, &rq, sizeof rq, fds, 3) != 0)
+            _exit(0); /* the agent is gone */
+        char *strs = malloc(rq.len + 1);
+        zy_rep_t rep = {0, 0, 0};
+        if (!strs || rq.len > (64u << 20) || read_full(sock, strs, rq.len) != 0)
+            _exit(1);
+        const char *p = strs, *end = strs + rq.len;
+        prep_t pp;
+        memset(&pp, 0, sizeof pp);
+        pp.exec_path = buf_take(&p, end);
+        pp.job_dir = buf_take(&p, end);
+        pp.status_path = buf_take(&p, end);
+        const char *tmp = buf_take(&p, end);
+        pp.unix_user = buf_take(&p, end);
+        const char *marker = buf_take(&p, end);
+        char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
+        char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
+        int okp = pp.exec_path && pp.job_dir && pp.status_path && tmp && pp.unix_user && marker &&
+                  argv && envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
+        for (int i = 0; okp && i < rq.argc; i++)
+            okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
+        for (int i = 0; okp && i < rq.envc; i++)
+            okp = (envp[i] = (char *)buf_take(&p, end)) != NULL;
+        int life[2] = {-1, -1};
+        if (!okp || fds[0] < 0 || fds[1] < 0) {
+            rep.err = EINVAL;
+        } else if (pipe2(life, O_CLOEXEC) != 0) {
+            rep.err = errno;
+        } else {
+            snprintf(pp.status_tmp, sizeof pp.status_tmp, "%s", tmp);
+            snprintf(pp.marker, sizeof pp.marker, "%s", marker);
+            pp.argv = argv;
+            pp.envp = envp;
+            pp.switch_user = rq.switch_user;
+            pp.uid = (uid_t)rq.uid;
+            pp.gid = (gid_t)rq.gid;
+            pp.ngroups = rq.ngroups;
+            memcpy(pp.groups, rq.groups, sizeof pp.groups);
+            pp.log_limit = rq.log_limit;
+            pp.log_fd = fds[0];
+            pp.null_fd = fds[1];
+            pp.cg_fd = rq.has_cg ? fds[2] : -1;
+            pp.life_w = life[1];
+            pid_t mon = fork();
+            if (mon == 0) {
+                close(sock);
+                monitor_main(&pp);
+            }
+            close(life[1]);
+            if (mon < 0) {
+                rep.err = errno;
+            } else {
+                pid_t job = 0;
+                if (read_full(life[0], &job, sizeof job) != 0)
+                    job = 0;
+                rep.monitor = mon;
+                rep.job = job;
+            }
+        }
+        int lfd = life[0];
+        send_fds(sock, &rep, sizeof rep, &lfd, lfd >= 0 && !rep.err ? 1 : 0);
+        if (life[0] >= 0)
+            close(life[0]);
+        for (int i = 0; i < 3; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(argv);
+        free(envp);
+        free(strs);
+    }
+}
+
+int fg_launcher_init(void)
+{
+    pthread_mutex_lock(&g_fork_mu);
+    if (g_zy_fd >= 0) {
+        pthread_mutex_unlock(&g_fork_mu);
+        return 0;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        pthread_mutex_unlock(&g_fork_mu);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Single-threaded from here on. Own session: terminal signals are the agent's. */
+        setsid();
+        if (sv[1] != 3) {
+            dup2(sv[1], 3);
+            close(sv[1]);
+        }
+        s_close_from(4);
+        int fd0 = open("/dev/null", O_RDWR);
+        if (fd0 >= 0 && fd0 != 0) {
+            dup2(fd0, 0);
+            close(fd0);
+        }
+        zygote_main(3);
+    }
+    close(sv[1]);
+    if (pid < 0) {
+        close(sv[0]);
+        pthread_mutex_unlock(&g_fork_mu);
+        return -1;
+    }
+    g_zy_fd = sv[0];
+    g_zy_pid = pid;
+    pthread_mutex_unlock(&g_fork_mu);
+    return 0;
+}
+
+void fg_launcher_shutdown(void)
+{
+    pthread_mutex_lock(&g_fork_mu);
+    if (g_zy_fd >= 0) {
+        close(g_zy_fd);
+        g_zy_fd = -1;
+        while (waitpid(g_zy_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+        g_zy_pid = 0;
+    }
+    pthread_mutex_unlock(&g_fork_mu);
+}
+
+/* Asks the zygote to start the monitor of pp. 0 with p filled, or -1 (use fork). */
+static int zygote_launch(const prep_t *pp, fg_proc_t *p)
+{
+    if (g_zy_fd < 0 && fg_launcher_init() != 0)
+        return -1;
+    zy_req_t rq;
+    memset(&rq, 0, sizeof rq);
+    char *b = NULL;
+    size_t n = 0, cap = 0;
+    buf_add(&b, &n, &cap, pp->exec_path);
+    buf_add(&b, &n, &cap, pp->job_dir);
+    buf_add(&b, &n, &cap, pp->status_path);
+    buf_add(&b, &n, &cap, pp->status_tmp);
+    buf_add(&b, &n, &cap, pp->unix_user ? pp->unix_user : "");
+    buf_add(&b, &n, &cap, pp->marker);
+    for (; pp->argv[rq.argc]; rq.argc++)
+        buf_add(&b, &n, &cap, pp->argv[rq.argc]);
+    for (; pp->envp[rq.envc]; rq.envc++)
+        buf_add(&b, &n, &cap, pp->envp[rq.envc]);
+    rq.len = (uint32_t)n;
+    rq.switch_user = pp->switch_user;
+    rq.uid = (int32_t)pp->uid;
+    rq.gid = (int32_t)pp->gid;
+    rq.ngroups = pp->ngroups;
+    memcpy(rq.groups, pp->groups, sizeof rq.groups);
+    rq.log_limit = pp->log_limit;
+    rq.has_cg = pp->cg_fd >= 0;
+    int fds[3] = {pp->log_fd, pp->null_fd, pp->cg_fd};
+    zy_rep_t rep;
+    int lfd[1] = {-1};
+    pthread_mutex_lock(&g_fork_mu);
+    int ok = g_zy_fd >= 0 && send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 3 : 2) == 0 &&
+             write_full(g_zy_fd, b, n) == 0 && recv_fds(g_zy_fd, &rep, sizeof rep, lfd, 1) == 0;
+    if (!ok && g_zy_fd >= 0) {
+        /* The zygote died: forget it (the next launch starts a new one). */
+        close(g_zy_fd);
+        g_zy_fd = -1;
+        waitpid(g_zy_pid, NULL, WNOHANG);
+        g_zy_pid = 0;
+    }
+    pthread_mutex_unlock(&g_fork_mu);
+    free(b);
+    if (!ok || rep.err || lfd[0] < 0) {
+        if (lfd[0] >= 0)
+            close(lfd[0]);
+        return -1;
+    }
+    p->monitor = rep.monitor;
+    p->pgid = rep.job;
+    p->life_fd = lfd[0];
+    p->child = 0; /* the zygote reaps it */
+    return 0;
+}
+
 /* ------------------------------------------------------------ agent side */
 
 /* Appends "; msg" to the proc's warnings and logs it. */
@@ -665,6 +996,11 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     pp.argv = argv.v;
     pp.envp = env.v;
 
+    if (zygote_launch(&pp, p) == 0) {
+        rc = 0;
+        goto out;
+    }
+    /* No zygote (it could not be started): fork the monitor from here. */
     if (pipe2(life, O_CLOEXEC) != 0) {
         snprintf(err, errlen, "pipe: %s", strerror(errno));
         goto out;
@@ -683,25 +1019,13 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     close(life[1]);
     life[1] = -1;
     pid_t job = 0;
-    size_t got = 0;
-    while (got < sizeof job) {
-        ssize_t n = read(life[0], (char *)&job + got, sizeof job - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    if (read_full(life[0], &job, sizeof job) != 0 || job <= 0)
+        job = 0; /* the monitor could not start the job; it wrote the status file */
     p->monitor = mon;
     p->child = 1;
     p->life_fd = life[0];
     life[0] = -1;
-    if (got != sizeof job || job <= 0) {
-        /* The monitor could not start the job; it wrote the status file and exits. */
-        p->pgid = 0;
-    } else {
-        p->pgid = job;
-    }
+    p->pgid = job;
     rc = 0;
 out:
     if (life[0] >= 0)

@@ -68,6 +68,16 @@ typedef struct fg_exit {
 #define FG_LOG_LIMIT_DEFAULT (64LL * 1024 * 1024)
 
 /*
+ * Starts the launcher's zygote, a single-threaded helper that forks the monitors (cheaper
+ * and safer than forking a multi-threaded agent). Call it early, before creating
+ * threads; fg_launch_start calls it lazily otherwise. 0 or -1 (then monitors are forked
+ * from the caller).
+ */
+int fg_launcher_init(void);
+/* Stops the zygote (running monitors and jobs are not affected). */
+void fg_launcher_shutdown(void);
+
+/*
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns
  * p->life_fd and closes it through fg_proc_reap). On failure returns -1 with err set and
  * nothing left running. Warnings (user switch or cgroup refused) go to p->warnings and to
