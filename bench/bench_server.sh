@@ -27,7 +27,7 @@ cleanup() {
 trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --rate-limit 0 \
-    --max-pending-per-user 0 --log-level warn ${FG_BENCH_SERVER_ARGS:-} >"$tmp/server.log" 2>&1 &
+    --max-pending-per-user 0 --log-level warn ${FG_BENCH_SERVER_ARGS:---threads 2} >"$tmp/server.log" 2>&1 &
 pid=$!
 for _ in $(seq 200); do
     curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break

@@ -23,7 +23,7 @@ void srv_config_default(srv_config_t *c)
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->listen_port = 8080;
     c->registration_open = true;
-    c->threads = 32;
+    c->threads = 8;
     c->session_ttl_s = 7 * 86400;
     c->default_time_limit_s = 86400;
     c->max_time_limit_s = 30 * 86400;
@@ -302,7 +302,7 @@ static void usage(FILE *f)
           "  --listen HOST:PORT         default 127.0.0.1:8080\n"
           "  --config FILE              key = value lines; flags override them\n"
           "  --registration open|closed anyone may register (default open)\n"
-          "  --threads N                HTTP worker threads (default 32)\n"
+          "  --threads N                HTTP worker threads (default 8)\n"
           "  --max-connections N        (default 4096)\n"
           "  --session-ttl DUR          login session lifetime (default 7d)\n"
           "  --default-time-limit DUR   job time limit when none is given (default 24h)\n"

@@ -103,12 +103,15 @@ void srv_sched_post(srv_t *s, srv_msg_t *m)
 {
     pthread_mutex_lock(&s->sched_mu);
     m->next = NULL;
+    bool was_empty = s->inbox_head == NULL;
     if (s->inbox_tail)
         s->inbox_tail->next = m;
     else
         s->inbox_head = m;
     s->inbox_tail = m;
-    pthread_cond_signal(&s->sched_cv);
+    /* one wake-up per batch: whoever made the inbox non-empty signalled already */
+    if (was_empty)
+        pthread_cond_signal(&s->sched_cv);
     pthread_mutex_unlock(&s->sched_mu);
 }
 

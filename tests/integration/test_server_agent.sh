@@ -210,4 +210,8 @@ for _ in $(seq 100); do
     sleep 0.2
 done
 [ "$st" = up ] || { echo "restarted node $victim is $st" >&2; exit 1; }
+# SIGTERM: the server stops cleanly (exit 0; under ASan this includes no leaks).
+kill -TERM "$server_pid"
+wait "$server_pid" || { echo "server exited with $?" >&2; tail -20 "$tmp/server.log" >&2; exit 1; }
+server_pid=
 echo "test_server_agent: OK"

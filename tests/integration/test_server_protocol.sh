@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The agent protocol driven by hand (docs/agent-protocol.md), against a real server:
+# registration and its validation, heartbeat fencing (unknown node 404, wrong instance or
+# epoch 409), the assignments long-poll (held, woken by a start within milliseconds,
+# acknowledged by `after`), started/exited fencing (wrong epoch, wrong attempt, wrong node,
+# twice: 409; unknown job: 404), offset-idempotent logs (append, duplicate, gap -> 409 with
+# the stored length), and a reconcile that stops a rank the controller does not know.
+set -euo pipefail
+BIN=${1:?usage: test_server_protocol.sh /path/to/fairgpu}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_protocol.XXXXXX")
+server_pid=
+cleanup() {
+    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --insecure-fast-password-hash \
+    --rate-limit 0 --heartbeat-interval 2 --heartbeat-misses 3 >"$tmp/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 200); do
+    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+    sleep 0.05
+done
+python3 - "$port" "$tmp/data/agent.token" <<'PY'
+import base64, json, sys, threading, time, http.client
+PORT = int(sys.argv[1])
+AGENT = open(sys.argv[2]).read().strip()
+fails = []
+def check(c, what):
+    if not c:
+        fails.append(what); print("FAIL:", what, file=sys.stderr)
+def req(method, path, body=None, token=AGENT):
+    c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
+    h = {"Content-Type": "application/json"}
+    if token: h["Authorization"] = "Bearer " + token
+    c.request(method, path, body=json.dumps(body) if body is not None else None, headers=h)
+    r = c.getresponse()
+    d = r.read()
+    c.close()
+    return r.status, (json.loads(d) if d else None)
+req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"}, None)
+TA = req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"}, None)[1]["token"]
+gpus = [{"index": i, "uuid": "GPU-t-%d" % i, "type": "h100", "memory_mb": 81559} for i in range(4)]
+reg = {"node": "t1", "instance": "aaaa", "addr": "127.0.0.1", "cpus": 16, "memory_mb": 64000,
+       "gpu_type": "h100", "gpus": gpus, "running": []}
+# registration validation
+st, b = req("POST", "/v1/agent/register", dict(reg, gpus=[]))
+check(st == 400 and b["error"]["field"] == "gpus", "register without GPUs: %s %s" % (st, b))
+st, b = req("POST", "/v1/agent/register", dict(reg, node="bad name"))
+check(st == 400 and b["error"]["field"] == "node", "bad node name")
+st, b = req("POST", "/v1/agent/register", reg, token=TA)
+check(st == 401, "user token refused on agent routes")
+st, r = req("POST", "/v1/agent/register", reg)
+check(st == 200 and r["node_state"] == "up" and r["epoch"] >= 1 and r["stop"] == [] and "after" in r, "register: %s" % r)
+epoch, after = r["epoch"], r["after"]
+# heartbeat fencing
+hb = {"node": "t1", "instance": "aaaa", "epoch": epoch, "time_ms": int(time.time() * 1000),
+      "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 1234, "memory_mb": 81559}], "running": []}
+st, b = req("POST", "/v1/agent/heartbeat", hb)
+check(st == 200 and b["epoch"] == epoch, "heartbeat")
+check(req("POST", "/v1/agent/heartbeat", dict(hb, node="zz"))[0] == 404, "heartbeat of an unknown node: 404")
+check(req("POST", "/v1/agent/heartbeat", dict(hb, instance="bbbb"))[0] == 409, "heartbeat of another instance: 409")
+check(req("POST", "/v1/agent/heartbeat", dict(hb, epoch=epoch + 7))[0] == 409, "heartbeat with another epoch: 409")
+st, nodes = req("GET", "/v1/nodes", token=TA)
+g0 = nodes["items"][0]["gpus"][0]
+check(g0["util_pct"] == 97 and g0["mem_used_mb"] == 1234 and g0["uuid"] == "GPU-t-0", "samples shown: %s" % g0)
+# the long-poll: held, then woken by a start
+res = {}
+def poll():
+    t = time.time()
+    res["r"] = req("GET", "/v1/agent/assignments?node=t1&instance=aaaa&after=%d&wait=20" % after)
+    res["dt"] = time.time() - t
+th = threading.Thread(target=poll)
+th.start()
+time.sleep(0.5)
+st, job = req("POST", "/v1/jobs", {"name": "p", "command": ["echo", "hi"], "gpus": 2, "env": {"X": "1"}, "model": "m"}, TA)
+t_submit = time.time()
+th.join(25)
+st, msgs = res["r"]
+check(st == 200 and len(msgs["messages"]) == 1, "long-poll answered with the start: %s" % msgs)
+check(res["dt"] < 5, "woken at once (%.2fs held)" % res["dt"])
+m = msgs["messages"][0]
+check(m["type"] == "start" and m["job_id"] == job["id"] and m["attempt"] == 1 and m["epoch"] == epoch and m["rank"] == 0
+      and m["num_nodes"] == 1 and m["gpus"] == [0, 1] and m["gpu_uuids"] == ["GPU-t-0", "GPU-t-1"]
+      and m["command"] == ["echo", "hi"] and m["env"] == {"X": "1"} and m["user"] == "alice" and m["model"] == "m"
+      and 29500 <= m["master_port"] <= 29999, "start message: %s" % m)
+st, again = req("GET", "/v1/agent/assignments?node=t1&instance=aaaa&after=%d&wait=0" % after)
+check([x["seq"] for x in again["messages"]] == [m["seq"]], "unacknowledged message delivered again")
+st, acked = req("GET", "/v1/agent/assignments?node=t1&instance=aaaa&after=%d&wait=1" % m["seq"])
+check(st == 200 and acked["messages"] == [], "acknowledged by after")
+check(req("GET", "/v1/agent/assignments?node=t1&instance=zzzz&after=0&wait=0")[0] == 409, "long-poll of another instance: 409")
+ids = {"node": "t1", "job_id": job["id"], "attempt": 1, "epoch": epoch, "rank": 0}
+# started: fencing
+check(req("POST", "/v1/agent/started", dict(ids, epoch=epoch + 1))[0] == 409, "started with a wrong epoch: 409")
+check(req("POST", "/v1/agent/started", dict(ids, attempt=2))[0] == 409, "started of another attempt: 409")
+check(req("POST", "/v1/agent/started", dict(ids, node="t9"))[0] == 409, "started from another node: 409")
+check(req("POST", "/v1/agent/started", dict(ids, job_id="999999"))[0] == 404, "started of an unknown job: 404")
+st, b = req("POST", "/v1/agent/started", dict(ids, pid=123, start_time_ms=int(time.time() * 1000)))
+check(st == 200, "started accepted: %s %s" % (st, b))
+st, j = req("GET", "/v1/jobs/" + job["id"], token=TA)
+check(j["state"] == "RUNNING" and j["nodes"] == ["t1"] and j["gpu_indices"] == [0, 1], "running on t1: %s" % j["state"])
+# logs: offset-idempotent
+def chunk(off, data):
+    return req("POST", "/v1/agent/logs", dict(ids, offset=off, data_b64=base64.b64encode(data).decode()))
+st, b = chunk(0, b"hello\n")
+check(st == 200 and b["length"] == 6, "first chunk: %s" % b)
+st, b = chunk(0, b"hello\n")
+check(st == 200 and b["length"] == 6, "duplicate chunk appends nothing")
+st, b = chunk(10, b"gap\n")
+check(st == 409 and b["length"] == 6 and b["error"]["code"] == "conflict", "gap refused with the length: %s" % b)
+st, b = chunk(6, b"world\n")
+check(st == 200 and b["length"] == 12, "next chunk")
+st, b = req("POST", "/v1/agent/logs", dict(ids, offset=12, data_b64="***"))
+check(st == 400 and b["error"]["field"] == "data_b64", "bad base64")
+c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+c.request("GET", "/v1/jobs/%s/logs" % job["id"], headers={"Authorization": "Bearer " + TA})
+r = c.getresponse()
+check(r.read() == b"hello\nworld\n", "log assembled")
+# exited: fencing, then accepted once
+ex = dict(ids, exit_code=0, signal=None, end_cause="completed", start_time_ms=0, end_time_ms=int(time.time() * 1000), log_bytes=12)
+check(req("POST", "/v1/agent/exited", dict(ex, epoch=epoch - 1))[0] == 409, "exited with an old epoch: 409")
+check(req("POST", "/v1/agent/exited", dict(ex, end_cause="exploded"))[0] == 400, "unknown end_cause: 400")
+st, b = req("POST", "/v1/agent/exited", ex)
+check(st == 200, "exited accepted: %s %s" % (st, b))
+check(req("POST", "/v1/agent/exited", ex)[0] == 409, "exited twice: 409")
+st, j = req("GET", "/v1/jobs/" + job["id"], token=TA)
+check(j["state"] == "COMPLETED" and j["exit_code"] == 0, "completed: %s" % j["state"])
+check(req("POST", "/v1/agent/started", ids)[0] == 409, "started after the end: 409")
+# a cancel reaches the agent as a stop
+st, j2 = req("POST", "/v1/jobs", {"name": "q", "command": "sleep 100", "gpus": 1}, TA)
+st, msgs = req("GET", "/v1/agent/assignments?node=t1&instance=aaaa&after=%d&wait=10" % m["seq"])
+start2 = [x for x in msgs["messages"] if x["type"] == "start"][0]
+req("POST", "/v1/jobs/%s/cancel" % j2["id"], token=TA)
+st, msgs = req("GET", "/v1/agent/assignments?node=t1&instance=aaaa&after=%d&wait=10" % start2["seq"])
+stop = msgs["messages"][0] if msgs["messages"] else {}
+check(stop.get("type") == "stop" and stop.get("why") == "cancel" and stop.get("job_id") == j2["id"], "cancel sends stop: %s" % msgs)
+# re-register (agent restart): the cancelled rank is stopped, a rank the controller never
+# assigned is stale, and nothing is adopted that should not be
+running = [{"job_id": j2["id"], "attempt": 1, "epoch": epoch, "rank": 0, "exited": False},
+           {"job_id": "424242", "attempt": 3, "epoch": epoch, "rank": 0, "exited": False}]
+st, r2 = req("POST", "/v1/agent/register", dict(reg, instance="cccc", running=running))
+whys = {(x["job_id"], x["why"]) for x in r2["stop"]}
+check(whys == {(j2["id"], "cancel"), ("424242", "stale")}, "reconcile stops: %s" % r2["stop"])
+ex2 = {"node": "t1", "job_id": j2["id"], "attempt": 1, "epoch": epoch, "rank": 0, "exit_code": None, "signal": 15,
+       "end_cause": "cancelled", "end_time_ms": int(time.time() * 1000), "log_bytes": 0}
+st, b = req("POST", "/v1/agent/exited", ex2)
+check(st == 200, "cancelled exit accepted: %s" % b)
+st, j = req("GET", "/v1/jobs/" + j2["id"], token=TA)
+check(j["state"] == "CANCELLED", "CANCELLED after the agent confirmed: %s" % j["state"])
+st, at = req("GET", "/v1/jobs/%s/attempts" % j2["id"], token=TA)
+check(at["items"][0]["signal"] == 15 and at["items"][0]["end_cause"] == "cancelled", "attempt keeps the signal: %s" % at)
+# a re-registration that omits a running rank loses it (node_lost, requeued or failed)
+st, j3 = req("POST", "/v1/jobs", {"name": "r", "command": "sleep 100", "gpus": 1, "max_retries": 1}, TA)
+for _ in range(100):
+    if req("GET", "/v1/jobs/" + j3["id"], token=TA)[1]["state"] == "RUNNING": break
+    time.sleep(0.05)
+st, r3 = req("POST", "/v1/agent/register", dict(reg, instance="dddd", running=[]))
+st, j = req("GET", "/v1/jobs/%s/events" % j3["id"], token=TA)
+check(("RUNNING", "PENDING", "node_lost") in [(e["from"], e["to"], e["reason"]) for e in j["items"]], "omitted rank lost: %s" % j)
+if fails:
+    sys.exit("%d failures" % len(fails))
+print("test_server_protocol: all checks passed")
+PY
+echo "test_server_protocol: OK"
