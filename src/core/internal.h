@@ -170,6 +170,11 @@ struct fg_sched {
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
+    int32_t reserved_free; /* pass-local: free GPUs under a reservation */
+    fg_time_t window_max;  /* pass-local: longest time until such a reservation */
+    /* pending jobs by floor(log2(time limit)): lets a pass stop backfilling when no
+     * pending job could end before the reservations */
+    int32_t limit_hist[64];
     int32_t *blocked; /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
 };
@@ -184,7 +189,8 @@ void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
 const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
 int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
-void fg__pending_del(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
+void fg__pending_del(fg_sched_t *s, int32_t slot);                /* out of its queue and counts */
+bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
 
 /* index.c: free-GPU bitmaps and availability trees */
 void fg__type_rebuild(fg_sched_t *s, int32_t t);

@@ -230,6 +230,23 @@ static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_all
 
 /* ------------------------------------------------------------------ the plan */
 
+/* Marks GPU i of node nd reserved from T for job `id`; keeps the pass's count of
+ * free GPUs under a reservation and the longest backfill window they leave. */
+static void reserve_gpu(fg_sched_t *s, fg__node_t *nd, int i, fg_time_t T, fg_job_id_t id,
+                        fg_time_t now)
+{
+    if (T >= nd->res_from[i])
+        return;
+    if (nd->gpu_job[i] < 0) {
+        if (nd->res_from[i] == FG__INF)
+            s->reserved_free++;
+        if (T - now > s->window_max)
+            s->window_max = T - now;
+    }
+    nd->res_from[i] = T;
+    nd->res_job[i] = id;
+}
+
 /* Claims for j, in the availability model, the GPUs that free up soonest; with
  * `protect`, later jobs may not use them before the claim starts. Returns the
  * estimated start (FG_TIME_NEVER if no up node could ever hold j). */
@@ -262,10 +279,8 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             if (pick < 0)
                 break;
             nd->avail[pick] = T + j->time_limit;
-            if (protect && T < nd->res_from[pick]) {
-                nd->res_from[pick] = T;
-                nd->res_job[pick] = j->id;
-            }
+            if (protect)
+                reserve_gpu(s, nd, pick, T, j->id, now);
         }
         fg__node_leaf_update(s, n);
         j->r_a = n;
@@ -309,10 +324,8 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         fg__node_t *nd = &s->nodes[n];
         for (int i = 0; i < nd->gpus; i++) {
             nd->avail[i] = T + j->time_limit;
-            if (protect && T < nd->res_from[i]) {
-                nd->res_from[i] = T;
-                nd->res_job[i] = j->id;
-            }
+            if (protect)
+                reserve_gpu(s, nd, i, T, j->id, now);
         }
         fg__node_leaf_update(s, n);
         if (c == 0)
@@ -728,6 +741,8 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     out->pass_no = s->pass_no;
     s->ntouched = 0;
     s->nblocked = 0;
+    s->reserved_free = 0;
+    s->window_max = 0;
     for (size_t t = 0; t < s->ntypes; t++)
         if (s->types[t].dirty)
             fg__type_rebuild(s, (int32_t)t);
@@ -739,7 +754,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     fg__order_t *o = &s->it;
     fg__order_prepare(s, o, now);
     int64_t idx = 0, after_block = 0;
-    int32_t reserved = 0;
+    int32_t reserved = 0, nblk = 0;
     fg_job_id_t head_blocked = 0;
     int32_t slot;
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
@@ -748,10 +763,18 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         idx++;
         if (head_blocked) {
             after_block++;
-            bool starts_possible = !no_backfill && fg_sched_gpus_free(s) > 0;
-            if (idx > K &&
-                (!starts_possible || (c->backfill_depth > 0 && after_block > c->backfill_depth)))
-                break;
+            bool cands_done = !c->preemption || nblk >= c->preempt_jobs_per_pass;
+            if (idx > K && cands_done) {
+                int32_t free_now = fg_sched_gpus_free(s);
+                if (no_backfill || free_now == 0 ||
+                    (c->backfill_depth > 0 && after_block > c->backfill_depth))
+                    break;
+                /* Every free GPU is reserved and no pending job is short enough to
+                 * end before the reservations: nothing more can start. */
+                if (reserved >= c->reserve_depth && free_now <= s->reserved_free &&
+                    !fg__pending_limit_at_most(s, s->window_max))
+                    break;
+            }
         } else if (idx > K && fg_sched_gpus_free(s) == 0 && c->backfill_depth > 0 &&
                    idx > K + c->backfill_depth) {
             break; /* keep looking for the first blocked job: it gets the reservation */
@@ -797,6 +820,14 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
                                                     : place_whole(s, j, now, al);
         if (placed) {
             int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+            for (int32_t k = 0; k < n; k++) { /* backfilled onto reserved GPUs? */
+                const fg__node_t *nd = &s->nodes[al[k].node];
+                if (!is_touched(s, al[k].node))
+                    continue;
+                for (int i = 0; i < nd->gpus; i++)
+                    if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
+                        s->reserved_free--;
+            }
             fg__job_start(s, slot, al, n, now);
             push_start(out, j, al, n);
             continue;
@@ -807,7 +838,11 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         if (!head_blocked)
             head_blocked = j->id;
         bool protect = reserved < c->reserve_depth;
-        if (protect || idx <= K) {
+        /* Preemption serves the first preempt_jobs_per_pass blocked jobs in plan order;
+         * they always get an estimate, so what is preempted never depends on
+         * estimate_depth. */
+        bool candidate = c->preemption && nblk++ < c->preempt_jobs_per_pass;
+        if (protect || candidate || idx <= K) {
             j->est = plan_claim(s, j, now, protect);
             reserved += protect;
         }
@@ -815,7 +850,8 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             j->r_job = keep_job;
             j->r_b = keep_from;
         }
-        if (j->reason != FG_REASON_RESERVATION && j->est != FG_TIME_NEVER && j->est > now) {
+        if (candidate && j->reason != FG_REASON_RESERVATION && j->est != FG_TIME_NEVER &&
+            j->est > now) {
             s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
             s->blocked[s->nblocked++] = slot;
         }

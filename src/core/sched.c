@@ -397,6 +397,23 @@ const fg_alloc_t *fg__job_allocs(const fg__job_t *j)
     return j->nallocs > 1 ? j->allocm : &j->alloc1;
 }
 
+static int limit_bucket(fg_time_t limit)
+{
+    return 63 - __builtin_clzll((unsigned long long)(limit > 0 ? limit : 1));
+}
+
+/* Conservative: false only if no pending job has a time limit <= w. */
+bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w)
+{
+    if (w <= 0)
+        return false;
+    int top = limit_bucket(w); /* buckets above hold only limits > w */
+    for (int b = 0; b <= top; b++)
+        if (s->limit_hist[b])
+            return true;
+    return false;
+}
+
 static void pending_add(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -409,6 +426,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending++;
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
+    s->limit_hist[limit_bucket(j->time_limit)]++;
     j->reason_pass = -1;
     j->est = FG_TIME_NEVER;
 }
@@ -423,6 +441,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending--;
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
+    s->limit_hist[limit_bucket(j->time_limit)]--;
 }
 
 static bool gpus_valid(int32_t g)
@@ -939,6 +958,7 @@ void fg_sched_rebuild(fg_sched_t *s)
             nd->gpu_job[i] = -1;
     }
     s->npending = 0;
+    memset(s->limit_hist, 0, sizeof s->limit_hist);
     /* Re-insert in slot order; queue order is (submit, id) whatever the insert order. */
     for (size_t slot = 0; slot < s->njobs_slots; slot++) {
         fg__job_t *j = &s->jobs[slot];
