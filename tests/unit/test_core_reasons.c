@@ -318,6 +318,31 @@ static void test_jobs_beyond_the_estimate_depth_are_explained_by_their_place(voi
     fg_sched_free(s);
 }
 
+/* explain writes at most n bytes, NUL included, and returns the reason code whatever the
+ * room: the first n-1 characters of the full text. An unknown job is an error. */
+static void test_explain_fits_any_buffer(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(NULL);
+    add_node(s, "n0", 8, "a100", FG_NODE_UP);
+    submit(s, 1, 8, NULL, 1000, 0);
+    assert_int_equal(pass(s, 0), 1);
+    submit(s, 2, 4, NULL, 500, 10);
+    assert_int_equal(pass(s, 10), 0);
+    char full[FG_REASON_MAX];
+    assert_int_equal(fg_sched_explain(s, 2, 10, full, sizeof full), FG_REASON_RESOURCES);
+    for (size_t n = 1; n <= 8; n++) {
+        char buf[16];
+        memset(buf, 'X', sizeof buf);
+        assert_int_equal(fg_sched_explain(s, 2, 10, buf, n), FG_REASON_RESOURCES);
+        assert_int_equal(buf[n - 1], '\0');
+        assert_int_equal(strncmp(buf, full, n - 1), 0);
+        assert_int_equal(buf[n], 'X'); /* nothing written past n */
+    }
+    assert_true(fg_sched_explain(s, 99, 10, full, sizeof full) < 0);
+    fg_sched_free(s);
+}
+
 /* Every reason code has a name, as in the API contract. */
 static void test_reason_codes_have_their_api_names(void **state)
 {
@@ -349,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_an_exhausted_budget_is_budget),
         cmocka_unit_test(test_estimates_follow_the_plan),
         cmocka_unit_test(test_jobs_beyond_the_estimate_depth_are_explained_by_their_place),
+        cmocka_unit_test(test_explain_fits_any_buffer),
         cmocka_unit_test(test_reason_codes_have_their_api_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
