@@ -292,9 +292,33 @@ static void commit(sctx_t *c)
             struct timespec ts = {0, 100 * 1000000L};
             nanosleep(&ts, NULL);
         }
-        if (rc)
-            fg_log(FG_LOG_ERROR, "scheduler: commit of %zu changes failed at op %d: %s", b.n,
-                   b.failed_op, fg_store_strerror(rc));
+        if (rc && rc != FG_STORE_EIO && rc != FG_STORE_ECLOSED) {
+            /* One operation was refused (a bug or an inconsistency): do not lose the rest
+             * of the iteration with it. Commit each operation alone; keep going. */
+            fg_log(FG_LOG_ERROR,
+                   "scheduler: commit of %zu changes refused at op %d (kind %d): %s;"
+                   " committing them one by one",
+                   b.n, b.failed_op, b.failed_op >= 0 ? b.ops[b.failed_op].kind : -1,
+                   fg_store_strerror(rc));
+            for (size_t i = 0; i < b.n; i++) {
+                srv_batch_t one = {0};
+                srv_op_t *o = srv_batch_add(&one, b.ops[i].kind, b.ops[i].rec);
+                o->i1 = b.ops[i].i1;
+                o->s1 = b.ops[i].s1;
+                o->s2 = b.ops[i].s2;
+                o->d1 = b.ops[i].d1;
+                int r1 = srv_batch_commit(s, &one);
+                b.ops[i].out = r1 ? 0 : o->out;
+                if (r1)
+                    fg_log(FG_LOG_ERROR, "scheduler: op %zu (kind %d) refused: %s", i,
+                           b.ops[i].kind, fg_store_strerror(r1));
+                srv_batch_free(&one);
+            }
+            rc = 0;
+        } else if (rc) {
+            fg_log(FG_LOG_ERROR, "scheduler: commit of %zu changes failed: %s", b.n,
+                   fg_store_strerror(rc));
+        }
     }
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < c->nevs; i++) {
@@ -1083,40 +1107,59 @@ static const char *generic_reason(fg_reason_t r)
     }
 }
 
-/* Copies pending reasons and estimates from the core into memory (every second). */
+/* Copies pending reasons and estimates from the core into memory (every second).
+ * The core is read without srv->mu (this thread owns it); the results are applied under
+ * the lock in short chunks. fg_sched_explain is only asked about jobs the last pass
+ * reached (those with an estimate): for the others it would walk the plan order, O(queue)
+ * each; they get the plain meaning of their reason code. */
+typedef struct reason_upd {
+    uint64_t id;
+    int code;
+    int64_t est;
+    char *text; /* allocated, or NULL for the generic text */
+} reason_upd_t;
+
 static void refresh_reasons(sctx_t *c)
 {
     srv_t *s = c->s;
     size_t n = fg_sched_job_count(c->core);
+    if (n == 0)
+        return;
+    reason_upd_t *u = fg_xmalloc(n * sizeof *u);
+    size_t nu = 0;
     char buf[FG_REASON_MAX];
-    int explained = 0;
-    for (size_t i = 0; i < n; i += 512) {
+    for (size_t k = 0; k < n; k++) {
+        fg_job_info_t info;
+        if (fg_sched_job_at(c->core, k, &info) || info.state != FG_JOB_PENDING)
+            continue;
+        reason_upd_t *x = &u[nu++];
+        x->id = info.id;
+        x->est = info.estimated_start == FG_TIME_NEVER ? 0 : info.estimated_start;
+        x->code = (int)info.reason;
+        x->text = NULL;
+        if (info.reason != FG_REASON_NONE && info.estimated_start != FG_TIME_NEVER) {
+            int code = fg_sched_explain(c->core, info.id, c->now, buf, sizeof buf);
+            if (code > 0)
+                x->code = code;
+            x->text = fg_xstrdup(buf);
+        }
+    }
+    for (size_t i = 0; i < nu; i += 1024) {
         pthread_mutex_lock(&s->mu);
-        for (size_t k = i; k < n && k < i + 512; k++) {
-            fg_job_info_t info;
-            if (fg_sched_job_at(c->core, k, &info))
-                continue;
-            if (info.state != FG_JOB_PENDING)
-                continue;
-            srv_job_t *j = job(c, info.id);
+        for (size_t k = i; k < nu && k < i + 1024; k++) {
+            reason_upd_t *x = &u[k];
+            srv_job_t *j = job(c, x->id);
             if (!j || j->state != FG_JOB_PENDING)
                 continue;
-            j->r.estimated_start = info.estimated_start == FG_TIME_NEVER ? 0 : info.estimated_start;
-            if (info.reason == FG_REASON_NONE)
-                continue;
-            /* fg_sched_explain walks the plan order for a job the last pass did not
-             * reach (O(queue)); call it for the jobs the pass estimated and a few more,
-             * and give the others the plain meaning of their code. */
-            if (info.estimated_start != FG_TIME_NEVER || explained < 64) {
-                explained++;
-                int code = fg_sched_explain(c->core, info.id, c->now, buf, sizeof buf);
-                set_reason(j, code > 0 ? code : (int)info.reason, buf);
-            } else {
-                set_reason(j, (int)info.reason, generic_reason(info.reason));
-            }
+            j->r.estimated_start = x->est;
+            if (x->code != FG_REASON_NONE)
+                set_reason(j, x->code, x->text ? x->text : generic_reason((fg_reason_t)x->code));
         }
         pthread_mutex_unlock(&s->mu);
     }
+    for (size_t k = 0; k < nu; k++)
+        free(u[k].text);
+    free(u);
 }
 
 static void refresh_fairshare(sctx_t *c)

@@ -162,4 +162,8 @@ if fails:
     sys.exit("%d failures" % len(fails))
 print("test_server_protocol: all checks passed")
 PY
+# SIGTERM: the server stops cleanly (exit 0; under ASan this includes no leaks).
+kill -TERM "$server_pid"
+wait "$server_pid" || { echo "server exited with $?" >&2; tail -20 "$tmp/server.log" >&2; exit 1; }
+server_pid=
 echo "test_server_protocol: OK"
