@@ -118,12 +118,12 @@ static void state_path(const fg_attempt_t *a, char *out, size_t outlen)
     snprintf(out, outlen, "%s/state/%s.json", a->node->work_dir, a->key);
 }
 
-/* Writes the attempt's state file (atomically); called under ag->mu. */
+/* Writes the attempt's state file (in place: a torn file is ignored at load, which only
+ * loses the adoption of that rank after an agent crash); called under ag->mu. */
 static void state_save(const fg_attempt_t *a)
 {
-    char path[800], tmp[810];
+    char path[800];
     state_path(a, path, sizeof path);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     json_t *o =
         json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:I, s:I, s:i, s:s, s:s, s:s, s:s, "
                   "s:s}",
@@ -134,8 +134,7 @@ static void state_save(const fg_attempt_t *a)
                   a->proc.log_path, "status_path", a->proc.status_path, "cgroup", a->proc.cgroup);
     if (!o)
         return;
-    if (json_dump_file(o, tmp, JSON_COMPACT) == 0)
-        rename(tmp, path);
+    json_dump_file(o, path, JSON_COMPACT);
     json_decref(o);
 }
 
@@ -444,6 +443,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .cpus = jint(msg, "cpus", 0),
             .memory_mb = jint(msg, "memory_mb", 0),
             .log_limit_bytes = jint(msg, "log_limit_bytes", cfg->log_limit),
+            .async_pgid = 1, /* the supervisor learns the pid: launches do not wait */
         };
         ok = fg_launch_start(&l, &proc, err, sizeof err) == 0;
     }
@@ -464,11 +464,9 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
         a->start_ms = fg_now_ms();
         a->deadline_ms = limit > 0 ? a->start_ms + limit * 1000 : 0;
         state_save(a);
-        fg_log(FG_LOG_INFO, "node %s: started %s pid %d gpus [%s]", n->name, key, (int)proc.pgid,
-               idx);
+        fg_log(FG_LOG_INFO, "node %s: started %s gpus [%s]", n->name, key, idx);
         if (a->stop_cause) /* a stop arrived while launching */
             fg_attempt_begin_stop(a, a->silent ? "stale" : "cancel", -1);
-        kick(n);
     }
     pthread_mutex_unlock(&ag->mu);
     fg_agent_wake(ag);
@@ -538,6 +536,19 @@ static void reap(fg_attempt_t *a)
     kick(a->node);
 }
 
+/* The job's pid arrived (async launch): record it, apply a stop that came before it,
+ * and let the reporter send `started`. Under ag->mu. */
+static void pgid_learned(fg_attempt_t *a)
+{
+    if (fg_proc_poll_pgid(&a->proc, 0) != 1)
+        return;
+    state_save(a);
+    fg_log(FG_LOG_DEBUG, "node %s: %s has pid %d", a->node->name, a->key, (int)a->proc.pgid);
+    if (a->stop_cause && a->proc.pgid > 0)
+        fg_proc_signal(&a->proc, SIGTERM);
+    kick(a->node);
+}
+
 void *fg_supervisor_main(void *arg)
 {
     fg_agent_t *ag = arg;
@@ -586,8 +597,14 @@ void *fg_supervisor_main(void *arg)
          * the pointers collected above are still valid while not exited). */
         for (size_t k = 1; pr > 0 && k < np; k++) {
             fg_attempt_t *a = who[k];
-            if (pfds[k].revents && !a->exited && a->proc.life_fd == pfds[k].fd)
-                reap(a);
+            if (!pfds[k].revents || a->exited || a->proc.life_fd != pfds[k].fd)
+                continue;
+            if (!a->proc.pgid_known) {
+                pgid_learned(a);
+                if (!(pfds[k].revents & POLLHUP))
+                    continue; /* still running: EOF comes later */
+            }
+            reap(a);
         }
         now = fg_now_ms();
         for (int i = 0; i < ag->nnodes; i++) {
@@ -669,6 +686,7 @@ void fg_node_load_state(fg_node_t *n)
                  jstr(o, "ckpt_dir") ? jstr(o, "ckpt_dir") : "");
         a->proc.monitor = (pid_t)jint(o, "monitor", 0);
         a->proc.pgid = (pid_t)jint(o, "pgid", 0);
+        a->proc.pgid_known = 1;
         a->proc.life_fd = -1;
         a->proc.child = 0;
         snprintf(a->proc.log_path, sizeof a->proc.log_path, "%s", jstr(o, "log_path"));

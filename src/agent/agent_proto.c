@@ -518,7 +518,7 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
         else if (a->exited)
             work = !a->exit_sent;
         else if (a->launched && !a->started_sent)
-            work = 1;
+            work = a->proc.pgid_known;
         else if (a->launched && !a->log_done) {
             if (a->log_next_ms <= now)
                 work = 1;
@@ -543,11 +543,11 @@ static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
     fg_agent_t *ag = n->ag;
     pthread_mutex_lock(&ag->mu);
     int launched = a->launched, exited = a->exited, silent = a->silent;
-    int started = a->started_sent, log_done = a->log_done;
+    int started = a->started_sent, log_done = a->log_done, pgid_known = a->proc.pgid_known;
     pthread_mutex_unlock(&ag->mu);
     if (silent)
         return exited ? 1 : 0;
-    if (launched && !started && !exited) {
+    if (launched && !started && !exited && pgid_known) {
         if (!send_started(n, h, a))
             return -1;
         pthread_mutex_lock(&ag->mu);

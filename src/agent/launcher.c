@@ -226,21 +226,26 @@ static void job_exec(const prep_t *pp, int pipe_w)
     _exit(e == ENOENT ? 127 : 126);
 }
 
-/* Writes "kind num end_ms\n" to the status file, atomically (tmp + rename). */
+/* Writes "kind num end_ms\n" to the status file. Not atomic (no tmp + rename: file
+ * creation is the costly part of a trivial job); a reader that finds it incomplete
+ * treats the status as lost, and the agent reads it only after the monitor exited. */
 static void monitor_status(const prep_t *pp, const char *kind, int64_t num)
 {
-    char a[24], b[24];
-    int fd = open(pp->status_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    char a[24], b[24], line[80];
+    size_t n = 0;
+    const char *parts[] = {kind, " ", s_fmt_i64(a, num), " ", s_fmt_i64(b, s_now_ms()), "\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        size_t l = s_len(parts[i]);
+        if (n + l >= sizeof line)
+            break;
+        memcpy(line + n, parts[i], l);
+        n += l;
+    }
+    int fd = open(pp->status_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0)
         return;
-    s_puts(fd, kind);
-    s_puts(fd, " ");
-    s_puts(fd, s_fmt_i64(a, num));
-    s_puts(fd, " ");
-    s_puts(fd, s_fmt_i64(b, s_now_ms()));
-    s_puts(fd, "\n");
-    close(fd); /* no fsync: after a machine crash the job is gone anyway */
-    rename(pp->status_tmp, pp->status_path);
+    s_write_all(fd, line, n); /* one write */
+    close(fd);                /* no fsync: after a machine crash the job is gone anyway */
 }
 
 /* Copies one read of the job's output into the log, honouring the limit. */
@@ -577,11 +582,8 @@ static void zygote_main(int sock)
             if (mon < 0) {
                 rep.err = errno;
             } else {
-                pid_t job = 0;
-                if (read_full(life[0], &job, sizeof job) != 0)
-                    job = 0;
-                rep.monitor = mon;
-                rep.job = job;
+                rep.monitor = mon; /* the job's pid follows on the life pipe */
+                rep.job = 0;
             }
         }
         int lfd = life[0];
@@ -698,7 +700,8 @@ static int zygote_launch(const prep_t *pp, fg_proc_t *p)
         return -1;
     }
     p->monitor = rep.monitor;
-    p->pgid = rep.job;
+    p->pgid = 0;
+    p->pgid_known = 0;
     p->life_fd = lfd[0];
     p->child = 0; /* the zygote reaps it */
     return 0;
@@ -997,6 +1000,8 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     pp.envp = env.v;
 
     if (zygote_launch(&pp, p) == 0) {
+        if (!l->async_pgid)
+            fg_proc_poll_pgid(p, -1);
         rc = 0;
         goto out;
     }
@@ -1018,14 +1023,14 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     }
     close(life[1]);
     life[1] = -1;
-    pid_t job = 0;
-    if (read_full(life[0], &job, sizeof job) != 0 || job <= 0)
-        job = 0; /* the monitor could not start the job; it wrote the status file */
     p->monitor = mon;
     p->child = 1;
     p->life_fd = life[0];
     life[0] = -1;
-    p->pgid = job;
+    p->pgid = 0;
+    p->pgid_known = 0;
+    if (!l->async_pgid)
+        fg_proc_poll_pgid(p, -1);
     rc = 0;
 out:
     if (life[0] >= 0)
@@ -1044,6 +1049,29 @@ out:
     strv_free(&argv);
     strv_free(&env);
     return rc;
+}
+
+int fg_proc_poll_pgid(fg_proc_t *p, int timeout_ms)
+{
+    if (p->pgid_known)
+        return 1;
+    if (p->life_fd < 0) {
+        p->pgid_known = 1;
+        return 1;
+    }
+    struct pollfd pf = {.fd = p->life_fd, .events = POLLIN};
+    int pr;
+    while ((pr = poll(&pf, 1, timeout_ms)) < 0 && errno == EINTR)
+        ;
+    if (pr <= 0)
+        return 0;
+    pid_t job = 0;
+    /* One 4-byte write by the monitor: atomic on a pipe. EOF: it never started one. */
+    if (read_full(p->life_fd, &job, sizeof job) != 0 || job < 0)
+        job = 0;
+    p->pgid = job;
+    p->pgid_known = 1;
+    return 1;
 }
 
 void fg_proc_signal(const fg_proc_t *p, int sig)
@@ -1107,6 +1135,7 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
 {
     memset(ex, 0, sizeof *ex);
     ex->code = -1;
+    fg_proc_poll_pgid(p, 0);
     if (p->child && p->monitor > 0) {
         int st;
         while (waitpid(p->monitor, &st, 0) < 0 && errno == EINTR)

@@ -45,13 +45,15 @@ typedef struct fg_launch {
     int64_t cpus;               /* cgroup cpu.max in CPUs; <= 0: no limit */
     int64_t memory_mb;          /* cgroup memory.max; <= 0: no limit */
     int64_t log_limit_bytes;    /* <= 0: default 64 MiB */
+    int async_pgid;             /* 1: return before the job's pid is known (see below) */
 } fg_launch_t;
 
 typedef struct fg_proc {
-    pid_t monitor; /* the monitor process */
-    pid_t pgid;    /* the job's process group (= its main pid); 0 if it never started */
-    int life_fd;   /* read end of the life pipe; -1 when adopted after a restart */
-    int child;     /* 1: the monitor is our child (waitpid it) */
+    pid_t monitor;  /* the monitor process */
+    pid_t pgid;     /* the job's process group (= its main pid); 0 if it never started */
+    int pgid_known; /* 0 until the monitor said the job's pid (async_pgid launches) */
+    int life_fd;    /* read end of the life pipe; -1 when adopted after a restart */
+    int child;      /* 1: the monitor is our child (waitpid it) */
     char log_path[512];
     char status_path[512];
     char cgroup[512];   /* "" if none */
@@ -84,6 +86,13 @@ void fg_launcher_shutdown(void);
  * the agent log; the job still runs.
  */
 int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen);
+
+/*
+ * With async_pgid, fg_launch_start returns as soon as the monitor exists; the job's pid
+ * then arrives on life_fd (readable). Reads it, waiting at most timeout_ms (0: do not
+ * wait). Returns 1 when pgid is known (pgid 0: the job could not start), 0 if not yet.
+ */
+int fg_proc_poll_pgid(fg_proc_t *p, int timeout_ms);
 
 /* Sends sig to the job's whole process group; with SIGKILL also kills its cgroup. */
 void fg_proc_signal(const fg_proc_t *p, int sig);
