@@ -114,7 +114,8 @@ static uint64_t rng_next(uint64_t *x) /* splitmix64 */
 
 /* ------------------------------------------------------------------ a contended cluster */
 
-/* Two groups (accounts or members) keep 1-GPU jobs queued on one 8-GPU node. Each job
+/* Two groups (accounts or members) keep 1-GPU jobs queued on one node of `slots` GPUs
+ * (node n0, added by the caller). Each job
  * runs 60..600 s (limit 600). The loop jumps from one job end to the next, reports the
  * ends, tops the queues up to 16 jobs each and runs a pass. Returns each group's
  * GPU-seconds from the attempt records. Job ids encode the group: (g + 1) * 10^6 + n. */
@@ -122,9 +123,11 @@ struct group {
     const char *account, *user;
 };
 
-static void contend(fg_sched_t *s, const struct group grp[2], fg_time_t horizon, double gpu_s[2])
+static void contend(fg_sched_t *s, const struct group grp[2], int slots, fg_time_t horizon,
+                    double gpu_s[2])
 {
     enum { QUEUED = 16, SLOTS = 8 };
+    assert_true(slots <= SLOTS);
     struct {
         fg_job_id_t id;
         fg_time_t end;
@@ -142,13 +145,13 @@ static void contend(fg_sched_t *s, const struct group grp[2], fg_time_t horizon,
                        1, FG_PRIO_NORMAL, 600, t);
         assert_int_equal(fg_sched_pass(s, t, &d), FG_OK);
         for (size_t i = 0; i < d.nstarts; i++) {
-            assert_true(nrun < SLOTS);
+            assert_true(nrun < slots);
             run[nrun].id = d.starts[i].job;
             run[nrun].end = t + 60 + (fg_time_t)(rng_next(&rng) % 541);
             queued[d.starts[i].job / 1000000 - 1]--;
             nrun++;
         }
-        assert_int_equal(nrun, SLOTS); /* always contended: the node stays full */
+        assert_int_equal(nrun, slots); /* always contended: the node stays full */
         fg_time_t next_t = FG_TIME_NEVER;
         for (int i = 0; i < nrun; i++)
             if (run[i].end < next_t)
@@ -186,7 +189,7 @@ static void test_weights_2_to_1_give_gpu_time_2_to_1(void **state)
     assert_true(fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP) >= 0);
     const struct group grp[2] = {{"a", "u"}, {"b", "v"}};
     double gpu_s[2];
-    contend(s, grp, 48 * 3600, gpu_s);
+    contend(s, grp, 8, 48 * 3600, gpu_s);
     double ratio = gpu_s[0] / gpu_s[1];
     print_message("GPU-seconds a=%.0f b=%.0f ratio %.4f\n", gpu_s[0], gpu_s[1], ratio);
     assert_close(ratio, 2.0, 0.05);
@@ -194,6 +197,26 @@ static void test_weights_2_to_1_give_gpu_time_2_to_1(void **state)
     double ua = fg_sched_account_usage(s, a, now), ub = fg_sched_account_usage(s, b, now);
     assert_true(ua > 0 && ub > 0);
     assert_close(ua / ub, 2.0, 0.15); /* the last hours only: a noisier window */
+    fg_sched_free(s);
+}
+
+/* The same on a 6-GPU node, where 2:1 is a whole split (4:2) at every instant: the
+ * GPU-time ratio is 2 within 5%. */
+static void test_weights_2_to_1_give_gpu_time_2_to_1_on_a_6_gpu_node(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(3600, false);
+    account(s, "a", 2.0);
+    account(s, "b", 1.0);
+    member(s, "a", "u", 1.0);
+    member(s, "b", "v", 1.0);
+    assert_true(fg_sched_node_add(s, "n0", 6, "a100", FG_NODE_UP) >= 0);
+    const struct group grp[2] = {{"a", "u"}, {"b", "v"}};
+    double gpu_s[2];
+    contend(s, grp, 6, 24 * 3600, gpu_s);
+    double ratio = gpu_s[0] / gpu_s[1];
+    print_message("GPU-seconds a=%.0f b=%.0f ratio %.4f\n", gpu_s[0], gpu_s[1], ratio);
+    assert_close(ratio, 2.0, 0.05);
     fg_sched_free(s);
 }
 
@@ -209,7 +232,7 @@ static void test_member_weights_3_to_1_give_gpu_time_3_to_1_inside_an_account(vo
     assert_true(fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP) >= 0);
     const struct group grp[2] = {{"a", "u1"}, {"a", "u2"}};
     double gpu_s[2];
-    contend(s, grp, 24 * 3600, gpu_s);
+    contend(s, grp, 8, 24 * 3600, gpu_s);
     double ratio = gpu_s[0] / gpu_s[1];
     print_message("GPU-seconds u1=%.0f u2=%.0f ratio %.4f\n", gpu_s[0], gpu_s[1], ratio);
     assert_close(ratio, 3.0, 0.05);
@@ -413,6 +436,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weights_2_to_1_give_gpu_time_2_to_1),
+        cmocka_unit_test(test_weights_2_to_1_give_gpu_time_2_to_1_on_a_6_gpu_node),
         cmocka_unit_test(test_member_weights_3_to_1_give_gpu_time_3_to_1_inside_an_account),
         cmocka_unit_test(test_the_first_pass_interleaves_accounts_by_weight),
         cmocka_unit_test(test_class_comes_before_fair_share),
