@@ -12,7 +12,7 @@ void fg_config_default(fg_config_t *cfg)
     cfg->half_life_s = 7 * 24 * 3600;
     cfg->backfill = true;
     cfg->backfill_depth = 256;
-    cfg->reserve_depth = 1;
+    cfg->reserve_depth = 4;
     cfg->estimate_depth = 32;
     cfg->preemption = true;
     cfg->quantum_s = 3600;
