@@ -402,11 +402,9 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
  * of at most 256 KiB, one request in flight. Returns 1 when everything was shipped (or
  * shipping is impossible), 0 on a transport/server error (retry later).
  */
-static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size)
+static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size,
+                    unsigned char *buf /* LOG_CHUNK bytes */)
 {
-    static __thread unsigned char *buf;
-    if (!buf)
-        buf = fg_xmalloc(LOG_CHUNK);
     int fd = open(a->proc.log_path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return 1;
@@ -538,7 +536,7 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
  * to its current end, and once it ended (log complete) exited. Returns 1 if the attempt
  * is finished with (remove it), 0 if not, -1 on a retryable error.
  */
-static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
+static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, unsigned char *buf)
 {
     fg_agent_t *ag = n->ag;
     pthread_mutex_lock(&ag->mu);
@@ -555,7 +553,7 @@ static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
         pthread_mutex_unlock(&ag->mu);
     }
     int64_t size = launched ? file_size(a->proc.log_path) : 0;
-    if (!log_done && size > a->log_acked && !ship_log(n, h, a, size))
+    if (!log_done && size > a->log_acked && !ship_log(n, h, a, size, buf))
         return -1;
     if (!exited)
         return 0;
@@ -576,6 +574,7 @@ void *fg_node_report_main(void *arg)
     fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
     pthread_mutex_unlock(&g_token_mu);
     backoff_t bo = {0};
+    unsigned char *buf = fg_xmalloc(LOG_CHUNK);
     pthread_mutex_lock(&ag->mu);
     while (!ag->stop) {
         int64_t now = fg_now_ms(), wait_ms;
@@ -589,7 +588,7 @@ void *fg_node_report_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&ag->mu);
-        int rc = report_one(n, &h, a);
+        int rc = report_one(n, &h, a, buf);
         pthread_mutex_lock(&ag->mu);
         a->busy = 0;
         if (rc < 0) {
@@ -606,6 +605,7 @@ void *fg_node_report_main(void *arg)
             a->log_next_ms = fg_now_ms() + 250; /* a live log: look again soon */
     }
     pthread_mutex_unlock(&ag->mu);
+    free(buf);
     fg_http_cleanup(&h);
     return NULL;
 }
