@@ -12,23 +12,41 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
 
+/* A test disabled until a reported core bug is fixed skips itself through this; set
+ * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
+static void skip_until_fixed(const char *bug)
+{
+    const char *v = getenv("FG_RUN_DISABLED");
+    if (v && strcmp(v, "1") == 0)
+        return;
+    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
+    skip();
+}
+
 /* ------------------------------------------------------------------ helpers */
 
-static fg_sched_t *sched_new(fg_policy_t policy)
+static fg_sched_t *sched_with(fg_policy_t policy, int32_t reserve_depth)
 {
     fg_config_t cfg;
     fg_config_default(&cfg);
     cfg.policy = policy;
+    cfg.reserve_depth = reserve_depth;
     fg_sched_t *s = fg_sched_new(&cfg);
     assert_non_null(s);
     assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
     assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
     return s;
+}
+
+static fg_sched_t *sched_new(fg_policy_t policy)
+{
+    return sched_with(policy, 1);
 }
 
 static void submit(fg_sched_t *s, fg_job_id_t id, int gpus, fg_time_t limit, fg_time_t now)
@@ -229,6 +247,77 @@ static void test_a_short_job_backfills_on_reserved_gpus_only_if_it_ends_in_time(
     fg_sched_free(s);
 }
 
+/* reserve_depth protects the next blocked jobs too. n0 runs job 1 (8 GPUs) until 1000;
+ * n1 runs job 2 (4 GPUs) until 2000 and has GPUs 4-7 free. Blocked, in plan order:
+ *   job 3 (8 GPUs, limit 5000): a whole node soonest: n0 at 1000 -> reserved 1000..6000
+ *   job 4 (8 GPUs): then n1, whole at 2000 (before n0 at 6000)  -> estimate 2000
+ * Job 5 (1 GPU, limit 1500) at t=600 could use n1's free GPUs but would hold one until
+ * 2100 > 2000:
+ *   reserve_depth 1: job 4's estimate is not protected -> job 5 backfills on n1 GPU 4
+ *                    (and job 4 can then start at 2100 at the earliest, see below);
+ *   reserve_depth 2: job 4's reservation is protected  -> job 5 waits (reservation),
+ *                    job 4 still expects 2000. */
+static void test_reserve_depth_protects_the_next_blocked_jobs(void **state)
+{
+    (void)state;
+    for (int32_t depth = 1; depth <= 2; depth++) {
+        fg_sched_t *s = sched_with(FG_POLICY_WFQ, depth);
+        int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+        int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+        fg_decisions_t d;
+        fg_decisions_init(&d);
+        submit(s, 1, 8, 1000, 0);
+        submit(s, 2, 4, 2000, 0);
+        assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+        expect_start_on(&d, 1, n0, 0xff);
+        expect_start_on(&d, 2, n1, 0x0f);
+        submit(s, 3, 8, 5000, 10);
+        submit(s, 4, 8, 100, 11);
+        submit(s, 5, 1, 1500, 600);
+        assert_int_equal(fg_sched_pass(s, 600, &d), FG_OK);
+        assert_int_equal(info(s, 3).estimated_start, 1000);
+        if (depth == 1) {
+            assert_int_equal(d.nstarts, 1);
+            expect_start_on(&d, 5, n1, 0x10);
+        } else {
+            assert_int_equal(d.nstarts, 0);
+            assert_int_equal(info(s, 5).reason, FG_REASON_RESERVATION);
+            assert_int_equal(info(s, 4).estimated_start, 2000);
+        }
+        fg_decisions_free(&d);
+        fg_sched_free(s);
+    }
+}
+
+/* An estimate published by a pass accounts for the starts of that pass. The scenario
+ * above with reserve_depth 1: job 5 backfills on n1 until 600 + 1500 = 2100, so job 4
+ * (8 GPUs; n0 is reserved for job 3 until 6000) cannot start before 2100. Its estimate
+ * after the pass must say 2100, not the 2000 it had before job 5 was placed. */
+static void test_an_estimate_counts_the_jobs_backfilled_in_the_same_pass(void **state)
+{
+    (void)state;
+    /* disabled until core bug 8 is fixed */
+    skip_until_fixed("8: estimates ignore jobs backfilled later in the same pass");
+    fg_sched_t *s = sched_with(FG_POLICY_WFQ, 1);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 8, 1000, 0);
+    submit(s, 2, 4, 2000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0xff);
+    expect_start_on(&d, 2, n1, 0x0f);
+    submit(s, 3, 8, 5000, 10);
+    submit(s, 4, 8, 100, 11);
+    submit(s, 5, 1, 1500, 600);
+    assert_int_equal(fg_sched_pass(s, 600, &d), FG_OK);
+    expect_start_on(&d, 5, n1, 0x10);
+    assert_int_equal(info(s, 4).estimated_start, 2100);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 /* Under fifo the first job that does not fit blocks every job behind it: with job 3
  * (8 GPUs) blocked, job 4 (1 GPU, limit 10, which would end long before anything) waits
  * although 2 GPUs are free. */
@@ -345,6 +434,8 @@ int main(void)
         cmocka_unit_test(test_backfill_fills_the_gap_before_a_reservation_and_never_delays_it),
         cmocka_unit_test(test_backfill_may_use_gpus_outside_the_reservation_for_any_length),
         cmocka_unit_test(test_a_short_job_backfills_on_reserved_gpus_only_if_it_ends_in_time),
+        cmocka_unit_test(test_reserve_depth_protects_the_next_blocked_jobs),
+        cmocka_unit_test(test_an_estimate_counts_the_jobs_backfilled_in_the_same_pass),
         cmocka_unit_test(test_fifo_does_not_backfill),
         cmocka_unit_test(test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs),
     };
