@@ -398,6 +398,7 @@ typedef struct log_stream {
     int64_t last_write_ms;
     char *pending;
     size_t plen, poff;
+    bool parked;
 } log_stream_t;
 
 static bool job_ended(srv_t *s, uint64_t id)
@@ -413,6 +414,10 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     log_stream_t *st = cls;
     srv_t *s = st->s;
+    if (st->parked) {
+        st->parked = false;
+        atomic_fetch_sub(&s->suspended, 1);
+    }
     if (st->poff < st->plen) {
         size_t n = st->plen - st->poff;
         if (n > max)
@@ -478,6 +483,7 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
         memcpy(out, ka, k);
         return (ssize_t)k;
     }
+    st->parked = true;
     srv_park_conn(s, st->conn, WAIT_STREAM, now + 1000, gen);
     return 0;
 }

@@ -197,8 +197,10 @@ static void submit_ctx_free(void *p)
 static void submit_done(int rc, void *arg)
 {
     submit_ctx_t *x = arg;
+    srv_t *s = x->s;
     x->rc = rc;
     MHD_resume_connection(x->conn);
+    atomic_fetch_sub(&s->async_inflight, 1); /* x may be gone now */
 }
 
 /* Second half: the commit is durable (or failed). */
@@ -387,10 +389,18 @@ int h_jobs_create(srv_req_t *r)
     r->ctx = x;
     r->ctx_free = submit_ctx_free;
     /* suspend first: the completion may run before srv_batch_commit_async returns */
+    atomic_fetch_add(&s->async_inflight, 1);
+    if (atomic_load(&s->stopping)) {
+        /* shutting down: the daemon must not be left with a suspended connection */
+        atomic_fetch_sub(&s->async_inflight, 1);
+        return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
+    }
     r->parked = true;
+    atomic_fetch_add(&s->suspended, 1);
     MHD_suspend_connection(r->conn);
     int rc = srv_batch_commit_async(s, &x->bt, submit_done, x);
     if (rc) {
+        atomic_fetch_sub(&s->async_inflight, 1);
         x->rc = rc;
         MHD_resume_connection(r->conn);
     }
@@ -666,6 +676,7 @@ typedef struct ev_stream {
     char *buf;
     size_t len, off;
     int64_t last_write_ms;
+    bool parked;
 } ev_stream_t;
 
 /* Renders events after st->since (at most 200) into st->buf as SSE records. */
@@ -697,6 +708,10 @@ static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     ev_stream_t *st = cls;
     srv_t *s = st->s;
+    if (st->parked) {
+        st->parked = false;
+        atomic_fetch_sub(&s->suspended, 1);
+    }
     if (atomic_load(&s->stopping))
         return MHD_CONTENT_READER_END_OF_STREAM;
     unsigned long gen = atomic_load(&s->wake_gen);
@@ -711,6 +726,7 @@ static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
             st->last_write_ms = now;
             return (ssize_t)n;
         }
+        st->parked = true;
         srv_park_conn(s, st->conn, WAIT_STREAM, now + 15000, gen);
         return 0;
     }

@@ -175,6 +175,7 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
     w->kind = kind;
     r->parked = true;
     r->waiter = w;
+    atomic_fetch_add(&s->suspended, 1);
     MHD_suspend_connection(r->conn);
     add_waiter(s, w, r->wake_gen);
     return MHD_YES;
@@ -187,6 +188,7 @@ void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t dead
     w->conn = conn;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
+    atomic_fetch_add(&s->suspended, 1);
     MHD_suspend_connection(conn);
     add_waiter(s, w, gen);
 }
@@ -342,6 +344,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                    : MHD_NO;
     if (r->parked) {
         r->parked = false;
+        atomic_fetch_sub(&s->suspended, 1);
         r->resume_count++;
     }
     if (r->resume_count == 0) {
@@ -419,16 +422,22 @@ void srv_http_stop(srv_t *s)
     pthread_join(s->timer_thread, NULL);
     /* Resume every parked request: each answers at once now that stopping is set. */
     MHD_quiesce_daemon(s->mhd);
-    for (int i = 0; i < 50; i++) {
-        srv_wake_kind(s, 0);
-        struct timespec ts = {0, 20 * 1000000L};
+    /* Submissions suspended while their commit runs are resumed by the store's writer:
+     * wait for those callbacks before the daemon (and its connections) goes away. */
+    for (int i = 0; i < 500 && atomic_load(&s->async_inflight) > 0; i++) {
+        struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
-        pthread_mutex_lock(&s->wait_mu);
-        bool empty = s->waiters == NULL;
-        pthread_mutex_unlock(&s->wait_mu);
-        if (empty)
-            break;
     }
+    /* MHD refuses to stop with suspended connections: resume every parked one (each
+     * answers at once, or ends its stream, now that stopping is set) until none is. */
+    for (int i = 0; i < 500 && atomic_load(&s->suspended) > 0; i++) {
+        srv_wake_kind(s, 0);
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&s->suspended) > 0)
+        fg_log(FG_LOG_WARN, "%ld connections still suspended at shutdown",
+               atomic_load(&s->suspended));
     MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
 }

@@ -302,7 +302,9 @@ typedef struct srv {
     srv_waiter_t *waiters;
     pthread_t timer_thread;
     atomic_bool stopping;
-    atomic_ulong wake_gen; /* incremented by every srv_wake_kind */
+    atomic_ulong wake_gen;      /* incremented by every srv_wake_kind */
+    atomic_long async_inflight; /* suspended submissions waiting for their commit */
+    atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
 } srv_t;

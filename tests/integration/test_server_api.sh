@@ -501,7 +501,8 @@ grep -q "bad.conf:2" "$tmp/bad.log" || { echo "config error does not name file:l
 
 # Closed registration: the very first user may still register (and becomes admin),
 # after that only an admin creates users.
-start_server closed --registration closed --rate-limit 0
+printf '# a config file: key = value, flags override it\nregistration = closed\nrate_limit = 0\nlisten = 127.0.0.1:1\n' >"$tmp/closed.conf"
+start_server closed --config "$tmp/closed.conf"
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"username":"y","email":"y@x","password":"0123456789"}' "http://127.0.0.1:$port/v1/users")
 [ "$code" = 201 ] || { echo "closed registration refused the first user ($code)" >&2; exit 1; }
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"username":"z","email":"z@x","password":"0123456789"}' "http://127.0.0.1:$port/v1/users")
