@@ -114,6 +114,7 @@ typedef struct fg_agent_cfg {
     int use_cgroups;
     int stop_jobs_on_exit;
     int report_threads; /* reporter workers per node (concurrent reports) */
+    int keep_logs;      /* keep node-local logs of reported attempts */
     char nvml_lib[256];
 } fg_agent_cfg_t;
 
@@ -139,6 +140,9 @@ void fg_attempt_begin_stop(fg_attempt_t *a, const char *why, int grace_s);
 fg_attempt_t *fg_attempt_find(fg_node_t *n, const char *job_id, int attempt, int rank);
 /* 1 if key is in the node's recently-ended ring. */
 int fg_node_recently_ended(fg_node_t *n, const char *key);
+/* Deletes a's state file and, with drop_log, its node-local log and exit status (once
+ * the controller has the whole log). No lock needed by the worker holding a. */
+void fg_attempt_forget_files(fg_attempt_t *a, int drop_log);
 /* Removes a (finished and reported) from its node, frees it (reporter thread). */
 void fg_attempt_remove(fg_attempt_t *a);
 /* Loads the node's state files (agent restart): adopts surviving attempts. No lock. */

@@ -138,12 +138,21 @@ static void state_save(const fg_attempt_t *a)
     json_decref(o);
 }
 
-void fg_attempt_remove(fg_attempt_t *a)
+void fg_attempt_forget_files(fg_attempt_t *a, int drop_log)
 {
-    fg_node_t *n = a->node;
     char path[800];
     state_path(a, path, sizeof path);
     unlink(path);
+    if (!drop_log || !a->launched || !a->run_dir[0])
+        return;
+    unlink(a->proc.log_path);
+    unlink(a->proc.status_path);
+    rmdir(a->run_dir);
+}
+
+void fg_attempt_remove(fg_attempt_t *a)
+{
+    fg_node_t *n = a->node;
     if (a->proc.life_fd >= 0)
         close(a->proc.life_fd);
     free(n->ended[n->ended_pos]);
@@ -463,7 +472,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
         a->launched = 1;
         a->start_ms = fg_now_ms();
         a->deadline_ms = limit > 0 ? a->start_ms + limit * 1000 : 0;
-        state_save(a);
+        /* The state file is written once the job's pid is known (pgid_learned). */
         fg_log(FG_LOG_INFO, "node %s: started %s gpus [%s]", n->name, key, idx);
         if (a->stop_cause) /* a stop arrived while launching */
             fg_attempt_begin_stop(a, a->silent ? "stale" : "cancel", -1);

@@ -53,6 +53,7 @@ static void usage(FILE *f)
           "  --stop-jobs-on-exit     kill running jobs when the agent stops\n"
           "  --nvml-lib PATH         NVML library (default libnvidia-ml.so.1)\n"
           "  --report-threads N      concurrent report senders per node (default 4)\n"
+          "  --keep-logs             keep node-local logs after the controller has them\n"
           "  --log-level L           debug, info, warn, error (default info)\n",
           f);
 }
@@ -151,6 +152,7 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         O_NVML,
         O_LOG_LEVEL,
         O_REPORT_THREADS,
+        O_KEEP_LOGS,
         O_HELP,
     };
     static const struct option opts[] = {
@@ -179,6 +181,7 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         {"nvml-lib", required_argument, 0, O_NVML},
         {"log-level", required_argument, 0, O_LOG_LEVEL},
         {"report-threads", required_argument, 0, O_REPORT_THREADS},
+        {"keep-logs", no_argument, 0, O_KEEP_LOGS},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -291,6 +294,9 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
             if (opt_int("report-threads", optarg, 1, FG_REPORT_THREADS_MAX, &v, 0))
                 return -1;
             cfg->report_threads = (int)v;
+            break;
+        case O_KEEP_LOGS:
+            cfg->keep_logs = 1;
             break;
         case O_HELP:
         case 'h':

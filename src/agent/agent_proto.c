@@ -543,8 +543,11 @@ static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, unsigned char
     int launched = a->launched, exited = a->exited, silent = a->silent;
     int started = a->started_sent, log_done = a->log_done, pgid_known = a->proc.pgid_known;
     pthread_mutex_unlock(&ag->mu);
-    if (silent)
+    if (silent) {
+        if (exited)
+            fg_attempt_forget_files(a, !ag->cfg.keep_logs);
         return exited ? 1 : 0;
+    }
     if (launched && !started && !exited && pgid_known) {
         if (!send_started(n, h, a))
             return -1;
@@ -562,6 +565,9 @@ static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, unsigned char
     pthread_mutex_lock(&ag->mu);
     a->exit_sent = 1;
     pthread_mutex_unlock(&ag->mu);
+    /* The controller has the exit and (unless refused) the whole log: the node-local
+     * copies are no longer needed. */
+    fg_attempt_forget_files(a, !ag->cfg.keep_logs && (a->log_done || a->log_acked >= size));
     return 1;
 }
 
