@@ -15,10 +15,22 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
+
+/* A test disabled until a reported core bug is fixed skips itself through this; set
+ * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
+static void skip_until_fixed(const char *bug)
+{
+    const char *v = getenv("FG_RUN_DISABLED");
+    if (v && strcmp(v, "1") == 0)
+        return;
+    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
+    skip();
+}
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -154,6 +166,53 @@ static void test_las_serves_the_least_attained_service_first(void **state)
     fg_sched_free(s);
 }
 
+/* A pass is a fixpoint: run again at the same time with nothing new, it decides
+ * nothing new (next_wake promises as much). Round-robin without backfill, one 4-GPU node:
+ * u has jobs 1 (1 GPU) and 2 (2 GPUs), v has job 3 (4 GPUs), all at t=0. The first pass
+ * walks 1 (u's turn: starts on GPU 0), 3 (v's turn: 3 GPUs free, blocked, and without
+ * backfill it blocks everything behind it), 2. A second pass at t=0 must not start job 2
+ * by beginning a new round with u's next job. */
+static void test_round_robin_a_second_pass_decides_nothing_new(void **state)
+{
+    (void)state;
+    skip_until_fixed("10: a pass is not a fixpoint (round-robin restarts its rounds)");
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.policy = FG_POLICY_RR;
+    cfg.backfill = false;
+    fg_sched_t *s = fg_sched_new(&cfg);
+    assert_non_null(s);
+    assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
+    assert_true(fg_sched_account_set(s, "b", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "b", "v", 1.0) >= 0);
+    assert_int_equal(fg_sched_node_add(s, "n0", 4, "a100", FG_NODE_UP), 0);
+    fg_job_spec_t j = {.id = 1,
+                       .account = "a",
+                       .user = "u",
+                       .gpus = 1,
+                       .time_limit_s = 1000,
+                       .prio = FG_PRIO_NORMAL,
+                       .submit_time = 0};
+    assert_int_equal(fg_sched_submit(s, &j, 0), FG_OK);
+    j.id = 2;
+    j.gpus = 2;
+    assert_int_equal(fg_sched_submit(s, &j, 0), FG_OK);
+    j.id = 3;
+    j.gpus = 4;
+    j.account = "b";
+    j.user = "v";
+    assert_int_equal(fg_sched_submit(s, &j, 0), FG_OK);
+    const fg_job_id_t want[] = {1};
+    expect_plan_order(s, 0, want, 1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 /* The policies' names, as the configuration and the API spell them. */
 static void test_policy_names_parse_both_ways(void **state)
 {
@@ -183,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_round_robin_gives_members_turns),
         cmocka_unit_test(test_round_robin_serves_the_higher_class_first),
         cmocka_unit_test(test_las_serves_the_least_attained_service_first),
+        cmocka_unit_test(test_round_robin_a_second_pass_decides_nothing_new),
         cmocka_unit_test(test_policy_names_parse_both_ways),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

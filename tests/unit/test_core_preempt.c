@@ -23,6 +23,17 @@
 
 #include "fairgpu/core.h"
 
+/* A test disabled until a reported core bug is fixed skips itself through this; set
+ * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
+static void skip_until_fixed(const char *bug)
+{
+    const char *v = getenv("FG_RUN_DISABLED");
+    if (v && strcmp(v, "1") == 0)
+        return;
+    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
+    skip();
+}
+
 /* ------------------------------------------------------------------ helpers */
 
 /* Accounts "a" (user "u") and "b" (user "v"), weight 1 each, and one 8-GPU node n0. */
@@ -492,6 +503,35 @@ static void test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt
     fg_sched_free(s);
 }
 
+/* The GPUs freed by a preemption go to the job they were freed for. Under fifo, job 1
+ * (a, low, 8 GPUs, submitted at 0) runs; job 2 (b, high, 8 GPUs) arrives at t=10 and
+ * preempts it. Once the caller confirms (t=20), job 1 is pending again with its
+ * original submit time 0, so fifo order puts it before job 2 (t=10); yet job 2 must get
+ * the node: otherwise job 1 restarts and is preempted again at the next pass, forever. */
+static void test_under_fifo_the_freed_gpus_go_to_the_high_job(void **state)
+{
+    (void)state;
+    skip_until_fixed("9: under fifo a preempted low job restarts before the high job");
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.policy = FG_POLICY_FIFO;
+    fg_sched_t *s = sched_new(&cfg);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 8, FG_PRIO_LOW, 100000, 0, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, 0xff);
+    submit(s, 2, 'b', 8, FG_PRIO_HIGH, 1000, 0, 10);
+    expect_preemption(s, 10, 1, FG_PREEMPT_PRIORITY, 2);
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_PREEMPTED, 20, NULL), FG_OK);
+    assert_int_equal(fg_sched_pass(s, 20, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    expect_start_on(&d, 2, 0xff);
+    expect_quiet_pass(s, 20);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -507,6 +547,7 @@ int main(void)
         cmocka_unit_test(test_no_preemption_for_an_account_at_its_entitlement),
         cmocka_unit_test(test_las_preempts_long_runners_of_higher_queues_after_the_quantum),
         cmocka_unit_test(test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt),
+        cmocka_unit_test(test_under_fifo_the_freed_gpus_go_to_the_high_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
