@@ -98,6 +98,8 @@ static int run_op(fg_store_tx_t *tx, srv_op_t *o, int64_t last_job)
         return fg_store_usage_set(tx, o->rec);
     case OP_SETTING_SET:
         return fg_store_setting_set(tx, o->s1, o->s2);
+    case OP_SESSION_EXPIRE:
+        return fg_store_session_delete_expired(tx, o->i1, &o->out);
     default:
         return FG_STORE_EINVAL;
     }

@@ -172,7 +172,8 @@ typedef struct sctx {
     size_t nouts, outs_cap;
     srv_sync_t **syncs;
     size_t nsyncs, syncs_cap;
-    int64_t last_usage_save, last_refresh_ms;
+    int64_t last_usage_save, last_refresh_ms, last_session_gc;
+    bool changed; /* something happened since the last refresh */
     int64_t now;
 } sctx_t;
 
@@ -1382,10 +1383,24 @@ static void *sched_main(void *arg)
         }
         if (stop || c->now - c->last_usage_save >= 10)
             save_usage(c);
+        if (batch || c->d.nstarts || c->d.npreempts)
+            c->changed = true;
+        if (c->now - c->last_session_gc >= 600) {
+            /* expired login sessions leave the store every 10 minutes */
+            c->last_session_gc = c->now;
+            srv_batch_t gc = {0};
+            srv_batch_add(&gc, OP_SESSION_EXPIRE, NULL)->i1 = c->now;
+            srv_batch_commit(s, &gc);
+            srv_batch_free(&gc);
+        }
         commit(c);
         int64_t nms = srv_now_ms();
-        if (nms - c->last_refresh_ms >= 1000 || stop) {
+        /* reasons and the fair-share view: every second while things change, every 10 s
+         * when idle (estimates and usage still move with time) */
+        if ((nms - c->last_refresh_ms >= 1000 && c->changed) || nms - c->last_refresh_ms >= 10000 ||
+            stop) {
             c->last_refresh_ms = nms;
+            c->changed = false;
             refresh_reasons(c);
             refresh_fairshare(c);
         }

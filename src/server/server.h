@@ -476,7 +476,8 @@ enum srv_op_kind {
     OP_NODE_STATE,
     OP_USAGE_SET,
     OP_SETTING_SET,
-    OP_USER_COUNT, /* out = number of users, before the next op */
+    OP_USER_COUNT,     /* out = number of users, before the next op */
+    OP_SESSION_EXPIRE, /* delete sessions expired at i1 */
 };
 struct srv_op {
     int kind;
