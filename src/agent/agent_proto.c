@@ -21,7 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LOG_CHUNK (256 * 1024)
+#define LOG_CHUNK        (256 * 1024)
+#define STARTED_DELAY_MS 100
 
 static pthread_mutex_t g_token_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -515,9 +516,16 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
             work = a->exited; /* only to be removed */
         else if (a->exited)
             work = !a->exit_sent;
-        else if (a->launched && !a->started_sent)
-            work = a->proc.pgid_known;
-        else if (a->launched && !a->log_done) {
+        else if (a->launched && !a->started_sent && a->proc.pgid_known) {
+            /* `started` waits a moment: a rank that ends within it is reported by its
+             * `exited` alone (which implies the start), one durable write less on the
+             * controller per short job. */
+            int64_t due = a->start_ms + STARTED_DELAY_MS;
+            if (due <= now)
+                work = 1;
+            else if (due - now < *wait_ms)
+                *wait_ms = due - now;
+        } else if (a->launched && !a->log_done) {
             if (a->log_next_ms <= now)
                 work = 1;
             else if (a->log_next_ms - now < *wait_ms)
