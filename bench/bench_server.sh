@@ -86,6 +86,8 @@ wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$tmp/get.lua" "$url/v1/jobs/1" >"$
 read -r _ _ gok _ gother _ gsecs _ gp50 _ gp99 < <(grep '^RESULT' "$tmp/get.out")
 commits=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commits_total/ {print $2}')
 maxbatch=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_max_batch/ {print $2}')
+commit_s=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commit_seconds_total/ {print $2}')
+maxckpt=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_max_checkpoint_seconds/ {print $2}')
 awk -v c="$created" -v s="$psecs" 'BEGIN { printf "server_durable_submissions_per_s %.0f jobs/s\n", c / s }'
 echo "server_submit_latency_p50 $p50 ms"
 echo "server_submit_latency_p99 $p99 ms"
@@ -95,6 +97,9 @@ echo "server_submissions_acknowledged $created jobs"
 echo "server_submissions_counted_by_server $stored jobs"
 echo "server_store_commits $commits commits"
 echo "server_store_max_batch $maxbatch units"
+awk -v c="$commits" -v t="$commit_s" 'BEGIN { if (c > 0) printf "server_store_mean_commit_fsync %.3f ms\n", 1000 * t / c }'
+awk -v t="$maxckpt" 'BEGIN { printf "server_store_max_checkpoint_pause %.3f ms\n", 1000 * t }'
+echo "server_load_average $(cut -d' ' -f1 /proc/loadavg) (1 min, at the end)"
 awk -v c="$gok" -v s="$gsecs" 'BEGIN { printf "server_get_job_per_s %.0f requests/s\n", c / s }'
 echo "server_get_job_latency_p50 $gp50 ms"
 echo "server_get_job_latency_p99 $gp99 ms"
