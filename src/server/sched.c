@@ -1519,13 +1519,30 @@ fg_sched_t *srv_core_build(srv_t *s)
                            "restore: running job %lld cannot be placed back (%s); it will be "
                            "requeued as node_lost",
                            (long long)j->r.id, fg_strerror(rc));
-                    /* submit it as pending; record the lost attempt at the first pass */
+                    /* its attempt is lost (node_lost: counted against max_retries); the
+                     * change is committed by the scheduler thread's first iteration */
                     free(j->ranks);
                     j->ranks = NULL;
                     j->nranks = 0;
-                    set_state(s, j, FG_JOB_PENDING);
-                    j->r.start_time = 0;
-                    core_submit(c, j, true);
+                    if (j->cur.attempt == j->r.attempts && j->cur.end_time_ms == 0) {
+                        j->cur.end_time_ms = srv_now_ms();
+                        j->cur.end_cause = FG_END_NODE_LOST;
+                        add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
+                    }
+                    if (j->r.start_time > 0 && c->now > j->r.start_time)
+                        j->r.attained_gpu_s += (c->now - j->r.start_time) * j->r.gpus;
+                    mark_dirty(c, j);
+                    if (j->r.retries_used < j->r.max_retries) {
+                        j->r.retries_used++;
+                        set_state(s, j, FG_JOB_PENDING);
+                        set_reason(j, FG_REASON_RETRY_BACKOFF, "node_lost");
+                        add_event(c, "job", id, "RUNNING", "PENDING", "node_lost", NULL);
+                        core_submit(c, j, true);
+                    } else {
+                        set_state(s, j, FG_JOB_FAILED);
+                        j->r.end_time = c->now;
+                        add_event(c, "job", id, "RUNNING", "FAILED", "node_lost", NULL);
+                    }
                 } else {
                     j->in_core = true;
                 }
