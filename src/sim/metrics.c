@@ -153,6 +153,13 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "ftf_rho_max", real(r->ftf_rho_max, 3));
     json_object_set_new(o, "waits_over_24h", json_integer(r->waits_over_24h));
     json_object_set_new(o, "half_life_s", json_integer(r->half_life_s));
+    json_object_set_new(o, "backfill", json_boolean(r->backfill));
+    json_object_set_new(o, "backfill_depth", json_integer(r->backfill_depth));
+    json_object_set_new(o, "reserve_depth", json_integer(r->reserve_depth));
+    json_object_set_new(o, "preemption", json_boolean(r->preemption));
+    json_object_set_new(o, "quantum_s", json_integer(r->quantum_s));
+    json_object_set_new(o, "checkpoint_interval_s", json_integer(r->checkpoint_interval_s));
+    json_object_set_new(o, "time_limit_factor", real(r->time_limit_factor, 3));
     json_object_set_new(o, "passes", json_integer(r->passes));
     json_object_set_new(o, "replay_seconds", real(r->replay_seconds, 4));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));

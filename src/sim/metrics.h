@@ -54,7 +54,11 @@ typedef struct fg_sim_result {
     int64_t waits_over_24h;
     double replay_seconds;
     int64_t half_life_s; /* configuration echoed in the output */
-    int64_t passes;      /* scheduling passes run */
+    bool backfill, preemption;
+    int32_t backfill_depth, reserve_depth;
+    int64_t quantum_s, checkpoint_interval_s;
+    double time_limit_factor;
+    int64_t passes; /* scheduling passes run */
 } fg_sim_result_t;
 
 /* Size class of a job of g GPUs: 0 "1", 1 "2-4", 2 "8" (5..8), 3 ">8". */

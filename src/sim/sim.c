@@ -444,6 +444,13 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     r->preemptions = preemptions;
     r->lost_gpu_seconds = lost;
     r->half_life_s = o->cfg.half_life_s;
+    r->backfill = o->cfg.backfill && o->cfg.policy != FG_POLICY_FIFO;
+    r->preemption = o->cfg.preemption;
+    r->backfill_depth = o->cfg.backfill_depth;
+    r->reserve_depth = o->cfg.reserve_depth;
+    r->quantum_s = o->cfg.quantum_s;
+    r->checkpoint_interval_s = o->checkpoint_interval_s;
+    r->time_limit_factor = o->time_limit_factor;
     r->passes = passes;
     if (show)
         fprintf(stderr, "\rsim %s: %zu/%zu jobs done in %.2f s%20s\n",
