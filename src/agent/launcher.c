@@ -175,7 +175,6 @@ typedef struct prep {
     char **envp;
     const char *job_dir;
     const char *status_path;
-    char status_tmp[520];
     int switch_user;
     uid_t uid;
     gid_t gid;
@@ -542,13 +541,12 @@ static void zygote_main(int sock)
         pp.exec_path = buf_take(&p, end);
         pp.job_dir = buf_take(&p, end);
         pp.status_path = buf_take(&p, end);
-        const char *tmp = buf_take(&p, end);
         pp.unix_user = buf_take(&p, end);
         const char *marker = buf_take(&p, end);
         char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
         char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
-        int okp = pp.exec_path && pp.job_dir && pp.status_path && tmp && pp.unix_user && marker &&
-                  argv && envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
+        int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker && argv &&
+                  envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
         for (int i = 0; okp && i < rq.argc; i++)
             okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
         for (int i = 0; okp && i < rq.envc; i++)
@@ -559,7 +557,6 @@ static void zygote_main(int sock)
         } else if (pipe2(life, O_CLOEXEC) != 0) {
             rep.err = errno;
         } else {
-            snprintf(pp.status_tmp, sizeof pp.status_tmp, "%s", tmp);
             snprintf(pp.marker, sizeof pp.marker, "%s", marker);
             pp.argv = argv;
             pp.envp = envp;
@@ -664,7 +661,6 @@ static int zygote_launch(const prep_t *pp, fg_proc_t *p)
     buf_add(&b, &n, &cap, pp->exec_path);
     buf_add(&b, &n, &cap, pp->job_dir);
     buf_add(&b, &n, &cap, pp->status_path);
-    buf_add(&b, &n, &cap, pp->status_tmp);
     buf_add(&b, &n, &cap, pp->unix_user ? pp->unix_user : "");
     buf_add(&b, &n, &cap, pp->marker);
     for (; pp->argv[rq.argc]; rq.argc++)
@@ -959,7 +955,6 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     }
     snprintf(p->log_path, sizeof p->log_path, "%s/output.log", l->run_dir);
     snprintf(p->status_path, sizeof p->status_path, "%s/exit", l->run_dir);
-    snprintf(pp.status_tmp, sizeof pp.status_tmp, "%s/exit.tmp", l->run_dir);
     pp.status_path = p->status_path;
     pp.job_dir = l->job_dir;
     unlink(p->status_path);

@@ -214,6 +214,26 @@ static void preempt_writes_notice_then_terminates(void **state)
     assert_non_null(strstr(slurp(path), "preempt "));
 }
 
+/* A cancel that arrives right after the start, before the agent has even learned the
+ * job's pid (launches do not wait for it), still stops the job. */
+static void stop_right_after_start(void **state)
+{
+    (void)state;
+    int64_t t0 = mono_ms();
+    start("{\"type\":\"start\",\"job_id\":\"quick\",\"attempt\":1,\"epoch\":1,"
+          "\"command\":\"sleep 100 & wait\",\"gpus\":[4],\"grace_s\":5,\"user\":\"alice\"}");
+    json_t *stop = json_pack("{s:s, s:s, s:i, s:I, s:i, s:s}", "type", "stop", "job_id", "quick",
+                             "attempt", 1, "epoch", (json_int_t)1, "rank", 0, "why", "cancel");
+    fg_agent_stop_msg(&g_ag.nodes[0], stop);
+    json_decref(stop);
+    fg_attempt_t *a = wait_exited("quick", 4000); /* SIGTERM, not the 5 s grace */
+    assert_non_null(a);
+    assert_true(mono_ms() - t0 < 4000);
+    assert_string_equal(fg_attempt_end_cause(a), "cancelled");
+    assert_int_equal(a->ex.signal, SIGTERM);
+    assert_false(fg_proc_group_alive(&a->proc));
+}
+
 /* A stop for an attempt this node never had is answered (exited, "not running"); a stale
  * stop for it is not. */
 static void stop_for_unknown_attempt(void **state)
@@ -263,6 +283,7 @@ int main(void)
         cmocka_unit_test(start_messages_get_exactly_their_gpus),
         cmocka_unit_test(local_time_limit_then_grace_then_sigkill),
         cmocka_unit_test(preempt_writes_notice_then_terminates),
+        cmocka_unit_test(stop_right_after_start),
         cmocka_unit_test(stop_for_unknown_attempt),
         cmocka_unit_test(refuses_bad_ids_and_old_epochs),
     };
