@@ -307,13 +307,52 @@ static void test_too_big(void **state)
     fg_trace_free(&t);
 }
 
+/*
+ * Weights reach the core and the metrics: one node of 8 GPUs, tenants A and B each
+ * submit 40 one-GPU jobs of 3600 s at t=0. With weights 3:1, wfq runs them 6:2 at a
+ * time, which is exactly the weighted entitlement (6, 2): Jain ~1. Were the weights
+ * ignored, the core would run 4:4 and Jain against the 3:1 entitlement would be
+ * (4/6 + 4/2)^2 / (2 (4/6)^2 + 2 (4/2)^2) = 0.8.
+ */
+static void test_weights(void **state)
+{
+    (void)state;
+    char text[4096];
+    size_t len =
+        (size_t)snprintf(text, sizeof text, "job_id,user,submit_time_s,num_gpus,duration_s\n");
+    for (int i = 0; i < 80; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "j%d,%s,0,1,3600\n", i,
+                                i % 2 ? "B" : "A");
+    fg_trace_t t;
+    load(text, &t);
+    assert_string_equal(t.tenants[0], "A");
+    double w[2] = {3, 1};
+    fg_sim_opts_t o;
+    fg_sim_nodes_t g;
+    opts_for(&o, &g, 1, FG_POLICY_WFQ);
+    o.weights = w;
+    fg_sim_result_t r;
+    fg_jobrec_t *recs;
+    run(&t, &o, &r, &recs);
+    assert_int_equal(r.jobs, 80);
+    int a_at_0 = 0, b_at_0 = 0;
+    for (size_t i = 0; i < t.njobs; i++)
+        if (recs[i].start == 0)
+            *(t.jobs[i].tenant == 0 ? &a_at_0 : &b_at_0) += 1;
+    assert_int_equal(a_at_0, 6);
+    assert_int_equal(b_at_0, 2);
+    assert_true(r.jain > 0.99);
+    free(recs);
+    fg_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_example_fifo), cmocka_unit_test(test_example_wfq),
         cmocka_unit_test(test_backfill),     cmocka_unit_test(test_preemption_rollback),
         cmocka_unit_test(test_conservation), cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_too_big),
+        cmocka_unit_test(test_too_big),      cmocka_unit_test(test_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
