@@ -33,7 +33,7 @@ static void usage(FILE *f)
           "  --token-file FILE       agent token (the server's DATA_DIR/agent.token)\n"
           "  --token T               agent token given directly (tests only: visible in ps)\n"
           "  --name NODE             node name (with --fake-nodes: prefix, NODE-0..N-1)\n"
-          "  --fake-gpus N           N fake GPUs instead of NVML\n"
+          "  --fake-gpus N           N (1..64) fake GPUs instead of NVML\n"
           "  --gpu-type T            GPU type to report (default: from NVML, or 'fake')\n"
           "  --fake-nodes N          host N fake nodes in this process (default 8 GPUs each)\n"
           "  --work-dir DIR          job, log and state directories (default\n"
@@ -204,7 +204,7 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
             snprintf(cfg->name, sizeof cfg->name, "%s", optarg);
             break;
         case O_FAKE_GPUS:
-            if (opt_int("fake-gpus", optarg, 0, FG_GPU_MAX, &v, 0))
+            if (opt_int("fake-gpus", optarg, 1, FG_GPU_MAX, &v, 0))
                 return -1;
             cfg->fake_gpus = (int)v;
             break;
@@ -418,11 +418,20 @@ static int node_init(fg_agent_t *ag, int i)
         char err[300];
         if (fg_gpu_nvml_open(cfg->nvml_lib[0] ? cfg->nvml_lib : NULL, &n->gpu, err, sizeof err) !=
             0) {
-            fg_log(FG_LOG_WARN, "%s; reporting 0 GPUs (use --fake-gpus N to fake some)", err);
-            fg_gpu_fake_open(n->name, 0, NULL, &n->gpu);
+            fprintf(stderr,
+                    "fairgpu agent: %s\n"
+                    "fairgpu agent: no GPUs to offer; on a machine without NVIDIA GPUs use "
+                    "--fake-gpus N\n",
+                    err);
+            return -1;
         }
     }
     n->ngpus = n->gpu.count(n->gpu.ctx);
+    if (n->ngpus == 0) {
+        fprintf(stderr, "fairgpu agent: the %s backend found no GPUs for node %s\n", n->gpu.name,
+                n->name);
+        return -1;
+    }
     for (int g = 0; g < n->ngpus; g++) {
         if (n->gpu.info(n->gpu.ctx, g, &n->gpus[g]) != 0) {
             fprintf(stderr, "fairgpu agent: cannot read GPU %d of %s\n", g, n->name);
