@@ -216,6 +216,11 @@ typedef struct fg_job_spec {
  * refuse it ask fg_sched_check_fit() first. */
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now);
 
+/* Like fg_sched_submit without the admission limits (pending cap, shedding): for a
+ * controller restoring the jobs it had already accepted; then fg_sched_restore_pending
+ * restores their counters. */
+int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now);
+
 /* FG_OK if the cluster's nodes (in any state) could ever hold a job of `gpus` GPUs
  * of `gpu_type` (NULL or "" = any), FG_ENOFIT if not, FG_EINVAL for a bad size. */
 int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type);
@@ -231,7 +236,8 @@ typedef struct fg_alloc {
 int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t attempt,
                              int32_t retries_used, int64_t attained_gpu_s, fg_time_t start_time,
                              const fg_alloc_t *allocs, int32_t nallocs, fg_time_t now);
-/* Restores the counters of a PENDING job already submitted (controller restart). */
+/* Restores the counters of a PENDING job already submitted (controller restart).
+ * Its preemption wait counts from max(submit time, eligible_time), as it did before. */
 int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, int32_t retries_used,
                              int64_t attained_gpu_s, fg_time_t eligible_time);
 

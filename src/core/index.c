@@ -58,7 +58,7 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
 
 static fg_time_t gpu_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
 {
-    return nd->touched == s->pass_no ? nd->avail[i] : fg__gpu_real_avail(s, nd, i);
+    return nd->touched == s->walk_no ? nd->avail[i] : fg__gpu_real_avail(s, nd, i);
 }
 
 static void leaf_keys(const fg_sched_t *s, const fg__node_t *nd, int64_t *key)

@@ -46,6 +46,8 @@ typedef struct fg__job {
     int32_t rprev, rnext;
     int64_t start_pass;  /* the pass that started the current attempt */
     int64_t victim_pass; /* == s->stamp: a legal victim in this search */
+    int32_t claim;       /* PENDING: victims still stopping for it (see serve_claims) */
+    bool claimed;        /* PENDING: a preemption was issued for it, not yet served */
     /* allocation while RUNNING */
     int32_t nallocs;
     fg_alloc_t alloc1;
@@ -165,6 +167,10 @@ struct fg_sched {
     int64_t pass_no;
     int64_t node_gen; /* bumped when a node is added or changes state */
     int64_t stamp;    /* bumped per preemption search: victim_pass, cand_pass marks */
+    int64_t walk_no;  /* bumped per walk: node->touched marks */
+    int32_t rr_next;  /* round-robin: the member whose turn comes first */
+    int32_t *claims;  /* jobs with claimed set */
+    size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */

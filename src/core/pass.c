@@ -84,9 +84,9 @@ static uint64_t low_bits(int n)
 static void touch(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
-    if (nd->touched == s->pass_no)
+    if (nd->touched == s->walk_no)
         return;
-    nd->touched = s->pass_no;
+    nd->touched = s->walk_no;
     for (int i = 0; i < nd->gpus; i++) {
         nd->avail[i] = fg__gpu_real_avail(s, nd, i);
         nd->res_from[i] = FG__INF;
@@ -99,7 +99,7 @@ static void touch(fg_sched_t *s, int32_t n)
 
 static bool is_touched(const fg_sched_t *s, int32_t n)
 {
-    return s->nodes[n].touched == s->pass_no;
+    return s->nodes[n].touched == s->walk_no;
 }
 
 /* GPUs of node n that a job ending at `end` may take now: free, and not reserved
@@ -188,6 +188,7 @@ static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_al
     }
     if (best < 0)
         return false;
+    memset(al, 0, sizeof *al); /* no stray padding bytes in the decisions */
     al->node = best;
     al->gpu_mask = best_mask;
     return true;
@@ -216,6 +217,7 @@ static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_all
                         continue;
                     if (is_touched(s, n) && usable_mask(s, n, end) != low_bits(nd->gpus))
                         continue;
+                    memset(&al[got], 0, sizeof al[got]);
                     al[got].node = n;
                     al[got].gpu_mask = low_bits(FG_WHOLE_NODE_GPUS);
                     got++;
@@ -716,6 +718,12 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             v->preempting = true;
             v->r_job = j->id;
             push_preempt(out, v, why, j->id);
+            j->claim++;
+            if (!j->claimed) {
+                j->claimed = true;
+                s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
+                s->claims[s->nclaims++] = (int32_t)(j - s->jobs);
+            }
             const fg_alloc_t *al = fg__job_allocs(v);
             for (int32_t k2 = 0; k2 < v->nallocs; k2++)
                 fg__node_leaf_update(s, al[k2].node);
@@ -727,30 +735,64 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
 
 /* ------------------------------------------------------------------ the pass */
 
-int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
+/* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs
+ * freed for them do not go to the jobs that were stopped (under fifo those come
+ * first again). A claim ends when the job starts or no victim is left stopping. */
+static void serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
 {
-    if (!s || !out)
-        return FG_EINVAL;
-    if (now < s->last_now)
-        now = s->last_now; /* time never runs backwards inside the core */
-    s->last_now = now;
-    out->nstarts = out->nallocs = out->npreempts = 0;
-    out->scanned = 0;
-    out->next_wake = FG_TIME_NEVER;
-    s->pass_no++;
-    out->pass_no = s->pass_no;
+    if (!s->nclaims)
+        return;
+    /* deterministic whatever the insertion order: by (submit, id) */
+    for (size_t a = 1; a < s->nclaims; a++) {
+        int32_t v = s->claims[a];
+        size_t b = a;
+        while (b > 0 && (s->jobs[s->claims[b - 1]].submit_time > s->jobs[v].submit_time ||
+                         (s->jobs[s->claims[b - 1]].submit_time == s->jobs[v].submit_time &&
+                          s->jobs[s->claims[b - 1]].id > s->jobs[v].id))) {
+            s->claims[b] = s->claims[b - 1];
+            b--;
+        }
+        s->claims[b] = v;
+    }
+    fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    size_t keep = 0;
+    for (size_t k = 0; k < s->nclaims; k++) {
+        int32_t slot = s->claims[k];
+        fg__job_t *j = &s->jobs[slot];
+        if (j->state != FG_JOB_PENDING || !j->claimed)
+            continue; /* started by a walk meanwhile */
+        const fg__account_t *a = &s->accounts[j->account];
+        fg_reason_t why;
+        bool ok = j->eligible_time <= now && !a->budget_exhausted &&
+                  (a->quota < 0 || a->running + j->gpus <= a->quota) && feasible(s, j, &why);
+        if (ok && (j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al)
+                                                 : place_whole(s, j, now, al))) {
+            int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+            fg__job_start(s, slot, al, n, now);
+            push_start(out, j, al, n);
+            continue;
+        }
+        if (j->claim > 0) /* victims still stopping: keep waiting for their GPUs */
+            s->claims[keep++] = slot;
+        else
+            j->claimed = false; /* they stopped and it still does not fit: plain order */
+    }
+    s->nclaims = keep;
+}
+
+/* One walk over the pending jobs in plan order (see the banner). Appends starts to
+ * *out, records blocked preemption candidates in s->blocked, lowers *wake. */
+static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *wakep)
+{
+    s->walk_no++;
     s->ntouched = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
-    for (size_t t = 0; t < s->ntypes; t++)
-        if (s->types[t].dirty)
-            fg__type_rebuild(s, (int32_t)t);
-
     const fg_config_t *c = &s->cfg;
     const bool no_backfill = c->policy == FG_POLICY_FIFO || !c->backfill;
     const int64_t K = c->estimate_depth;
-    fg_time_t wake = FG_TIME_NEVER;
+    fg_time_t wake = *wakep;
     fg__order_t *o = &s->it;
     fg__order_prepare(s, o, now);
     int64_t idx = 0, after_block = 0;
@@ -779,8 +821,12 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
                    idx > K + c->backfill_depth) {
             break; /* keep looking for the first blocked job: it gets the reservation */
         }
-        out->scanned++;
         fg__job_t *j = &s->jobs[slot];
+        if (j->state != FG_JOB_PENDING) { /* started earlier in this pass */
+            idx--;
+            continue;
+        }
+        out->scanned++;
         j->reason_pass = s->pass_no;
         j->est = FG_TIME_NEVER;
         j->r_job = 0;
@@ -857,10 +903,6 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         }
     }
 
-    /* Started jobs leave their queues now that the walk over them is over. */
-    for (size_t k = 0; k < out->nstarts; k++)
-        fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
-
     /* Drop the pass-local view: leaves go back to the real state. */
     for (size_t k = 0; k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
@@ -868,6 +910,44 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         fg__node_leaf_update(s, n);
     }
     s->ntouched = 0;
+    *wakep = wake;
+}
+
+int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
+{
+    if (!s || !out)
+        return FG_EINVAL;
+    if (now < s->last_now)
+        now = s->last_now; /* time never runs backwards inside the core */
+    s->last_now = now;
+    out->nstarts = out->nallocs = out->npreempts = 0;
+    out->scanned = 0;
+    out->next_wake = FG_TIME_NEVER;
+    s->pass_no++;
+    out->pass_no = s->pass_no;
+    for (size_t t = 0; t < s->ntypes; t++)
+        if (s->types[t].dirty)
+            fg__type_rebuild(s, (int32_t)t);
+    const fg_config_t *c = &s->cfg;
+    fg_time_t wake = FG_TIME_NEVER;
+
+    serve_claims(s, now, out);
+    /* Walk until a walk starts nothing: starts change the keys and the free GPUs the
+     * plan saw, so a pass is a fixpoint - a second pass at the same time, with no event
+     * in between, decides nothing new. Every walk but the last starts a job, so there
+     * are at most (free GPUs + 1) walks; usually two. */
+    size_t done = 0;
+    for (;;) {
+        size_t before = out->nstarts;
+        wake = FG_TIME_NEVER;
+        walk(s, now, out, &wake);
+        /* Started jobs leave their queues now that the walk over them is over. */
+        for (size_t k = done; k < out->nstarts; k++)
+            fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
+        done = out->nstarts;
+        if (out->nstarts == before || fg_sched_gpus_free(s) == 0)
+            break; /* nothing started, or nothing left to start on */
+    }
 
     if (c->preemption && s->nblocked) {
         ent_calc_t e = {0};

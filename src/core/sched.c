@@ -159,6 +159,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->types);
     free(s->touched_nodes);
     free(s->blocked);
+    free(s->claims);
     free(s);
 }
 
@@ -518,6 +519,11 @@ static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int m
 static void job_destroy(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
+    for (size_t k = 0; j->claimed && k < s->nclaims; k++)
+        if (s->claims[k] == slot) {
+            s->claims[k] = s->claims[--s->nclaims];
+            break;
+        }
     hash_del(s, j->id);
     int32_t last = s->live[--s->nlive];
     s->live[j->live_pos] = last;
@@ -527,6 +533,18 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     s->free_slots =
         fg__grow(s->free_slots, &s->free_slots_cap, s->nfree_slots + 1, sizeof *s->free_slots);
     s->free_slots[s->nfree_slots++] = slot;
+}
+
+int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+{
+    (void)now;
+    int acc, mem;
+    int32_t type;
+    int rc = spec_check(s, spec, &acc, &mem, &type);
+    if (rc != FG_OK)
+        return rc;
+    pending_add(s, job_create(s, spec, acc, mem, type));
+    return FG_OK;
 }
 
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
@@ -578,6 +596,10 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     j->state = FG_JOB_RUNNING;
     j->start_time = now;
     j->start_pass = s->pass_no;
+    if (s->cfg.policy == FG_POLICY_RR && s->nmembers)
+        s->rr_next = (int32_t)(((size_t)j->member + 1) % s->nmembers);
+    j->claim = 0;
+    j->claimed = false;
     j->attempt++;
     run_list_add(s, slot);
     j->preempting = false;
@@ -597,7 +619,7 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
             if (allocs[k].gpu_mask >> i & 1) {
                 nd->gpu_job[i] = slot;
                 nd->nfree--;
-                if (nd->touched == s->pass_no && nd->avail[i] < now + j->time_limit)
+                if (nd->touched == s->walk_no && nd->avail[i] < now + j->time_limit)
                     nd->avail[i] = now + j->time_limit;
             }
         fg__node_changed(s, allocs[k].node);
@@ -663,6 +685,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     fg__job_t *j = &s->jobs[slot];
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
+    j->run_s = attained_gpu_s / j->gpus; /* GPUs never change: exact */
     fg__job_start(s, slot, allocs, nallocs, start_time);
     j->attempt = attempt;
     return FG_OK;
@@ -683,7 +706,10 @@ int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, in
     j->attempt = attempts;
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
+    j->run_s = attained_gpu_s / j->gpus;
     j->eligible_time = eligible_time;
+    /* the preemption wait counts from when the job could run again */
+    j->queued_since = eligible_time > j->submit_time ? eligible_time : j->submit_time;
     pending_add(s, slot);
     return FG_OK;
 }
@@ -727,6 +753,11 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
     if (cause == FG_END_PREEMPTED)
         rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    if (j->preempting && j->r_job) { /* one victim fewer stopping for its job */
+        fg__job_t *f = fg__job_by_id(s, j->r_job);
+        if (f && f->state == FG_JOB_PENDING && f->claim > 0)
+            f->claim--;
+    }
     job_release(s, slot, now);
     j->attained_gpu_s += rec.gpu_seconds;
     j->run_s += run;
@@ -764,7 +795,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     if (next == FG_JOB_PENDING) {
         if (cause == FG_END_PREEMPTED)
             rec.eligible_time = j->eligible_time = now;
-        j->queued_since = now;
+        j->queued_since = j->eligible_time; /* the wait counts from eligibility */
         pending_add(s, slot);
     } else {
         job_destroy(s, slot);
@@ -986,6 +1017,12 @@ void fg_sched_rebuild(fg_sched_t *s)
         s->members[j->member].running += j->gpus;
         run_list_add(s, (int32_t)slot);
     }
+    s->nclaims = 0;
+    for (size_t slot = 0; slot < s->njobs_slots; slot++)
+        if (s->jobs[slot].id && s->jobs[slot].state == FG_JOB_PENDING && s->jobs[slot].claimed) {
+            s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
+            s->claims[s->nclaims++] = (int32_t)slot;
+        }
     for (size_t t = 0; t < s->ntypes; t++)
         fg__type_rebuild(s, (int32_t)t);
 }
