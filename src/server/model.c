@@ -217,6 +217,8 @@ json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full)
 
 /* ------------------------------------------------------------------ events */
 
+static void track_gap(srv_t *s);
+
 void srv_event_mem(srv_t *s, const fg_store_event_t *e)
 {
     if (e->seq <= 0)
@@ -259,6 +261,38 @@ void srv_event_mem(srv_t *s, const fg_store_event_t *e)
             break;
         s->pub_seq = nx;
     }
+    track_gap(s);
+}
+
+static bool seq_present(const srv_t *s, int64_t q)
+{
+    return q < s->first_seq || s->events[q - s->first_seq].seq != 0;
+}
+
+/* Remembers since when the feed waits for the event right after pub_seq. */
+static void track_gap(srv_t *s)
+{
+    if (s->pub_seq >= s->top_seq) {
+        s->gap_seq = 0;
+        s->gap_since_ms = 0;
+    } else if (s->gap_seq != s->pub_seq + 1) {
+        s->gap_seq = s->pub_seq + 1;
+        s->gap_since_ms = srv_now_ms();
+    }
+}
+
+/* A sequence number that stays missing (a backend whose sequences leave gaps on
+ * rollback, e.g. PostgreSQL's) must not hold the feed back forever: one missing for 2 s
+ * (an event in flight between its commit and memory takes microseconds) is skipped.
+ * mu held; called by the scheduler thread. */
+void srv_event_gap_check(srv_t *s)
+{
+    if (!s->gap_seq || s->gap_seq != s->pub_seq + 1 || srv_now_ms() - s->gap_since_ms < 2000)
+        return;
+    s->pub_seq++;
+    while (s->pub_seq < s->top_seq && seq_present(s, s->pub_seq + 1))
+        s->pub_seq++;
+    track_gap(s);
 }
 
 json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin)

@@ -1058,6 +1058,7 @@ static void check_timers(sctx_t *c)
     int64_t now_ms = srv_now_ms();
     int64_t limit_ms = (int64_t)s->cfg.heartbeat_interval_s * s->cfg.heartbeat_misses * 1000;
     pthread_mutex_lock(&s->mu);
+    srv_event_gap_check(s);
     for (size_t i = 0; i < s->nnodes; i++) {
         srv_node_t *n = s->nodes[i];
         if (n->state == FG_NODE_DOWN)

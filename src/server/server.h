@@ -280,8 +280,10 @@ typedef struct srv {
     srv_event_t *events;
     size_t events_cap;
     int64_t first_seq;
-    int64_t top_seq; /* highest seq stored */
-    int64_t pub_seq; /* every seq <= pub_seq is present */
+    int64_t top_seq;      /* highest seq stored */
+    int64_t pub_seq;      /* every seq <= pub_seq is present (or was skipped as a gap) */
+    int64_t gap_seq;      /* the missing seq right after pub_seq being waited for, or 0 */
+    int64_t gap_since_ms; /* since when */
     /* nodes */
     srv_node_t **nodes;
     size_t nnodes, nodes_cap;
@@ -432,6 +434,7 @@ void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
 uint64_t *srv_running_snapshot(srv_t *s, size_t *n);
 /* Adds a committed event to the in-memory log and advances the published mark. */
 void srv_event_mem(srv_t *s, const fg_store_event_t *e);
+void srv_event_gap_check(srv_t *s);
 json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin);
 srv_node_t *srv_node_by_name(srv_t *s, const char *name);
 bool srv_parse_job_id(const char *str, uint64_t *id);
