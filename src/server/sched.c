@@ -428,7 +428,9 @@ static void core_submit(sctx_t *c, srv_job_t *j, bool restoring)
     fg_job_spec_t sp;
     char user[80];
     fill_spec(s, j, &sp, user, sizeof user);
-    int rc = fg_sched_submit(c->core, &sp, c->now);
+    /* restoring: the job was accepted before; no admission limit applies */
+    int rc = restoring ? fg_sched_submit_restored(c->core, &sp, c->now)
+                       : fg_sched_submit(c->core, &sp, c->now);
     if (rc == FG_ENOENT && !restoring) {
         pthread_mutex_unlock(&s->mu);
         sync_accounts(c);
