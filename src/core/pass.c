@@ -932,12 +932,13 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     fg_time_t wake = FG_TIME_NEVER;
 
     serve_claims(s, now, out);
-    /* Walk until a walk starts nothing: starts change the keys and the free GPUs the
-     * plan saw, so a pass is a fixpoint - a second pass at the same time, with no event
-     * in between, decides nothing new. Every walk but the last starts a job, so there
-     * are at most (free GPUs + 1) walks; usually two. */
+    /* Walk again while a walk started something and GPUs are still free: starts change
+     * the keys and the free GPUs the plan saw, so that a second pass at the same time,
+     * with no event in between, decides nothing new. At most FG__MAX_WALKS walks; if
+     * the last one still started jobs, next_wake = now asks the caller to pass again. */
     size_t done = 0;
-    for (;;) {
+    bool settled = false;
+    for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
         size_t before = out->nstarts;
         wake = FG_TIME_NEVER;
         walk(s, now, out, &wake);
@@ -945,9 +946,10 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         for (size_t k = done; k < out->nstarts; k++)
             fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
         done = out->nstarts;
-        if (out->nstarts == before || fg_sched_gpus_free(s) == 0)
-            break; /* nothing started, or nothing left to start on */
+        settled = out->nstarts == before || fg_sched_gpus_free(s) == 0;
     }
+    if (!settled)
+        wake = now;
 
     if (c->preemption && s->nblocked) {
         ent_calc_t e = {0};
