@@ -582,20 +582,7 @@ int h_jobs_cancel(srv_req_t *r)
                                (unsigned long long)id, fg_job_state_name(st));
     srv_msg_t *m = srv_msg_new(MSG_CANCEL);
     m->job = id;
-    srv_sync_t y;
-    srv_sched_wait(r->srv, m, &y);
-    int ret;
-    if (y.status >= 400) {
-        ret = srv_reply_error(r, (unsigned)y.status, y.code, NULL, "%s", y.msg);
-    } else {
-        srv_t *s = r->srv;
-        pthread_mutex_lock(&s->mu);
-        json_t *o = srv_job_json(s, srv_job_get(s, id), true);
-        pthread_mutex_unlock(&s->mu);
-        ret = srv_reply_json(r, 200, o);
-    }
-    srv_sync_destroy(&y);
-    return ret;
+    return srv_sched_call_job(r, m, id);
 }
 
 int h_jobs_events(srv_req_t *r)

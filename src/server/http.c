@@ -352,7 +352,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_authenticate(r);
     }
     r->wake_gen = atomic_load(&s->wake_gen);
-    int ret = srv_route(r);
+    int ret = (r->resume_count > 0 && r->resume) ? r->resume(r) : srv_route(r);
     if (!r->responded && !r->parked)
         return srv_reply_error(r, 500, "internal", NULL, "the handler gave no reply") ? MHD_YES
                                                                                       : MHD_NO;

@@ -53,6 +53,15 @@ void srv_sync_destroy(srv_sync_t *y)
 
 static void sync_done(srv_sync_t *y)
 {
+    if (y->conn) {
+        /* an asynchronous caller: y belongs to its request, which may run (and finish)
+         * as soon as it is resumed; touch nothing of y after that */
+        srv_t *s = y->srv;
+        y->done = true;
+        MHD_resume_connection(y->conn);
+        atomic_fetch_sub(&s->async_inflight, 1);
+        return;
+    }
     pthread_mutex_lock(&y->mu);
     y->done = true;
     pthread_cond_signal(&y->cv);
@@ -123,21 +132,63 @@ void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y)
     srv_sync_wait(y);
 }
 
+static void sync_free(void *p)
+{
+    srv_sync_t *y = p;
+    srv_sync_destroy(y);
+    free(y);
+}
+
+/* Second half of an asynchronous call: the scheduler has answered. */
+static int sched_resume(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    srv_sync_t *y = r->ctx;
+    if (y->status < 400 && y->render_job) {
+        pthread_mutex_lock(&s->mu);
+        srv_job_t *j = srv_job_get(s, y->render_job);
+        json_t *o = j ? srv_job_json(s, j, true) : json_object();
+        pthread_mutex_unlock(&s->mu);
+        return srv_reply_json(r, 200, o);
+    }
+    if (y->reply) {
+        json_t *o = y->reply;
+        y->reply = NULL;
+        return srv_reply_json(r, (unsigned)(y->status ? y->status : 200), o);
+    }
+    if (y->status >= 400)
+        return srv_reply_error(r, (unsigned)y->status, y->code, NULL, "%s", y->msg);
+    return srv_reply_json(r, 200, json_object());
+}
+
+int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job)
+{
+    srv_t *s = r->srv;
+    atomic_fetch_add(&s->async_inflight, 1);
+    if (atomic_load(&s->stopping)) {
+        atomic_fetch_sub(&s->async_inflight, 1);
+        msg_free(m);
+        return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
+    }
+    srv_sync_t *y = fg_xmalloc(sizeof *y);
+    srv_sync_init(y);
+    y->srv = s;
+    y->conn = r->conn;
+    y->render_job = render_job;
+    m->sync = y;
+    r->ctx = y;
+    r->ctx_free = sync_free;
+    r->resume = sched_resume;
+    r->parked = true;
+    atomic_fetch_add(&s->suspended, 1);
+    MHD_suspend_connection(r->conn);
+    srv_sched_post(s, m);
+    return MHD_YES;
+}
+
 int srv_sched_call(srv_req_t *r, srv_msg_t *m)
 {
-    srv_sync_t y;
-    srv_sched_wait(r->srv, m, &y);
-    int ret;
-    if (y.reply) {
-        ret = srv_reply_json(r, (unsigned)(y.status ? y.status : 200), y.reply);
-        y.reply = NULL;
-    } else if (y.status >= 400) {
-        ret = srv_reply_error(r, (unsigned)y.status, y.code, NULL, "%s", y.msg);
-    } else {
-        ret = srv_reply_json(r, 200, json_object());
-    }
-    srv_sync_destroy(&y);
-    return ret;
+    return srv_sched_call_job(r, m, 0);
 }
 
 /* ------------------------------------------------------------------ iteration state */

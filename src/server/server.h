@@ -200,6 +200,10 @@ typedef struct srv_sync {
     char code[32];
     char msg[256];
     json_t *reply; /* owned by the waiter once done */
+    /* asynchronous callers: the suspended connection to resume when done */
+    struct srv *srv;
+    struct MHD_Connection *conn;
+    uint64_t render_job; /* on success, answer with this job (cancel) */
 } srv_sync_t;
 
 typedef struct srv_msg {
@@ -340,6 +344,7 @@ typedef struct srv_req {
     unsigned long wake_gen; /* read before the handler looks for data */
     void *ctx;              /* a handler's state across a suspension */
     void (*ctx_free)(void *ctx);
+    int (*resume)(struct srv_req *r); /* when set, runs instead of the route on resumption */
     srv_waiter_t *waiter;
 } srv_req_t;
 
@@ -505,6 +510,10 @@ void srv_sched_post(srv_t *s, srv_msg_t *m); /* takes m */
 srv_msg_t *srv_msg_new(int kind);
 /* Posts m and waits until the scheduler thread processed and persisted it; replies
  * from y (status, code, msg or reply JSON). */
+/* Posts m and suspends the connection (no thread waits); the scheduler thread resumes
+ * it once the outcome is durable, and the answer is the sync's status/reply, or job
+ * `render_job` (0: none) on success. */
+int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job);
 int srv_sched_call(srv_req_t *r, srv_msg_t *m);
 /* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
 void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
