@@ -10,7 +10,7 @@
  *   4. passes run at t: starts are applied (completion pushed at t + remaining work),
  *      preemptions are reported at once (FG_END_PREEMPTED; the job rolls back to its last
  *      checkpoint: it loses lost_gpu_seconds / gpus seconds of progress), and the pass
- *      is repeated until it decides no preemption;
+ *      is repeated while it decides a preemption or sets next_wake to t itself;
  *   5. the next event time is the earliest of the next arrival, the next completion and
  *      the last pass's next_wake.
  * A preempted attempt's completion stays in the heap and is dropped when popped (its
@@ -407,7 +407,9 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
                 j->state = J_PENDING;
                 fg_fair_running(&fair, rec->tenant, -rec->gpus);
             }
-            if (d.npreempts == 0 || round >= 1000)
+            /* again at the same time while it preempted (the freed GPUs) or asks for it
+             * (next_wake == now: it stopped walking with work left) */
+            if ((d.npreempts == 0 && d.next_wake > now) || round >= 1000)
                 break;
         }
         wake = d.next_wake > now ? d.next_wake : FG_TIME_NEVER;
