@@ -58,6 +58,8 @@ typedef struct fg_attempt {
     int64_t log_next_ms; /* next look at the log of a running rank */
     int log_done;        /* shipping finished or impossible */
     char error[200];     /* launch failure */
+    char unix_user[128]; /* the account it runs as ("" = the agent's) */
+    char *gpu_uuids;     /* comma-separated uuids of its GPUs (owned; may be NULL) */
 } fg_attempt_t;
 
 #define FG_ENDED_RING         4096

@@ -164,6 +164,7 @@ void fg_attempt_remove(fg_attempt_t *a)
             break;
         }
     }
+    free(a->gpu_uuids);
     free(a);
 }
 
@@ -464,6 +465,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
         fail_attempt(a, err);
     } else {
         a->proc = proc;
+        snprintf(a->unix_user, sizeof a->unix_user, "%s", unix_user);
+        a->gpu_uuids = fg_xstrdup(cvd);
         if (warn_user[0]) {
             size_t wl = strlen(a->proc.warnings);
             snprintf(a->proc.warnings + wl, sizeof a->proc.warnings - wl, "%s%s", wl ? "; " : "",

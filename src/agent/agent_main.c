@@ -540,6 +540,7 @@ int fg_cmd_agent(int argc, char **argv)
             n->attempts = a->next;
             if (a->proc.life_fd >= 0)
                 close(a->proc.life_fd);
+            free(a->gpu_uuids);
             free(a);
         }
         for (unsigned k = 0; k < FG_ENDED_RING; k++)

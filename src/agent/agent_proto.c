@@ -375,10 +375,20 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
     json_t *warnings = json_array();
     if (a->proc.warnings[0])
         json_array_append_new(warnings, json_string(a->proc.warnings));
+    json_t *uuids = json_array();
+    for (const char *u = a->gpu_uuids; u && *u;) {
+        const char *c = strchr(u, ',');
+        size_t len = c ? (size_t)(c - u) : strlen(u);
+        json_array_append_new(uuids, json_stringn(u, len));
+        u = c ? c + 1 : u + len;
+    }
     json_t *body = json_pack("{s:s, s:s, s:i, s:I, s:i, s:i, s:I, s:o}", "node", n->name, "job_id",
                              a->job_id, "attempt", a->attempt, "epoch", (json_int_t)a->epoch,
                              "rank", a->rank, "pid", (int)a->proc.pgid, "start_time_ms",
                              (json_int_t)a->start_ms, "warnings", warnings);
+    json_object_set_new(body, "gpu_uuids", uuids);
+    if (a->unix_user[0])
+        json_object_set_new(body, "unix_user", json_string(a->unix_user));
     pthread_mutex_unlock(&n->ag->mu);
     char err[256];
     long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
