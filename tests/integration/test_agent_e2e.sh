@@ -110,6 +110,8 @@ nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | le
 check "three agents register with 8 GPUs each" wait_for 15 nodes_up
 check "each node reports 8 GPUs with fake uuids" \
     test "$(api GET /v1/nodes | jq '[.items[].gpus[] | select(.uuid | startswith("GPU-fake-"))] | length')" = 24
+sampled() { [ "$(api GET /v1/nodes | jq '[.items[].gpus[] | select(.util_pct != null and .mem_used_mb != null)] | length')" = 24 ]; }
+check "heartbeats carry GPU utilization and memory samples" wait_for 10 sampled
 
 submit() { # submit JSON -> job id
     api POST /v1/jobs "$1" | jq -r .id
@@ -193,11 +195,17 @@ wait_for 10 is_state "$L" RUNNING
 curl -sN "$URL/v1/jobs/$L/logs?follow=1" -H "Authorization: Bearer $ALICE" >"$TMP/follow" &
 FOLLOW=$!
 BG_PIDS+=($FOLLOW)
+FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE XDG_CONFIG_HOME=$TMP/cfg "$FG" logs -f "$L" >"$TMP/cli-follow" 2>&1 &
+CLI_FOLLOW=$!
+BG_PIDS+=($CLI_FOLLOW)
 check "a follower sees 'tick 2' while the job still runs" \
     wait_for 10 grep -q 'tick 2' "$TMP/follow"
 check "... and the job is still RUNNING then" test "$(state "$L")" = RUNNING
 check "the follow stream ends when the job ends" wait_for 15 bash -c "! kill -0 $FOLLOW 2>/dev/null"
 check "the follower got every line" grep -q 'tick 6' "$TMP/follow"
+check "'fairgpu logs -f' ends with the job too" wait_for 10 bash -c "! kill -0 $CLI_FOLLOW 2>/dev/null"
+check "'fairgpu logs -f' printed every line, in order" \
+    test "$(grep '^tick' "$TMP/cli-follow" | tr '\n' ' ')" = "tick 1 tick 2 tick 3 tick 4 tick 5 tick 6 "
 check "SSE framing with data: lines" grep -q '^data: tick 1' "$TMP/follow"
 check "the ticker completed" is_state "$L" COMPLETED
 check "logs with an offset" test "$(api GET "/v1/jobs/$L/logs?offset=7")" = "$(printf 'tick 2\ntick 3\ntick 4\ntick 5\ntick 6')"
