@@ -10,7 +10,10 @@
 #      the same work dir it reconciles with the controller, which calls them stale, and
 #      kills them;
 #   3. a gang job loses one of its nodes: the other rank is stopped (peer_failed) and
-#      the job is requeued.
+#      the job is requeued;
+#   4. preemption: a high job takes a low job's node; the victim finds FAIRGPU_PREEMPT in
+#      its checkpoint dir before SIGTERM, is requeued, and its next attempt resumes from
+#      the checkpoint it left in the same FAIRGPU_CHECKPOINT_DIR.
 #
 # usage: bash test_agent_failures.sh /path/to/fairgpu      (needs curl and jq)
 set -uo pipefail
@@ -217,6 +220,39 @@ api POST "/v1/jobs/$G/cancel" >/dev/null
 start_agent "$R0" # reconcile kills rank 0's stale process
 K0=$(api GET "/v1/jobs/$G/logs?rank=0" | sed -n 's/^KID=//p')
 check "rank 0's stale process is killed after the agent restarts" wait_for 15 pid_gone "${K0:-1}"
+
+# ------------------------------------------------ 4. preemption with notice --
+
+# Low jobs fill the cluster; each checkpoints, and on SIGTERM prints the preemption
+# notice it finds in its checkpoint dir. A high job then takes one node's GPUs: the
+# victim is told first (FAIRGPU_PREEMPT), stopped, requeued, and its next attempt finds
+# its checkpoint in the same FAIRGPU_CHECKPOINT_DIR.
+PCMD='if [ -e $FAIRGPU_CHECKPOINT_DIR/ckpt ]; then echo resumed-from-$(cat $FAIRGPU_CHECKPOINT_DIR/ckpt); exit 0; fi; echo attempt-$FAIRGPU_ATTEMPT > $FAIRGPU_CHECKPOINT_DIR/ckpt; trap \"echo notice: \\$(cat \\$FAIRGPU_CHECKPOINT_DIR/FAIRGPU_PREEMPT); exit 0\" TERM; echo working; while :; do sleep 0.2; done'
+P=()
+for _ in 1 2 3; do P+=("$(submit "{\"name\":\"low\",\"gpus\":8,\"priority\":\"low\",\"command\":\"$PCMD\"}")"); done
+check "three low jobs fill the cluster" wait_for 20 all_state RUNNING "${P[@]}"
+H=$(submit '{"name":"urgent","gpus":8,"priority":"high","command":"echo urgent; sleep 1"}')
+check "the high job starts by preempting a low one" wait_for 20 bash -c "$(declare -f api state is_state); URL=$URL ALICE=$ALICE; is_state $H RUNNING || is_state $H COMPLETED"
+VICTIM_JOB=
+for j in "${P[@]}"; do
+    api GET "/v1/jobs/$j/events" | jq -e '[.items[] | select(.reason=="preempted")] | length >= 1' >/dev/null && VICTIM_JOB=$j
+done
+check "one low job was preempted (event reason preempted)" test -n "$VICTIM_JOB"
+if [ -n "$VICTIM_JOB" ]; then
+    check "the victim saw the FAIRGPU_PREEMPT notice before SIGTERM ended it" \
+        bash -c "$(declare -f api); URL=$URL ALICE=$ALICE api GET '/v1/jobs/$VICTIM_JOB/logs?attempt=1' | grep -q '^notice: preempt '"
+    check "the preempted attempt ended with cause preempted" \
+        test "$(api GET "/v1/jobs/$VICTIM_JOB/attempts" | jq -r '.items[0].end_cause')" = preempted
+fi
+check "the high job completes" wait_for 20 is_state "$H" COMPLETED
+if [ -n "$VICTIM_JOB" ]; then
+    check "the requeued victim runs again and completes" wait_for 20 is_state "$VICTIM_JOB" COMPLETED
+    check "its next attempt found its checkpoint in the same dir" \
+        bash -c "$(declare -f api); URL=$URL ALICE=$ALICE api GET '/v1/jobs/$VICTIM_JOB/logs' | grep -q '^resumed-from-attempt-1'"
+fi
+for j in "${P[@]}"; do [ "$j" != "$VICTIM_JOB" ] && api POST "/v1/jobs/$j/cancel" >/dev/null; done
+ended() { for j in "${P[@]}"; do s=$(state "$j"); [ "$s" = CANCELLED ] || [ "$s" = COMPLETED ] || return 1; done; }
+check "the low jobs end after the cancel" wait_for 20 ended
 
 # --------------------------------------------------------------------- done --
 
