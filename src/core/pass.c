@@ -552,6 +552,28 @@ static void node_room(const fg_sched_t *s, const fg__node_t *nd, int32_t *have, 
     }
 }
 
+/* The distinct legal victims (this search's marks) running on node nd, cheapest
+ * first; returns how many were written to vs (room for FG_MAX_NODE_GPUS). */
+static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t now, victim_t *vs)
+{
+    int32_t nv = 0;
+    for (int i = 0; i < nd->gpus; i++) {
+        int32_t slot = nd->gpu_job[i];
+        if (slot < 0 || s->jobs[slot].victim_pass != s->stamp || s->jobs[slot].preempting)
+            continue;
+        bool seen = false;
+        for (int32_t k = 0; k < nv; k++)
+            seen |= vs[k].slot == slot;
+        if (!seen) {
+            vs[nv].slot = slot;
+            vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
+            nv++;
+        }
+    }
+    qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
+    return nv;
+}
+
 static int int32_cmp(const void *a, const void *b)
 {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -648,21 +670,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         int32_t target = whole ? nd->gpus : j->gpus;
         if (have + vict < target)
             continue;
-        int32_t nv = 0;
-        for (int i = 0; i < nd->gpus; i++) {
-            int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].victim_pass != s->stamp || s->jobs[slot].preempting)
-                continue;
-            bool seen = false;
-            for (int32_t k = 0; k < nv; k++)
-                seen |= vs[k].slot == slot;
-            if (!seen) {
-                vs[nv].slot = slot;
-                vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
-                nv++;
-            }
-        }
-        qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
+        int32_t nv = node_victims(s, nd, now, vs);
         int64_t cost = 0;
         for (int32_t k = 0; k < nv && have < target; k++) {
             for (int i = 0; i < nd->gpus; i++)
@@ -694,22 +702,9 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     const size_t before = out->npreempts;
     for (int32_t b = 0; b < nbest; b++) {
         const fg__node_t *nd = &s->nodes[best_nodes[b]];
-        int32_t have, vict, nv = 0;
+        int32_t have, vict;
         node_room(s, nd, &have, &vict);
-        for (int i = 0; i < nd->gpus; i++) {
-            int32_t slot = nd->gpu_job[i];
-            if (slot < 0 || s->jobs[slot].victim_pass != s->stamp || s->jobs[slot].preempting)
-                continue;
-            bool seen = false;
-            for (int32_t k = 0; k < nv; k++)
-                seen |= vs[k].slot == slot;
-            if (!seen) {
-                vs[nv].slot = slot;
-                vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
-                nv++;
-            }
-        }
-        qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
+        int32_t nv = node_victims(s, nd, now, vs);
         int32_t target = whole ? nd->gpus : j->gpus;
         for (int32_t k = 0; k < nv && have < target; k++) {
             fg__job_t *v = &s->jobs[vs[k].slot];
