@@ -13,7 +13,9 @@
 #      the job is requeued;
 #   4. preemption: a high job takes a low job's node; the victim finds FAIRGPU_PREEMPT in
 #      its checkpoint dir before SIGTERM, is requeued, and its next attempt resumes from
-#      the checkpoint it left in the same FAIRGPU_CHECKPOINT_DIR.
+#      the checkpoint it left in the same FAIRGPU_CHECKPOINT_DIR;
+#   5. the controller restarts while a job runs: the agents register again (new epoch),
+#      the job is adopted and completes with its whole log.
 #
 # usage: bash test_agent_failures.sh /path/to/fairgpu      (needs curl and jq)
 set -uo pipefail
@@ -253,6 +255,26 @@ fi
 for j in "${P[@]}"; do [ "$j" != "$VICTIM_JOB" ] && api POST "/v1/jobs/$j/cancel" >/dev/null; done
 ended() { for j in "${P[@]}"; do s=$(state "$j"); [ "$s" = CANCELLED ] || [ "$s" = COMPLETED ] || return 1; done; }
 check "the low jobs end after the cancel" wait_for 20 ended
+
+# ------------------------------------------------------- 5. controller restart --
+
+# The controller restarts (new epoch) while a job runs: the agents keep it running, get
+# 404/409, register again, the reconcile adopts the job, and it completes with its whole
+# log.
+R=$(submit '{"name":"across-restart","gpus":1,"command":"for i in 1 2 3 4 5 6; do echo r$i; sleep 0.5; done"}')
+check "a job runs before the controller restart" wait_for 15 is_state "$R" RUNNING
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+"$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
+    --heartbeat-interval 1s --retry-backoff 1s --insecure-fast-password-hash >>"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+check "the controller is back" wait_for 10 bash -c "curl -sf $URL/healthz >/dev/null"
+ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)
+check "the job survives the restart and completes" wait_for 20 is_state "$R" COMPLETED
+check "one attempt only (adopted, not requeued)" test "$(api GET "/v1/jobs/$R" | jq -r .attempts)" = 1
+check "its log is complete, no line lost or doubled" \
+    test "$(api GET "/v1/jobs/$R/logs" | tr '\n' ' ')" = "r1 r2 r3 r4 r5 r6 "
+check "the agents registered again under the new epoch" grep -q 'registered: 8 GPUs, epoch 2' "$TMP/agent-n1.log"
 
 # --------------------------------------------------------------------- done --
 
