@@ -927,10 +927,10 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     fg_time_t wake = FG_TIME_NEVER;
 
     serve_claims(s, now, out);
-    /* Walk again while a walk started something and GPUs are still free: starts change
-     * the keys and the free GPUs the plan saw, so that a second pass at the same time,
-     * with no event in between, decides nothing new. At most FG__MAX_WALKS walks; if
-     * the last one still started jobs, next_wake = now asks the caller to pass again. */
+    /* Walk again while a walk started something: starts change the keys, the free GPUs
+     * and the blocked jobs the plan saw, so that a second pass at the same time, with no
+     * event in between, decides nothing new (no start, no other preemption). At most FG__MAX_WALKS
+     * walks; if the last one still started jobs, next_wake = now asks the caller to pass again. */
     size_t done = 0;
     bool settled = false;
     for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
@@ -941,7 +941,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         for (size_t k = done; k < out->nstarts; k++)
             fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
         done = out->nstarts;
-        settled = out->nstarts == before || fg_sched_gpus_free(s) == 0;
+        settled = out->nstarts == before; /* (a full cluster makes the next walk short) */
     }
     if (!settled)
         wake = now;
