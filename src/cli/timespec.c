@@ -62,7 +62,7 @@ static int parse_units(const char *s, long long *total, char *err, size_t errlen
         const char *q = p;
         while (*q >= '0' && *q <= '9')
             q++;
-        long long v;
+        long long v = 0;
         if (q == p)
             return fail(err, errlen, "invalid time '%s': expected a number before '%c'; %s", s, *q,
                         FORMS);
@@ -185,7 +185,7 @@ int fg_parse_time(const char *s, long long *out, char *err, size_t errlen)
     if (n > 64)
         return fail(err, errlen, "invalid time (too long a string): %s", FORMS);
     char last = s[n - 1];
-    long long t;
+    long long t = 0;
     int rc;
     if ((last >= 'a' && last <= 'z') || (last >= 'A' && last <= 'Z'))
         rc = parse_units(s, &t, err, errlen);

@@ -710,7 +710,7 @@ static void test_sse_log_newline(void **state)
 
 /* ------------------------------------------------------------------ table -- */
 
-static char *render(fg_table_t *t)
+__attribute__((noinline)) static char *render(fg_table_t *t)
 {
     char *buf = NULL;
     size_t len = 0;
