@@ -18,17 +18,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ helpers */
 
 static fg_sched_t *sched_with(fg_policy_t policy, int32_t reserve_depth)
@@ -117,9 +106,9 @@ static int64_t rng_range(uint64_t *x, int64_t lo, int64_t hi) /* inclusive */
  * (2 GPUs, limit 980). Plan order is submit order: 3, 4, 5.
  *   job 3: needs the whole node, which is free when the last running job ends:
  *          max(0 + 1000, 0 + 500) = 1000 -> reservation and estimate at t=1000.
- *   job 4: GPUs 6-7 are free but reserved; 10 + 1000 = 1010 > 1000 -> must wait
- *          (reason: reservation).
- *   job 5: 10 + 980 = 990 <= 1000 -> backfills now on GPUs 6-7.
+ *   job 4: GPUs 6-7 are free but reserved; 10 + 1000 = 1010 > 1000 -> must wait.
+ *   job 5: 10 + 980 = 990 <= 1000 -> backfills now on GPUs 6-7. After that no GPU is
+ *          free, so job 4's reason at the end of the pass is resources.
  * At t=500 job 2 ends: GPUs 4-5 free. Job 6 (1 GPU, limit 400) arrives: 500 + 400 = 900
  * -> backfills on GPU 4. Job 4 still may not (500 + 1000 > 1000).
  * Jobs 6 (t=900), 5 (t=990) and 1 (t=1000) end: at t=1000 job 3 starts on GPUs 0-7,
@@ -150,7 +139,7 @@ static void test_backfill_fills_the_gap_before_a_reservation_and_never_delays_it
     assert_int_equal(j3.estimated_start, 1000);
     fg_job_info_t j4 = info(s, 4);
     assert_int_equal(j4.state, FG_JOB_PENDING);
-    assert_int_equal(j4.reason, FG_REASON_RESERVATION);
+    assert_int_equal(j4.reason, FG_REASON_RESOURCES);
 
     end_job(s, 2, 500);
     submit(s, 6, 1, 400, 500);
@@ -296,8 +285,6 @@ static void test_reserve_depth_protects_the_next_blocked_jobs(void **state)
 static void test_an_estimate_counts_the_jobs_backfilled_in_the_same_pass(void **state)
 {
     (void)state;
-    /* disabled until core bug 8 is fixed */
-    skip_until_fixed("8: estimates ignore jobs backfilled later in the same pass");
     fg_sched_t *s = sched_with(FG_POLICY_WFQ, 1);
     int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
     int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);

@@ -21,17 +21,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ helpers */
 
 static fg_sched_t *sched_new(fg_time_t half_life, bool preemption)
@@ -179,8 +168,6 @@ static void contend(fg_sched_t *s, const struct group grp[2], int slots, fg_time
 static void test_weights_2_to_1_give_gpu_time_2_to_1(void **state)
 {
     (void)state;
-    /* disabled until core bug 3 is fixed */
-    skip_until_fixed("3: weights 2:1 give 5:3 on 8 GPUs (the R term cancels the memory)");
     fg_sched_t *s = sched_new(3600, false);
     int a = account(s, "a", 2.0);
     int b = account(s, "b", 1.0);

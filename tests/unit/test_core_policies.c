@@ -21,17 +21,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ helpers */
 
 /* Accounts "a" (user "u") and "b" (user "v"), weight 1; one node of `gpus` GPUs. */
@@ -175,7 +164,6 @@ static void test_las_serves_the_least_attained_service_first(void **state)
 static void test_round_robin_a_second_pass_decides_nothing_new(void **state)
 {
     (void)state;
-    skip_until_fixed("10: a pass is not a fixpoint (round-robin restarts its rounds)");
     fg_config_t cfg;
     fg_config_default(&cfg);
     cfg.policy = FG_POLICY_RR;

@@ -23,17 +23,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ helpers */
 
 /* Accounts "a" (user "u") and "b" (user "v"), weight 1 each, and one 8-GPU node n0. */
@@ -511,7 +500,6 @@ static void test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt
 static void test_under_fifo_the_freed_gpus_go_to_the_high_job(void **state)
 {
     (void)state;
-    skip_until_fixed("9: under fifo a preempted low job restarts before the high job");
     fg_config_t cfg;
     fg_config_default(&cfg);
     cfg.policy = FG_POLICY_FIFO;
