@@ -50,10 +50,14 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
     r->jobs = (int64_t)n;
     int64_t *jct = fg_xmalloc((n ? n : 1) * sizeof *jct);
     int64_t *wait = fg_xmalloc((n ? n : 1) * sizeof *wait);
-    int64_t *cls[FG_SIZE_CLASSES];
-    size_t ncls[FG_SIZE_CLASSES] = {0};
-    for (int c = 0; c < FG_SIZE_CLASSES; c++)
+    int64_t *cls[FG_SIZE_CLASSES], *ecls[FG_SIZE_CLASSES];
+    size_t ncls[FG_SIZE_CLASSES] = {0}, necls[FG_SIZE_CLASSES] = {0};
+    int64_t *eall = fg_xmalloc((n ? n : 1) * sizeof *eall);
+    size_t neall = 0;
+    for (int c = 0; c < FG_SIZE_CLASSES; c++) {
         cls[c] = fg_xmalloc((n ? n : 1) * sizeof *cls[c]);
+        ecls[c] = fg_xmalloc((n ? n : 1) * sizeof *ecls[c]);
+    }
     int64_t smin = INT64_MAX, emax = INT64_MIN;
     double jct_sum = 0, wait_sum = 0, rho_sum = 0, rho_max = 0;
     int64_t gpu_s = 0, over24 = 0, wmax = 0;
@@ -73,6 +77,12 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
             over24++;
         int c = fg_size_class(j->gpus);
         cls[c][ncls[c]++] = wait[i];
+        if (j->estimate >= 0) {
+            int64_t e = j->start - j->estimate;
+            e = e < 0 ? -e : e;
+            ecls[c][necls[c]++] = e;
+            eall[neall++] = e;
+        }
         gpu_s += j->gpu_seconds;
         double nj = j->n_avg > 0 ? j->n_avg : 1.0;
         double scale = (double)j->gpus * nj / (double)gpus;
@@ -101,7 +111,17 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
         r->has_size[c] = ncls[c] > 0;
         r->wait_p50_by_size[c] = fg_percentile(cls[c], ncls[c], 50);
         free(cls[c]);
+        qsort(ecls[c], necls[c], sizeof *ecls[c], cmp_i64);
+        r->has_est[c] = necls[c] > 0;
+        r->est_err_p50_by_size[c] = fg_percentile(ecls[c], necls[c], 50);
+        r->est_err_p90_by_size[c] = fg_percentile(ecls[c], necls[c], 90);
+        free(ecls[c]);
     }
+    qsort(eall, neall, sizeof *eall, cmp_i64);
+    r->estimate_jobs = (int64_t)neall;
+    r->est_err_p50_s = fg_percentile(eall, neall, 50);
+    r->est_err_p90_s = fg_percentile(eall, neall, 90);
+    free(eall);
     r->ftf_rho_avg = n ? rho_sum / (double)n : 0;
     r->ftf_rho_max = rho_max;
     r->jain = fg_fair_jain(ntenants, entitled, received);
@@ -152,6 +172,16 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "ftf_rho_avg", real(r->ftf_rho_avg, 3));
     json_object_set_new(o, "ftf_rho_max", real(r->ftf_rho_max, 3));
     json_object_set_new(o, "waits_over_24h", json_integer(r->waits_over_24h));
+    json_object_set_new(o, "estimate_jobs", json_integer(r->estimate_jobs));
+    json_t *e50 = json_object(), *e90 = json_object();
+    for (int c = 0; c < FG_SIZE_CLASSES; c++) {
+        json_object_set_new(e50, fg_size_class_names[c],
+                            r->has_est[c] ? json_integer(r->est_err_p50_by_size[c]) : json_null());
+        json_object_set_new(e90, fg_size_class_names[c],
+                            r->has_est[c] ? json_integer(r->est_err_p90_by_size[c]) : json_null());
+    }
+    json_object_set_new(o, "est_err_p50_by_size", e50);
+    json_object_set_new(o, "est_err_p90_by_size", e90);
     json_object_set_new(o, "half_life_s", json_integer(r->half_life_s));
     json_object_set_new(o, "backfill", json_boolean(r->backfill));
     json_object_set_new(o, "backfill_depth", json_integer(r->backfill_depth));
@@ -182,7 +212,7 @@ static void cell_real(char *b, size_t n, double v, int decimals)
 }
 
 /* The rows of the table: a label and a function writing the cell of one result. */
-#define NROWS 24
+#define NROWS 27
 
 static void row_cell(int row, const fg_sim_result_t *r, char *b, size_t n)
 {
@@ -253,9 +283,18 @@ static void row_cell(int row, const fg_sim_result_t *r, char *b, size_t n)
         cell_real(b, n, r->ftf_rho_max, 3);
         return;
     case 22:
-        cell_int(b, n, r->rounded_up);
+        cell_int(b, n, r->estimate_jobs);
         return;
     case 23:
+        cell_int(b, n, r->est_err_p50_s);
+        return;
+    case 24:
+        cell_int(b, n, r->est_err_p90_s);
+        return;
+    case 25:
+        cell_int(b, n, r->rounded_up);
+        return;
+    case 26:
         cell_real(b, n, r->replay_seconds, 3);
         return;
     }
@@ -267,7 +306,8 @@ static const char *const row_names[NROWS] = {
     "jct_p99_s",       "wait_avg_s",    "wait_p50_s",     "wait_p50_s[1]",
     "wait_p50_s[2-4]", "wait_p50_s[8]", "wait_p50_s[>8]", "wait_max_s",
     "waits_over_24h",  "preemptions",   "lost_gpu_s",     "jain",
-    "ftf_rho_avg",     "ftf_rho_max",   "rounded_up",     "replay_seconds",
+    "ftf_rho_avg",     "ftf_rho_max",   "estimated_jobs", "est_err_p50_s",
+    "est_err_p90_s",   "rounded_up",    "replay_seconds",
 };
 
 void fg_sim_print_table(FILE *out, const fg_sim_result_t *results, size_t n, bool markdown)

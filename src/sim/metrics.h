@@ -23,6 +23,7 @@ typedef struct fg_jobrec {
     int32_t tenant;      /* u(j) */
     int64_t gpu_seconds; /* GPU-seconds run, every attempt included */
     double n_avg;        /* N_j: time-average tenants with demand over [s_j, e_j] */
+    int64_t estimate;    /* start estimated by the core at submission; -1 if none */
     int32_t attempts;    /* starts */
     int32_t ends;        /* completions reported (1 for every replayed job) */
 } fg_jobrec_t;
@@ -52,6 +53,11 @@ typedef struct fg_sim_result {
     double jain;
     double ftf_rho_avg, ftf_rho_max;
     int64_t waits_over_24h;
+    /* estimated start accuracy: |a_j - E| of the estimate made at submission */
+    int64_t estimate_jobs; /* jobs that had one */
+    bool has_est[FG_SIZE_CLASSES];
+    int64_t est_err_p50_by_size[FG_SIZE_CLASSES], est_err_p90_by_size[FG_SIZE_CLASSES];
+    int64_t est_err_p50_s, est_err_p90_s; /* all sizes (0 without estimates) */
     double replay_seconds;
     int64_t half_life_s; /* configuration echoed in the output */
     bool backfill, preemption;
@@ -69,8 +75,8 @@ extern const char *const fg_size_class_names[FG_SIZE_CLASSES];
 int64_t fg_percentile(const int64_t *v, size_t n, int p);
 
 /* Fills the job-level figures of *r (jobs, makespan, utilization, JCT, wait, size classes,
- * rho, waits over 24 h, gpu_seconds) from recs[0..n) of jobs that ended, on a cluster of
- * `gpus` GPUs; and jain from the fair-share integrals of ntenants tenants. Leaves the
+ * rho, waits over 24 h, gpu_seconds, estimate accuracy) from recs[0..n) of jobs that ended, on a
+ * cluster of `gpus` GPUs; and jain from the fair-share integrals of ntenants tenants. Leaves the
  * other fields as they are. */
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
                         const double *entitled, const double *received, fg_sim_result_t *r);

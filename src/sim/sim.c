@@ -225,6 +225,7 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     fg_jobrec_t *recs = fg_xcalloc(n ? n : 1, sizeof *recs);
     jstate_t *js = fg_xcalloc(n ? n : 1, sizeof *js);
     heap_t heap = {NULL, 0, 0};
+    fg_job_info_t info;
     fg_decisions_t d;
     fg_decisions_init(&d);
     fg_fair_t fair;
@@ -298,12 +299,13 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         }
 
         /* arrivals */
+        size_t arr_begin = next_arr;
         while (next_arr < n && t->jobs[next_arr].submit == now) {
             size_t i = next_arr++;
             const fg_trace_job_t *tj = &t->jobs[i];
             fg_jobrec_t *rec = &recs[i];
             rec->submit = tj->submit;
-            rec->start = rec->end = -1;
+            rec->start = rec->end = rec->estimate = -1;
             rec->duration = tj->duration;
             rec->gpus = tj->gpus;
             rec->tenant = tj->tenant;
@@ -413,6 +415,17 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
                 break;
         }
         wake = d.next_wake > now ? d.next_wake : FG_TIME_NEVER;
+
+        /* the estimate made at submission: started now, or what the passes left */
+        for (size_t i = arr_begin; i < next_arr; i++) {
+            if (js[i].state == J_RUNNING) {
+                recs[i].estimate = now;
+            } else if (js[i].state == J_PENDING &&
+                       fg_sched_job_info(s, (fg_job_id_t)i + 1, &info) == FG_OK &&
+                       info.estimated_start != FG_TIME_NEVER) {
+                recs[i].estimate = info.estimated_start;
+            }
+        }
 
         if (show && (++iter & 4095) == 0) {
             double w = now_s();

@@ -103,6 +103,21 @@ static void check_example(fg_policy_t p)
     assert_int_equal(r.nodes, 1);
     assert_int_equal(r.gpus, 8);
     assert_string_equal(r.policy, fg_policy_name(p));
+    if (p == FG_POLICY_FIFO) {
+        /* Estimates at submission, from start + time limit (2 x duration): j1 starts at
+         * once (0); j2 and j3 wait for j1's limit (200); j4 for j3's (200 + 60). Errors
+         * |a - E|: 0, 100, 100, 130. */
+        static const int64_t est[4] = {0, 200, 200, 260};
+        for (int i = 0; i < 4; i++)
+            assert_int_equal(recs[i].estimate, est[i]);
+        assert_int_equal(r.estimate_jobs, 4);
+        assert_int_equal(r.est_err_p50_s, 100);
+        assert_int_equal(r.est_err_p90_s, 130);
+        assert_int_equal(r.est_err_p50_by_size[0], 130);
+        assert_int_equal(r.est_err_p50_by_size[1], 100);
+        assert_int_equal(r.est_err_p50_by_size[2], 0);
+        assert_false(r.has_est[3]);
+    }
     free(recs);
     fg_trace_free(&t);
 }

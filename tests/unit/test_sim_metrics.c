@@ -154,6 +154,7 @@ static void feed_example(fg_fair_t *f, fg_jobrec_t *r)
                              .tenant = ten[i],
                              .gpu_seconds = g[i] * dur[i],
                              .n_avg = (double)(nint[i][1] - nint[i][0]) / (double)(en[i] - sub[i]),
+                             .estimate = -1,
                              .attempts = 1,
                              .ends = 1};
     }
