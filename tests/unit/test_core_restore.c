@@ -4,10 +4,9 @@
  * The controller persists what fg_sched_job_info and the usage getters export, and after
  * a restart rebuilds a scheduler with fg_sched_restore_running (running jobs),
  * fg_sched_submit_restored + fg_sched_restore_pending (pending jobs) and the usage
- * setters. From
- * then on the restored scheduler must decide exactly what the original decides, fed the
- * same events (core.h, "Restores ..."; issue 2: "usage and the attempt history must be
- * exportable so the controller can persist them").
+ * setters. From then on the restored scheduler must decide exactly what the original
+ * decides, fed the same events (core.h, "Restores ..."; issue 2: "usage and the attempt
+ * history must be exportable so the controller can persist them").
  *
  * Each test runs a history on the original, exports it into a fresh scheduler at time T,
  * then feeds both the same events and compares every pass.
