@@ -6,7 +6,9 @@
  *   s[0]  the scheduler under test, maintained incrementally;
  *   s[1]  its twin, to check determinism: same calls, the same answers byte for byte;
  *   s[2]  a twin on which fg_sched_rebuild() runs before every pass: incremental passes
- *         must decide exactly what passes over freshly rebuilt structures decide.
+ *         must decide exactly what passes over freshly rebuilt structures decide;
+ *   s[3]  from a random step on, a scheduler restored from what s[0] exports (a controller
+ *         restart): it must decide as s[0] from then on.
  * A sequence has random nodes (8 or 4 GPUs, two GPU types, some draining or down at
  * times), accounts with weights and quotas, members with weights, a random configuration
  * (every policy), and random events between passes at increasing times: submits of
@@ -23,7 +25,9 @@
  *   - preemptions follow the rules (high over low only; fair share and las only past
  *     the quantum, the minimum run time and the victim's checkpoint interval; none when
  *     preemption is off; never a job started in the same pass);
- * and the three schedulers agree on decisions, job tables, node tables and usage.
+ * the account and member counters match the jobs; and all schedulers agree on decisions,
+ * job tables, node tables and usage. Optionally (FG_RUN_DISABLED=1, see g_quiet_passes)
+ * a pass with no event before next_wake must decide nothing.
  *
  * A failure prints its seed; FG_RANDOM_SEED=<seed> replays just that sequence.
  * FG_RANDOM_SEQUENCES=<n> changes the number of short sequences (default 2000, 500 under
