@@ -1,8 +1,8 @@
 /*
  * test_core_random.c - randomized invariants of the scheduling core.
  *
- * Thousands of random event sequences (seeded, deterministic: splitmix64) drive three
- * schedulers with the very same calls:
+ * Thousands of random event sequences (seeded, deterministic: splitmix64) drive three or
+ * four schedulers with the very same calls:
  *   s[0]  the scheduler under test, maintained incrementally;
  *   s[1]  its twin, to check determinism: same calls, the same answers byte for byte;
  *   s[2]  a twin on which fg_sched_rebuild() runs before every pass: incremental passes
