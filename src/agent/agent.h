@@ -52,14 +52,16 @@ typedef struct fg_attempt {
     int exited;
     fg_exit_t ex;
     int exit_sent;
-    int64_t log_acked;   /* bytes the controller confirmed */
-    int busy;            /* a reporter worker holds it */
-    int64_t retry_at_ms; /* reporting failed: not before this time */
-    int64_t log_next_ms; /* next look at the log of a running rank */
-    int log_done;        /* shipping finished or impossible */
-    char error[200];     /* launch failure */
-    char unix_user[128]; /* the account it runs as ("" = the agent's) */
-    char *gpu_uuids;     /* comma-separated uuids of its GPUs (owned; may be NULL) */
+    int64_t log_acked;    /* bytes the controller confirmed */
+    int busy;             /* a reporter worker holds it */
+    int64_t retry_at_ms;  /* reporting failed: not before this time */
+    int64_t log_next_ms;  /* next look at the log of a running rank */
+    int refused;          /* a report was refused once (see refusal_confirmed) */
+    uint64_t refused_gen; /* the node's registration generation then */
+    int log_done;         /* shipping finished or impossible */
+    char error[200];      /* launch failure */
+    char unix_user[128];  /* the account it runs as ("" = the agent's) */
+    char *gpu_uuids;      /* comma-separated uuids of its GPUs (owned; may be NULL) */
 } fg_attempt_t;
 
 #define FG_ENDED_RING         4096

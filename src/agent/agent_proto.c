@@ -368,6 +368,26 @@ static int final_status(long st)
     return st == 200 || st == 201 || st == 204 || st == 400 || st == 404 || st == 409 || st == 413;
 }
 
+/*
+ * A report about a was refused (404/409). That is final only if it is refused again
+ * after a fresh registration: a controller that restarted (new epoch) may refuse reports
+ * until the node has registered and the reconcile has adopted its ranks. So the first
+ * refusal makes the node register again and the report is retried; 1 = confirmed.
+ */
+static int refusal_confirmed(fg_node_t *n, fg_attempt_t *a)
+{
+    pthread_mutex_lock(&n->ag->mu);
+    int confirmed = a->refused && a->refused_gen != n->reg_gen;
+    if (!a->refused) {
+        a->refused = 1;
+        a->refused_gen = n->reg_gen;
+        n->need_register = 1;
+        pthread_cond_broadcast(&n->reg_cond);
+    }
+    pthread_mutex_unlock(&n->ag->mu);
+    return confirmed;
+}
+
 /* Sends `started` for a. Returns 1 if done (delivered or refused), 0 to retry. */
 static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
 {
@@ -393,6 +413,11 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
     char err[256];
     long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
     json_decref(body);
+    if ((st == 409 || st == 404) && !refusal_confirmed(n, a)) {
+        fg_log(FG_LOG_INFO, "node %s: start of %s refused (%ld): registering again to check",
+               n->name, a->key, st);
+        return 0;
+    }
     if (st == 409 || st == 404) {
         fg_log(FG_LOG_WARN, "node %s: controller refused the start of %s (%ld): killing it",
                n->name, a->key, st);
@@ -450,6 +475,9 @@ static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size,
                        a->key);
         } else if (st == 200) {
             a->log_acked = off + got;
+        } else if (st == 404 && !refusal_confirmed(n, a)) {
+            json_decref(resp);
+            break; /* retried after registering again */
         } else if (st == 404 || st == 400 || st == 413) {
             fg_log(FG_LOG_WARN, "node %s: log of %s refused (%ld); not shipping it", n->name,
                    a->key, st);
@@ -493,6 +521,8 @@ static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_
         refresh_token(n->ag, h);
     else if (st < 0 || st >= 500)
         fg_log(FG_LOG_WARN, "node %s: exited %s: %s", n->name, a->key, err);
+    else if ((st == 409 || st == 404) && !refusal_confirmed(n, a))
+        return 0; /* retried after registering again */
     else if (st == 409 || st == 404)
         fg_log(FG_LOG_INFO, "node %s: exit of %s not needed by the controller (%ld)", n->name,
                a->key, st);

@@ -263,8 +263,12 @@ check "the low jobs end after the cancel" wait_for 20 ended
 # log.
 R=$(submit '{"name":"across-restart","gpus":1,"command":"for i in 1 2 3 4 5 6; do echo r$i; sleep 0.5; done"}')
 check "a job runs before the controller restart" wait_for 15 is_state "$R" RUNNING
+# This one ends while the controller is down: its exit is reported to the new one.
+R2=$(submit '{"name":"ends-while-down","gpus":1,"command":"echo short; sleep 1"}')
+check "a short job runs before the controller restart" wait_for 15 is_state "$R2" RUNNING
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
+sleep 2
 "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
     --heartbeat-interval 1s --retry-backoff 1s --insecure-fast-password-hash >>"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
@@ -275,6 +279,8 @@ check "one attempt only (adopted, not requeued)" test "$(api GET "/v1/jobs/$R" |
 check "its log is complete, no line lost or doubled" \
     test "$(api GET "/v1/jobs/$R/logs" | tr '\n' ' ')" = "r1 r2 r3 r4 r5 r6 "
 check "the agents registered again under the new epoch" grep -q 'registered: 8 GPUs, epoch 2' "$TMP/agent-n1.log"
+check "the job that ended while the controller was down is COMPLETED" wait_for 10 is_state "$R2" COMPLETED
+check "... with its log" test "$(api GET "/v1/jobs/$R2/logs")" = short
 
 # --------------------------------------------------------------------- done --
 
