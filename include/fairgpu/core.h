@@ -241,6 +241,13 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
 int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, int32_t retries_used,
                              int64_t attained_gpu_s, fg_time_t eligible_time);
 
+/* Restores pass-to-pass state a controller persists across a restart: the claim of a
+ * PENDING job that preemptions were issued for (served first until it starts; victims =
+ * how many of them are still stopping), and the round-robin turn (fg_sched_rr_turn). */
+int fg_sched_restore_claim(fg_sched_t *s, fg_job_id_t id, int32_t victims_stopping);
+int32_t fg_sched_rr_turn(const fg_sched_t *s);
+int fg_sched_set_rr_turn(fg_sched_t *s, int32_t member);
+
 /* Cancels a PENDING job (it leaves the core: CANCELLED). A RUNNING job returns
  * FG_ESTATE: the caller stops it and reports FG_END_CANCELLED. */
 int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now);
@@ -329,6 +336,8 @@ typedef struct fg_job_info {
     fg_time_t start_time;      /* RUNNING: start of the current attempt */
     fg_time_t eligible_time;   /* PENDING: not before this (retry backoff) */
     bool preempting;           /* RUNNING: a preemption was decided, stop pending */
+    bool claimed;              /* PENDING: preemptions were issued for it (served first) */
+    int32_t claim_victims;     /* PENDING: of those, victims still stopping */
     fg_reason_t reason;        /* PENDING: from the last pass that looked at it */
     fg_time_t estimated_start; /* PENDING: FG_TIME_NEVER when unknown */
     int32_t nallocs;

@@ -17,7 +17,7 @@
 #define FG__NBANDS    FG_LAS_MAX_LEVELS /* >= 3 classes */
 #define FG__PAST      (INT64_MIN / 4)   /* "available since forever" */
 #define FG__INF       INT64_MAX
-#define FG__TREE_KEYS 9 /* g = 1..8 on one node, then "whole node" */
+#define FG__TREE_KEYS 9  /* g = 1..8 on one node, then "whole node" */
 #define FG__MAX_WALKS 64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
 
 /* A queue of pending job slots sorted by (submit_time, id); live part v[head..len). */

@@ -714,6 +714,38 @@ int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, in
     return FG_OK;
 }
 
+int fg_sched_restore_claim(fg_sched_t *s, fg_job_id_t id, int32_t victims_stopping)
+{
+    int32_t slot = hash_get(s, id);
+    if (slot < 0)
+        return FG_ENOENT;
+    fg__job_t *j = &s->jobs[slot];
+    if (j->state != FG_JOB_PENDING)
+        return FG_ESTATE;
+    if (victims_stopping < 0)
+        return FG_EINVAL;
+    j->claim = victims_stopping;
+    if (!j->claimed) {
+        j->claimed = true;
+        s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
+        s->claims[s->nclaims++] = slot;
+    }
+    return FG_OK;
+}
+
+int32_t fg_sched_rr_turn(const fg_sched_t *s)
+{
+    return s->rr_next;
+}
+
+int fg_sched_set_rr_turn(fg_sched_t *s, int32_t member)
+{
+    if (member < 0 || (member > 0 && (size_t)member >= s->nmembers))
+        return FG_EINVAL;
+    s->rr_next = member;
+    return FG_OK;
+}
+
 int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
 {
     (void)now;
@@ -841,6 +873,8 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     o->start_time = j->state == FG_JOB_RUNNING ? j->start_time : 0;
     o->eligible_time = j->eligible_time;
     o->preempting = j->preempting;
+    o->claimed = j->state == FG_JOB_PENDING && j->claimed;
+    o->claim_victims = o->claimed ? j->claim : 0;
     bool fresh = j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no;
     o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
                 : fresh                    ? j->reason
