@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -90,6 +91,97 @@ static void nvml_absent_is_reported_cleanly(void **state)
     }
 }
 
+/* A stand-in for libnvidia-ml.so.1 with two H100s, built at test time (skipped when no
+ * C compiler is around): exercises the NVML backend's dlopen/dlsym and every call. */
+static const char fake_nvml_src[] =
+    "#include <string.h>\n"
+    "typedef struct { unsigned long long total, free, used; } mem_t;\n"
+    "typedef struct { unsigned int gpu, memory; } util_t;\n"
+    "static int inited;\n"
+    "int nvmlInit_v2(void) { if (INIT_FAILS) return 9; inited = 1; return 0; }\n"
+    "int nvmlShutdown(void) { inited = 0; return 0; }\n"
+    "int nvmlDeviceGetCount_v2(unsigned *c) { if (!inited) return 1; *c = 2; return 0; }\n"
+    "int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) {\n"
+    "  if (i > 1) return 2; *d = (void *)(unsigned long)(i + 1); return 0; }\n"
+    "int nvmlDeviceGetName(void *d, char *n, unsigned l) {\n"
+    "  strncpy(n, \"NVIDIA H100 80GB HBM3\", l); return 0; }\n"
+    "#if HAS_UUID\n"
+    "int nvmlDeviceGetUUID(void *d, char *u, unsigned l) {\n"
+    "  strncpy(u, (unsigned long)d == 1 ? \"GPU-aaaa\" : \"GPU-bbbb\", l); return 0; }\n"
+    "#endif\n"
+    "int nvmlDeviceGetMemoryInfo(void *d, mem_t *m) {\n"
+    "  m->total = 80ull << 30; m->used = (unsigned long)d << 30; m->free = m->total - m->used;\n"
+    "  return 0; }\n"
+    "int nvmlDeviceGetUtilizationRates(void *d, util_t *u) {\n"
+    "  u->gpu = (unsigned long)d == 1 ? 37 : 99; u->memory = 5; return 0; }\n"
+    "const char *nvmlErrorString(int r) { return r == 9 ? \"Driver Not Loaded\" : \"?\"; }\n";
+
+/* Builds the stand-in with the given macros into dir/name; 0 or -1 (no compiler). */
+static int build_fake_nvml(const char *dir, const char *name, const char *defs)
+{
+    char src[512], cmd[2048];
+    snprintf(src, sizeof src, "%s/fake_nvml.c", dir);
+    FILE *f = fopen(src, "w");
+    if (!f)
+        return -1;
+    fputs(fake_nvml_src, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "cc -shared -fPIC %s -o '%s/%s' '%s' 2>/dev/null", defs, dir, name,
+             src);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void nvml_backend_with_a_stand_in_library(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fg-test-nvml-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char lib[600], err[256];
+    if (build_fake_nvml(dir, "libok.so", "-DINIT_FAILS=0 -DHAS_UUID=1") != 0) {
+        char rm[600];
+        snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+        assert_int_equal(system(rm), 0);
+        skip();
+        return;
+    }
+    snprintf(lib, sizeof lib, "%s/libok.so", dir);
+    fg_gpu_backend_t b;
+    assert_int_equal(fg_gpu_nvml_open(lib, &b, err, sizeof err), 0);
+    assert_string_equal(b.name, "nvml");
+    assert_int_equal(b.count(b.ctx), 2);
+    fg_gpu_info_t g;
+    assert_int_equal(b.info(b.ctx, 1, &g), 0);
+    assert_int_equal(g.index, 1);
+    assert_string_equal(g.uuid, "GPU-bbbb");
+    assert_string_equal(g.name, "NVIDIA H100 80GB HBM3");
+    assert_string_equal(g.type, "h100");
+    assert_int_equal(g.memory_mb, 80 * 1024);
+    fg_gpu_sample_t sm;
+    assert_int_equal(b.sample(b.ctx, 0, &sm), 0);
+    assert_int_equal(sm.ok, 1);
+    assert_int_equal(sm.util_pct, 37);
+    assert_int_equal(sm.mem_used_mb, 1024);
+    assert_int_equal(b.info(b.ctx, 2, &g), -1); /* no such device */
+    b.close(b.ctx);
+
+    /* A library without one of the functions: refused, naming it. */
+    assert_int_equal(build_fake_nvml(dir, "libnouuid.so", "-DINIT_FAILS=0 -DHAS_UUID=0"), 0);
+    snprintf(lib, sizeof lib, "%s/libnouuid.so", dir);
+    assert_int_equal(fg_gpu_nvml_open(lib, &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "nvmlDeviceGetUUID"));
+
+    /* nvmlInit fails (no driver): "not available", with NVML's own words. */
+    assert_int_equal(build_fake_nvml(dir, "libnodrv.so", "-DINIT_FAILS=1 -DHAS_UUID=1"), 0);
+    snprintf(lib, sizeof lib, "%s/libnodrv.so", dir);
+    assert_int_equal(fg_gpu_nvml_open(lib, &b, err, sizeof err), -1);
+    assert_non_null(strstr(err, "NVML not available"));
+    assert_non_null(strstr(err, "Driver Not Loaded"));
+
+    char rm[600];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    assert_int_equal(system(rm), 0);
+}
+
 static void gpu_type_is_derived_from_the_nvml_name(void **state)
 {
     (void)state;
@@ -112,6 +204,7 @@ int main(void)
         cmocka_unit_test(fake_backend_reports_n_deterministic_gpus),
         cmocka_unit_test(fake_backend_rejects_out_of_range_counts),
         cmocka_unit_test(nvml_absent_is_reported_cleanly),
+        cmocka_unit_test(nvml_backend_with_a_stand_in_library),
         cmocka_unit_test(gpu_type_is_derived_from_the_nvml_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
