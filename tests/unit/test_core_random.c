@@ -149,13 +149,12 @@ typedef struct world {
 } world_t;
 
 static world_t *g_world; /* for failure messages */
-/* Restore a fourth scheduler mid-sequence: on by default for sequences without preemption
- * and round-robin, whose state (claims, the turn) a restore cannot carry yet; for all
- * sequences once core bug 12 is fixed. Sometimes pass again with no event before
- * next_wake: disabled until core bug 11 (a preemption missed by a pass appears in the
- * next one) is fixed. FG_RUN_DISABLED=1 runs both in full; FG_RANDOM_LIGHT=1 restores
- * nothing. */
-static bool g_restore = true, g_restore_all;
+/* Restore a fourth scheduler mid-sequence (FG_RANDOM_LIGHT=1 turns it off): in sequences
+ * with preemption only once core bug 13 (equal victims ordered by internal slot) is fixed.
+ * Sometimes pass again with no event before next_wake: disabled until core bug 11 (a
+ * preemption missed by a pass appears in the next one) is fixed. FG_RUN_DISABLED=1 runs
+ * both in full. */
+static bool g_restore = true, g_run_disabled;
 static bool g_quiet_passes;
 
 static void failf(const char *fmt, ...)
@@ -658,7 +657,8 @@ static void ev_explain(world_t *w)
 
 /* The controller restarts: s[3] is built from what s[0] exports (node table, accounts,
  * members, usage, budgets, and every live job through fg_sched_restore_running or
- * fg_sched_submit_restored + fg_sched_restore_pending), in job-id order rather than s[0]'s slot
+ * fg_sched_submit_restored + fg_sched_restore_pending + fg_sched_restore_claim, and the
+ * round-robin turn), in job-id order rather than s[0]'s slot
  * order. Preemptions in flight are confirmed first: "preempting" is not exported. From
  * here on s[3] gets every event and must decide as s[0]. */
 static void restore_twin(world_t *w)
@@ -727,8 +727,14 @@ static void restore_twin(world_t *w)
             rc = fg_sched_restore_pending(r, id, ji.attempt, ji.retries_used, ji.attained_gpu_s,
                                           ji.eligible_time);
             CHECK(rc == FG_OK, "restore_pending %llu: %s", (unsigned long long)id, fg_strerror(rc));
+            if (ji.claimed) {
+                rc = fg_sched_restore_claim(r, id, ji.claim_victims);
+                CHECK(rc == FG_OK, "restore_claim %llu: %s", (unsigned long long)id,
+                      fg_strerror(rc));
+            }
         }
     }
+    CHECK(fg_sched_set_rr_turn(r, fg_sched_rr_turn(w->s[0])) == FG_OK, "set_rr_turn");
     w->s[3] = r;
     w->nsched = 4;
     w->restores++;
@@ -1065,8 +1071,8 @@ static void run_sequence(world_t *w, uint64_t seed, bool big)
     uint64_t *r = &w->rng;
     int steps = big ? 400 : 60;
     w->restore_at = g_restore ? (int)rnd(r, 1, steps - 1) : -1;
-    if (!g_restore_all && (w->cfg.preemption || w->cfg.policy == FG_POLICY_RR))
-        w->restore_at = -1; /* disabled until core bug 12 is fixed */
+    if (w->cfg.preemption && !g_run_disabled)
+        w->restore_at = -1; /* disabled until core bug 13 is fixed */
     for (int i = 0; i < (big ? 40 : 6); i++)
         ev_submit(w);
     for (w->step = 0; w->step < steps; w->step++) {
@@ -1145,7 +1151,7 @@ static void run_many(long n, bool big, uint64_t seed0)
 {
     const char *light = getenv("FG_RANDOM_LIGHT"), *dis = getenv("FG_RUN_DISABLED");
     g_restore = !(light && strcmp(light, "1") == 0);
-    g_quiet_passes = g_restore_all = dis && strcmp(dis, "1") == 0;
+    g_quiet_passes = g_run_disabled = dis && strcmp(dis, "1") == 0;
     const char *one = getenv("FG_RANDOM_SEED");
     long starts = 0, preempts = 0, multi = 0, passes = 0, restores = 0;
     if (one && *one) {
