@@ -192,17 +192,6 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         if (o->groups[g].gpus != uniform)
             uniform = 0;
     }
-    /* What can ever fit: a job of g <= 8 GPUs needs a node with g GPUs; a job of 8k GPUs
-     * needs k nodes of at least 8 GPUs. Jobs that cannot are skipped without asking the
-     * core (which refuses them with FG_ENOFIT too). */
-    int32_t max_node = 0;
-    int64_t whole_nodes = 0;
-    for (size_t g = 0; g < o->ngroups; g++) {
-        if (o->groups[g].gpus > max_node)
-            max_node = o->groups[g].gpus;
-        if (o->groups[g].gpus >= FG_WHOLE_NODE_GPUS)
-            whole_nodes += o->groups[g].count;
-    }
     if (gpus <= 0) {
         snprintf(err, errlen, "no GPUs in the cluster");
         fg_sched_free(s);
@@ -324,10 +313,9 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
                 .checkpoint_interval_s = o->checkpoint_interval_s,
                 .submit_time = tj->submit,
             };
-            bool fits = tj->gpus <= FG_WHOLE_NODE_GPUS
-                            ? tj->gpus <= max_node
-                            : tj->gpus % FG_WHOLE_NODE_GPUS == 0 &&
-                                  tj->gpus / FG_WHOLE_NODE_GPUS <= whole_nodes;
+            /* a job no node of the cluster could ever hold is skipped and counted (the
+             * core would accept it and let it wait forever, as nodes may join later) */
+            bool fits = fg_sched_check_fit(s, tj->gpus, NULL) == FG_OK;
             int er = fits ? fg_sched_submit(s, &spec, now) : FG_ENOFIT;
             if (er == FG_ENOFIT || er == FG_EQUOTA) {
                 js[i].state = J_SKIPPED;
