@@ -23,6 +23,17 @@
 
 #include "fairgpu/core.h"
 
+/* A test disabled until a reported core bug is fixed skips itself through this; set
+ * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
+static void skip_until_fixed(const char *bug)
+{
+    const char *v = getenv("FG_RUN_DISABLED");
+    if (v && strcmp(v, "1") == 0)
+        return;
+    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
+    skip();
+}
+
 /* ------------------------------------------------------------------ helpers */
 
 /* Accounts "a" (user "u") and "b" (user "v"), weight 1 each, and one 8-GPU node n0. */
@@ -520,6 +531,55 @@ static void test_under_fifo_the_freed_gpus_go_to_the_high_job(void **state)
     fg_sched_free(s);
 }
 
+/* A preemption frees GPUs its job can use: not GPUs reserved for a job ahead of it.
+ * preempt_jobs_per_pass 2. Two 8-GPU nodes, from t=0: n0 runs job 1 (a, normal, 6 GPUs,
+ * until 1000) and job 2 (a, low, 2 GPUs, until 900, checkpoint every 10 s); n1 runs job 3
+ * (a, normal, 6 GPUs, long) and job 4 (a, low, 2 GPUs, long, no checkpoint). At t=10
+ * job 5 (b, high, 8 GPUs, limit 100) and job 6 (b, high, 2 GPUs, limit 5000) arrive.
+ *   job 5: needs a whole node; no low victims can make one (jobs 1 and 3 are normal): it
+ *          reserves n0 from 1000;
+ *   job 6: stopping job 2 would lose nothing (checkpoint), but its GPUs on n0 are
+ *          reserved for job 5 from 1000 and job 6 would run until 5010: useless. Stopping
+ *          job 4 (n1, 2 x 10 = 20 GPU-s lost) lets it start.
+ * Expected: one preemption, job 4 for job 6; and after the caller confirms it, job 6
+ * starts on n1's GPUs 6-7 with no further preemption. */
+static void test_a_preemption_frees_gpus_its_job_can_use(void **state)
+{
+    (void)state;
+    /* disabled until core bug 11 is fixed */
+    skip_until_fixed("11: a preemption may free GPUs reserved for another job");
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.preempt_jobs_per_pass = 2;
+    fg_sched_t *s = sched_new(&cfg);
+    assert_int_equal(fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP), 1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 6, FG_PRIO_NORMAL, 1000, 0, 0);
+    submit(s, 3, 'a', 6, FG_PRIO_NORMAL, 100000, 0, 0);
+    submit(s, 2, 'a', 2, FG_PRIO_LOW, 900, 10, 0);
+    submit(s, 4, 'a', 2, FG_PRIO_LOW, 100000, 0, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 4);
+    assert_int_equal(info(s, 1).allocs[0].node, 0);
+    assert_int_equal(info(s, 2).allocs[0].node, 0);
+    assert_int_equal(info(s, 3).allocs[0].node, 1);
+    assert_int_equal(info(s, 4).allocs[0].node, 1);
+
+    submit(s, 5, 'b', 8, FG_PRIO_HIGH, 100, 0, 10);
+    submit(s, 6, 'b', 2, FG_PRIO_HIGH, 5000, 0, 10);
+    expect_preemption(s, 10, 4, FG_PREEMPT_PRIORITY, 6);
+    assert_int_equal(fg_sched_attempt_ended(s, 4, 1, FG_END_PREEMPTED, 20, NULL), FG_OK);
+    assert_int_equal(fg_sched_pass(s, 20, &d), FG_OK);
+    assert_int_equal(d.npreempts, 0);
+    assert_int_equal(d.nstarts, 1);
+    assert_int_equal(d.starts[0].job, 6);
+    assert_int_equal(d.allocs[d.starts[0].alloc_off].node, 1);
+    assert_int_equal(d.allocs[d.starts[0].alloc_off].gpu_mask, 0xc0);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -536,6 +596,7 @@ int main(void)
         cmocka_unit_test(test_las_preempts_long_runners_of_higher_queues_after_the_quantum),
         cmocka_unit_test(test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt),
         cmocka_unit_test(test_under_fifo_the_freed_gpus_go_to_the_high_job),
+        cmocka_unit_test(test_a_preemption_frees_gpus_its_job_can_use),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
