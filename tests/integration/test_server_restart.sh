@@ -163,7 +163,14 @@ while time.time() < deadline:
     if lj["state"] not in ("PENDING", "RUNNING"): break
     time.sleep(0.2)
 check(lj["state"] == "COMPLETED" and lj["attempts"] == 1, "adopted job completes without a second start: %s" % {k: lj[k] for k in ("state", "attempts", "reason")})
-st, att = req("GET", "/v1/jobs/%s/attempts" % jobs["long"]["id"], token=tok["alice"])
+# the attempt's end is written by the same durable batch; a read may see the job's new
+# state a moment before that batch is on disk, so give it a few seconds
+deadline = time.time() + 10
+while True:
+    st, att = req("GET", "/v1/jobs/%s/attempts" % jobs["long"]["id"], token=tok["alice"])
+    if time.time() > deadline or (att["items"] and att["items"][-1]["end_cause"] is not None):
+        break
+    time.sleep(0.2)
 check(len(att["items"]) == 1 and att["items"][0]["end_cause"] == "completed", "one attempt: %s" % att)
 # new ids continue after the old ones
 st, nj = req("POST", "/v1/jobs", {"name": "new", "command": "true", "gpus": 1}, tok["bob"])
