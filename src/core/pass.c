@@ -482,9 +482,13 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
 static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_preempt_why_t why,
                       ent_calc_t *e, fg_time_t now, fg_time_t *wake)
 {
-    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id ||
-        v->start_pass == s->pass_no) /* never start and stop a job in one pass */
+    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
         return false;
+    if (v->start_pass == s->pass_no) { /* never start and stop a job in one pass... */
+        if (now + 1 < *wake)
+            *wake = now + 1; /* ...but it may be a victim from the next one */
+        return false;
+    }
     if (why == FG_PREEMPT_PRIORITY)
         return v->prio == FG_PRIO_LOW;
     if (v->prio == FG_PRIO_HIGH || v->prio > j->prio)
@@ -527,6 +531,7 @@ static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
 
 typedef struct victim {
     int32_t slot;
+    fg_job_id_t id;
     int64_t lost;
 } victim_t;
 
@@ -535,21 +540,46 @@ static int victim_cmp(const void *a, const void *b)
     const victim_t *x = a, *y = b;
     if (x->lost != y->lost)
         return x->lost < y->lost ? -1 : 1;
-    return x->slot < y->slot ? -1 : x->slot > y->slot;
+    return x->id < y->id ? -1 : x->id > y->id; /* not the slot: restores lay them out anew */
 }
 
 /* GPUs of node n that are free or held by a job already being preempted, and the
  * GPUs held by this pass's legal victims; *cost is what those victims lose. */
-static void node_room(const fg_sched_t *s, const fg__node_t *nd, int32_t *have, int32_t *vict)
+/* Is GPU i of node nd, in this walk's plan, held for another job of j's class or
+ * higher (ahead of j)? Preempting cannot give j such a GPU. */
+static bool held_for_other(const fg_sched_t *s, const fg__node_t *nd, int i, const fg__job_t *j)
+{
+    if (nd->touched != s->walk_no || !nd->res_job[i] || nd->res_job[i] == j->id)
+        return false;
+    const fg__job_t *r = fg__job_by_id(s, nd->res_job[i]);
+    return r && r->prio >= j->prio;
+}
+
+/* GPUs of node nd that j could have: free or held by a job already being preempted,
+ * and the GPUs held by this search's legal victims (not those held for another). */
+static void node_room(const fg_sched_t *s, const fg__node_t *nd, const fg__job_t *j, int32_t *have,
+                      int32_t *vict)
 {
     *have = *vict = 0;
     for (int i = 0; i < nd->gpus; i++) {
         int32_t slot = nd->gpu_job[i];
+        if (held_for_other(s, nd, i, j))
+            continue;
         if (slot < 0 || s->jobs[slot].preempting)
             (*have)++;
         else if (s->jobs[slot].victim_pass == s->stamp)
             (*vict)++;
     }
+}
+
+/* GPUs of node nd held by job `slot` that job j could use once they are freed. */
+static int32_t gpus_of_on(const fg_sched_t *s, const fg__node_t *nd, const fg__job_t *j,
+                          int32_t slot)
+{
+    int32_t n = 0;
+    for (int i = 0; i < nd->gpus; i++)
+        n += nd->gpu_job[i] == slot && !held_for_other(s, nd, i, j);
+    return n;
 }
 
 /* The distinct legal victims (this search's marks) running on node nd, cheapest
@@ -566,6 +596,7 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
             seen |= vs[k].slot == slot;
         if (!seen) {
             vs[nv].slot = slot;
+            vs[nv].id = s->jobs[slot].id;
             vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
             nv++;
         }
@@ -666,15 +697,14 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     for (size_t ci = 0; ci < ncand; ci++) {
         const fg__node_t *nd = &s->nodes[cand[ci]];
         int32_t have, vict;
-        node_room(s, nd, &have, &vict);
+        node_room(s, nd, j, &have, &vict);
         int32_t target = whole ? nd->gpus : j->gpus;
         if (have + vict < target)
             continue;
         int32_t nv = node_victims(s, nd, now, vs);
         int64_t cost = 0;
         for (int32_t k = 0; k < nv && have < target; k++) {
-            for (int i = 0; i < nd->gpus; i++)
-                have += nd->gpu_job[i] == vs[k].slot;
+            have += gpus_of_on(s, nd, j, vs[k].slot);
             cost += vs[k].lost;
         }
         if (have < target)
@@ -703,13 +733,12 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     for (int32_t b = 0; b < nbest; b++) {
         const fg__node_t *nd = &s->nodes[best_nodes[b]];
         int32_t have, vict;
-        node_room(s, nd, &have, &vict);
+        node_room(s, nd, j, &have, &vict);
         int32_t nv = node_victims(s, nd, now, vs);
         int32_t target = whole ? nd->gpus : j->gpus;
         for (int32_t k = 0; k < nv && have < target; k++) {
             fg__job_t *v = &s->jobs[vs[k].slot];
-            for (int i = 0; i < nd->gpus; i++)
-                have += nd->gpu_job[i] == vs[k].slot;
+            have += gpus_of_on(s, nd, j, vs[k].slot);
             v->preempting = true;
             v->r_job = j->id;
             push_preempt(out, v, why, j->id);
@@ -779,6 +808,7 @@ static void serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
  * *out, records blocked preemption candidates in s->blocked, lowers *wake. */
 static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *wakep)
 {
+    const size_t starts_before = out->nstarts;
     s->walk_no++;
     s->ntouched = 0;
     s->nblocked = 0;
@@ -898,6 +928,21 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
         }
     }
 
+    /* Preemption, in the walk that started nothing (the last one), while its
+     * reservations are still in view: GPUs held for a job ahead are not room. */
+    if (out->nstarts == starts_before && c->preemption && s->nblocked) {
+        ent_calc_t e = {0};
+        int32_t served = 0;
+        for (size_t b = 0; b < s->nblocked && served < c->preempt_jobs_per_pass; b++) {
+            fg__job_t *bj = &s->jobs[s->blocked[b]];
+            size_t before = out->npreempts;
+            try_preempt(s, bj, now, &e, out, &wake);
+            served += out->npreempts > before;
+        }
+        free(e.ent_a);
+        free(e.ent_m);
+    }
+
     /* Drop the pass-local view: leaves go back to the real state. */
     for (size_t k = 0; k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
@@ -923,7 +968,6 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     for (size_t t = 0; t < s->ntypes; t++)
         if (s->types[t].dirty)
             fg__type_rebuild(s, (int32_t)t);
-    const fg_config_t *c = &s->cfg;
     fg_time_t wake = FG_TIME_NEVER;
 
     serve_claims(s, now, out);
@@ -946,18 +990,6 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     if (!settled)
         wake = now;
 
-    if (c->preemption && s->nblocked) {
-        ent_calc_t e = {0};
-        int32_t served = 0;
-        for (size_t b = 0; b < s->nblocked && served < c->preempt_jobs_per_pass; b++) {
-            fg__job_t *j = &s->jobs[s->blocked[b]];
-            size_t before = out->npreempts;
-            try_preempt(s, j, now, &e, out, &wake);
-            served += out->npreempts > before;
-        }
-        free(e.ent_a);
-        free(e.ent_m);
-    }
     out->next_wake = wake;
     return FG_OK;
 }
