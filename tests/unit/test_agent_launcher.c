@@ -306,7 +306,7 @@ static void no_orphan_survives_the_main_process(void **state)
     fg_exit_t ex;
     assert_int_equal(fg_proc_reap(&p, &ex), 0);
     assert_int_equal(ex.code, 0);
-    pid_t kid;
+    pid_t kid = 0;
     assert_int_equal(read_pids(slurp(p.log_path, NULL), &kid, 1), 1);
     assert_false(pid_alive(kid));
     assert_false(fg_proc_group_alive(&p));
