@@ -8,98 +8,14 @@
 #   4. once reported, node-local logs are deleted (the controller has them).
 #
 # usage: bash test_agent_fake_nodes.sh /path/to/fairgpu      (needs curl and jq)
-set -uo pipefail
-
-FG=${1:?usage: test_agent_fake_nodes.sh /path/to/fairgpu}
-case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
-for tool in curl jq; do
-    command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
-done
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_agent_fake_nodes.XXXXXX")
-chmod 711 "$TMP"
-SERVER_PID=
-AGENT_PIDS=()
-BG_PIDS=()
-cleanup() {
-    for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${AGENT_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${AGENT_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    if [ -n "$SERVER_PID" ]; then
-        kill "$SERVER_PID" 2>/dev/null
-        wait "$SERVER_PID" 2>/dev/null
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-FAILS=0
-CHECKS=0
-fail() {
-    echo "FAIL: $*" >&2
-    FAILS=$((FAILS + 1))
-}
-ok() { CHECKS=$((CHECKS + 1)); }
-check() { # check DESCRIPTION CONDITION...
-    local what=$1
-    shift
-    if "$@"; then ok; else fail "$what"; fi
-}
-
-# --------------------------------------------------------------- server, agents --
-
-port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-start_server() {
-    for _ in 1 2 3 4 5 6 7 8; do
-        PORT=$((20000 + RANDOM % 40000))
-        port_free "$PORT" || continue
-        "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
-            --heartbeat-interval 1s --retry-backoff 1s --insecure-fast-password-hash >"$TMP/server.log" 2>&1 &
-        SERVER_PID=$!
-        for _ in $(seq 1 100); do
-            kill -0 "$SERVER_PID" 2>/dev/null || break
-            port_free "$PORT" || return 0
-            sleep 0.1
-        done
-        kill "$SERVER_PID" 2>/dev/null
-        wait "$SERVER_PID" 2>/dev/null
-        SERVER_PID=
-    done
-    echo "FAIL: the server did not start; its output:" >&2
-    cat "$TMP/server.log" >&2
-    exit 1
-}
-mkdir -p "$TMP/data"
-start_server
-URL="http://127.0.0.1:$PORT"
-
-# api METHOD PATH [BODY]: as alice (or $AS); the body of the reply on stdout.
-api() {
-    curl -s -X "$1" "$URL$2" -H "Authorization: Bearer ${AS:-$ALICE}" \
-        -H 'Content-Type: application/json' ${3:+-d "$3"}
-}
-curl -s -X POST "$URL/v1/users" -d '{"username":"root","email":"r@example.org","password":"root-password-1"}' >/dev/null
-curl -s -X POST "$URL/v1/users" -d '{"username":"alice","email":"a@example.org","password":"alice-password-1"}' >/dev/null
-ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)
-ROOT=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"root","password":"root-password-1"}' | jq -r .token)
-[ -n "$ALICE" ] && [ "$ALICE" != null ] || { echo "FAIL: cannot log in"; cat "$TMP/server.log"; exit 1; }
-
-# Jobs run as the mapped account when the agent is root: map everyone to nobody.
-echo "* nobody" >"$TMP/usermap"
+FG_TEST_NAME=test_agent_fake_nodes
+SERVER_EXTRA=(--retry-backoff 1s)
+source "$(dirname "$0")/lib_agent.sh"
 "$FG" agent --server "$URL" --token "$(cat "$TMP/data/agent.token")" --name sim --fake-nodes 4 \
     --gpu-type h100 --work-dir "$TMP/w" --heartbeat 1 --user-map "$TMP/usermap" \
     --stop-jobs-on-exit >>"$TMP/agent.log" 2>&1 &
 AGENT_PIDS+=($!)
 
-# wait_for SECONDS COMMAND...: polls every 0.1 s until COMMAND succeeds.
-wait_for() {
-    local end=$((SECONDS + $1))
-    shift
-    while [ $SECONDS -le $end ]; do
-        "$@" && return 0
-        sleep 0.1
-    done
-    return 1
-}
 nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 4 ]; }
 check "one process registers four nodes" wait_for 15 nodes_up
 check "they are sim-0..sim-3" test "$(api GET /v1/nodes | jq -r '[.items[].name] | sort | join(",")')" = sim-0,sim-1,sim-2,sim-3
