@@ -23,17 +23,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ helpers */
 
 /* Accounts "a" (user "u") and "b" (user "v"), weight 1 each, and one 8-GPU node n0. */
@@ -546,8 +535,6 @@ static void test_under_fifo_the_freed_gpus_go_to_the_high_job(void **state)
 static void test_a_preemption_frees_gpus_its_job_can_use(void **state)
 {
     (void)state;
-    /* disabled until core bug 11 is fixed */
-    skip_until_fixed("11: a preemption may free GPUs reserved for another job");
     fg_config_t cfg;
     fg_config_default(&cfg);
     cfg.preempt_jobs_per_pass = 2;

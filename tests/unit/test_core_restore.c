@@ -23,17 +23,6 @@
 
 #include "fairgpu/core.h"
 
-/* A test disabled until a reported core bug is fixed skips itself through this; set
- * FG_RUN_DISABLED=1 to run it anyway (to check a fix). */
-static void skip_until_fixed(const char *bug)
-{
-    const char *v = getenv("FG_RUN_DISABLED");
-    if (v && strcmp(v, "1") == 0)
-        return;
-    print_message("skipped: disabled until core bug \"%s\" is fixed\n", bug);
-    skip();
-}
-
 /* ------------------------------------------------------------------ the world */
 
 #define MAXJ 64
@@ -337,8 +326,6 @@ static void test_a_restart_keeps_the_claim_of_a_preemption(void **state)
 static void test_a_restart_breaks_victim_ties_the_same_way(void **state)
 {
     (void)state;
-    /* disabled until core bug 13 is fixed */
-    skip_until_fixed("13: equal victims are ordered by internal slot");
     static world_t w;
     memset(&w, 0, sizeof w);
     fg_config_default(&w.cfg);
