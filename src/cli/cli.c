@@ -330,6 +330,26 @@ static void getopt_reset(void)
     opterr = 1;
 }
 
+/* Parses a command whose only options are --json and --help (help text printed
+ * as is). Returns -1 to go on, else the exit status to return. */
+static int sub_json_flag(const char *cmd, int argc, char **argv, int *json, const char *help)
+{
+    static const struct option lo[] = {
+        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    int c;
+    getopt_reset();
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        if (c == 'j')
+            *json = 1;
+        else if (c == 'h') {
+            fputs(help, stdout);
+            return 0;
+        } else
+            return usage_err(cmd, "bad option");
+    }
+    return -1;
+}
+
 /* --------------------------------------------------------- login, logout -- */
 
 static const char LOGIN_HELP[] =
@@ -492,19 +512,12 @@ static int cmd_logout(int argc, char **argv)
 
 static int cmd_whoami(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int json = 0, c;
-    getopt_reset();
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'h') {
-            puts("usage: fairgpu whoami [--json]\nShows the logged-in user and the server.");
-            return 0;
-        } else
-            return usage_err("whoami", "bad option");
-    }
+    int json = 0;
+    int r =
+        sub_json_flag("whoami", argc, argv, &json,
+                      "usage: fairgpu whoami [--json]\nShows the logged-in user and the server.\n");
+    if (r >= 0)
+        return r;
     if (optind < argc)
         return usage_err("whoami", "takes no arguments");
     ctx_t x;
@@ -1181,20 +1194,13 @@ static void show_job(json_t *j)
 
 static int cmd_show(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int json = 0, c;
-    getopt_reset();
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'h') {
-            puts("usage: fairgpu show JOB [--json]\nShows one job, with the reason it waits "
-                 "and its estimated start.");
-            return 0;
-        } else
-            return usage_err("show", "bad option");
-    }
+    int json = 0;
+    int r =
+        sub_json_flag("show", argc, argv, &json,
+                      "usage: fairgpu show JOB [--json]\nShows one job, with the reason it waits "
+                      "and its estimated start.\n");
+    if (r >= 0)
+        return r;
     if (argc - optind != 1)
         return usage_err("show", "give one job id");
     ctx_t x;
@@ -1217,20 +1223,13 @@ static int cmd_show(int argc, char **argv)
 
 static int cmd_cancel(int argc, char **argv)
 {
-    static const struct option lo[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int json = 0, c;
-    getopt_reset();
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'h') {
-            puts("usage: fairgpu cancel JOB... [--json]\nCancels jobs. A running job stays "
-                 "RUNNING (cancel requested) until its processes are dead.");
-            return 0;
-        } else
-            return usage_err("cancel", "bad option");
-    }
+    int json = 0;
+    int r =
+        sub_json_flag("cancel", argc, argv, &json,
+                      "usage: fairgpu cancel JOB... [--json]\nCancels jobs. A running job stays "
+                      "RUNNING (cancel requested) until its processes are dead.\n");
+    if (r >= 0)
+        return r;
     if (optind >= argc)
         return usage_err("cancel", "give at least one job id");
     ctx_t x;
@@ -1583,19 +1582,10 @@ static int cmd_logs(int argc, char **argv)
 static int simple_get(const char *cmd, int argc, char **argv, const char *path, const char *help,
                       void (*human)(json_t *))
 {
-    static const struct option lo[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int json = 0, c;
-    getopt_reset();
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (c == 'j')
-            json = 1;
-        else if (c == 'h') {
-            fputs(help, stdout);
-            return 0;
-        } else
-            return usage_err(cmd, "bad option");
-    }
+    int json = 0;
+    int r = sub_json_flag(cmd, argc, argv, &json, help);
+    if (r >= 0)
+        return r;
     if (optind < argc)
         return usage_err(cmd, "unexpected argument '%s'", argv[optind]);
     ctx_t x;
@@ -1738,24 +1728,6 @@ static int cmd_share(int argc, char **argv)
 }
 
 /* ----------------------------------------------------------------- token -- */
-
-static int sub_json_flag(const char *cmd, int argc, char **argv, int *json, const char *help)
-{
-    static const struct option lo[] = {
-        {"json", no_argument, 0, 'j'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    int c;
-    getopt_reset();
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        if (c == 'j')
-            *json = 1;
-        else if (c == 'h') {
-            fputs(help, stdout);
-            return 0;
-        } else
-            return usage_err(cmd, "bad option");
-    }
-    return -1;
-}
 
 static const char TOKEN_HELP[] = "usage: fairgpu token create NAME [--json]\n"
                                  "       fairgpu token list [--json]\n"
