@@ -54,6 +54,9 @@ static const char usage[] =
     "  --share-series FILE     write each tenant's GPU share over time (from the run of\n"
     "                          the --policy policy, also under --compare)\n"
     "  --share-interval T      its sampling interval (default 3600 s)\n"
+    "  --jobs-out FILE         write one line per replayed job (tenant, size, submit,\n"
+    "                          first start, end, attempts), from the run of the --policy\n"
+    "                          policy (also under --compare)\n"
     "  --progress              progress on stderr (default: when stderr is a terminal)\n"
     "Times T are seconds, or a number with a suffix s, m, h, d, w (e.g. 7d).\n";
 
@@ -225,6 +228,7 @@ enum {
     O_MD,
     O_SERIES,
     O_SERIES_INT,
+    O_JOBS_OUT,
     O_PROGRESS,
     O_HELP,
 };
@@ -254,10 +258,42 @@ static const struct option longopts[] = {
     {"markdown", no_argument, 0, O_MD},
     {"share-series", required_argument, 0, O_SERIES},
     {"share-interval", required_argument, 0, O_SERIES_INT},
+    {"jobs-out", required_argument, 0, O_JOBS_OUT},
     {"progress", no_argument, 0, O_PROGRESS},
     {"help", no_argument, 0, O_HELP},
     {0, 0, 0, 0},
 };
+
+/* Writes the per-job records of one run (recs indexed like t->jobs) to `path`: a comment,
+ * a header, then one line per replayed job in replay order (jobs skipped as too big are
+ * left out): trace line, tenant, GPUs (after rounding), submit, first start, end,
+ * duration, wait, attempts. Returns 0, or -1 after a message on stderr. */
+static int write_jobs(const char *path, const fg_trace_t *t, const fg_jobrec_t *recs,
+                      const char *policy)
+{
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        fprintf(stderr, "fairgpu sim: %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    fprintf(fp, "# fairgpu sim job records: policy %s, trace %s; times in seconds\n", policy,
+            t->name);
+    fprintf(fp, "line tenant gpus submit start end duration wait attempts\n");
+    for (size_t i = 0; i < t->njobs; i++) {
+        const fg_jobrec_t *r = &recs[i];
+        if (r->start < 0 || r->end < 0)
+            continue;
+        fprintf(fp, "%lld %s %d %lld %lld %lld %lld %lld %d\n", (long long)t->jobs[i].line,
+                t->tenants[r->tenant], r->gpus, (long long)r->submit, (long long)r->start,
+                (long long)r->end, (long long)r->duration, (long long)(r->start - r->submit),
+                r->attempts);
+    }
+    if (fclose(fp) != 0) {
+        fprintf(stderr, "fairgpu sim: %s: write error\n", path);
+        return -1;
+    }
+    return 0;
+}
 
 static int bad_opt(const char *opt, const char *val, const char *want)
 {
@@ -270,7 +306,7 @@ int fg_cmd_sim(int argc, char **argv)
     fg_sim_opts_t o;
     fg_sim_opts_default(&o);
     int64_t nodes = 0, gpn = 8, v;
-    const char *cluster_file = NULL, *weights_file = NULL, *json_out = NULL;
+    const char *cluster_file = NULL, *weights_file = NULL, *json_out = NULL, *jobs_out = NULL;
     bool compare = false, json = false, markdown = false, progress = false;
     fg_trace_opts_t topts = {0, 0};
 
@@ -373,6 +409,9 @@ int fg_cmd_sim(int argc, char **argv)
         case O_SERIES:
             o.share_series = optarg;
             break;
+        case O_JOBS_OUT:
+            jobs_out = optarg;
+            break;
         case O_PROGRESS:
             progress = true;
             break;
@@ -459,12 +498,18 @@ int fg_cmd_sim(int argc, char **argv)
         else if (p > 0)
             break;
         o.share_series = o.cfg.policy == series_policy ? series : NULL;
-        if (fg_sim_run(&t, &o, &res[nres], err, sizeof err) < 0) {
+        fg_jobrec_t *recs = NULL;
+        if (fg_sim_run_recs(&t, &o, &res[nres],
+                            jobs_out && o.cfg.policy == series_policy ? &recs : NULL, err,
+                            sizeof err) < 0) {
             /* under --compare the other policies still run; the exit status says it */
             fprintf(stderr, "fairgpu sim: %s: %s\n", fg_policy_name(o.cfg.policy), err);
             failed++;
             continue;
         }
+        if (recs && write_jobs(jobs_out, &t, recs, fg_policy_name(o.cfg.policy)) < 0)
+            failed++;
+        free(recs);
         if (res[nres].skipped_too_big && nres == 0)
             fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
                     (long long)res[nres].skipped_too_big);

@@ -47,7 +47,7 @@ int64_t fg_sim_auto_nodes(const fg_trace_t *t, int32_t gpus_per_node);
 int fg_sim_run(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r, char *err,
                size_t errlen);
 
-/* Per-job records of the last run are kept only for tests: fg_sim_run_recs does what
+/* Per-job records (for tests and --jobs-out): fg_sim_run_recs does what
  * fg_sim_run does and also returns the records (indexed like t->jobs; a skipped job has
  * start = end = -1), caller frees. */
 int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,

@@ -86,6 +86,19 @@ pass "weights and cluster"
 [ "$(wc -l < "$TMP/share.dat")" -gt 20 ] || fail "share series rows"
 pass "share series"
 
+# 6b. job records: one line per replayed job, wait = start - submit, sizes as in the JSON
+"$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json --jobs-out "$TMP/jobs.txt" > "$TMP/j.json"
+[ "$(sed -n 2p "$TMP/jobs.txt")" = "line tenant gpus submit start end duration wait attempts" ] ||
+  fail "job records header"
+grep -q '^# fairgpu sim job records: policy wfq' "$TMP/jobs.txt" || fail "job records: the --policy run"
+njobs=$(grep '"policy":"wfq"' "$TMP/j.json" | grep -o '"jobs":[0-9]*' | cut -d: -f2)
+[ "$(($(wc -l < "$TMP/jobs.txt") - 2))" = "$njobs" ] || fail "job records: one line per job"
+awk 'NR > 2 && ($8 != $5 - $4 || $5 < $4 || $6 < $5 + $7 || $9 < 1) { bad = 1 } END { exit bad }' \
+  "$TMP/jobs.txt" || fail "job records: wait = start - submit, end >= start + duration"
+ng=$(awk 'NR > 2 && $3 == 16' "$TMP/jobs.txt" | wc -l)
+[ "$ng" -gt 0 ] || fail "job records: sizes after rounding (12 -> 16)"
+pass "job records"
+
 # 7. exit codes of bad usage
 "$FG" sim --help > "$TMP/help.txt"
 grep -q 'usage: fairgpu sim' "$TMP/help.txt" || fail "--help"

@@ -415,6 +415,132 @@ static void test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs(void **state
     }
 }
 
+/* The same guarantee across tenants, under the default configuration (wfq, 4
+ * reservations, preemption on). Accounts a, b, c (weight 1, one user each) share two
+ * 8-GPU nodes; at t=0 a runs 4 1-GPU jobs, b and c 6 each (limit 1000), so the cluster
+ * is full. At t=10 a submits the 8-GPU job 100 (limit 600): a runs the fewest GPUs, so
+ * its key is the smallest and job 100, a's oldest pending job, is the first blocked job:
+ * reservation and estimate at 1000, when the last initial job on a node has reached its
+ * limit. From then on b and c each submit a 1-GPU job every 10 s (limits 50..1500, each
+ * ends after a random part of its limit). Every job b or c starts raises their keys, so
+ * a stays first in plan order and job 100 keeps its reservation. No fair-share
+ * preemption happens before 1000: victims need quantum_s (3600) of run time.
+ * Spec: job 100 starts at or before 1000 on a whole node and its estimate never moves
+ * past 1000, while the streams backfill (the test is not vacuous).
+ * Known limit, opt-in (FG_RUN_DISABLED=1): when a streams 1-GPU jobs too, they start
+ * behind job 100 on GPUs outside its reservation, so a runs about as many GPUs as c.
+ * With seed 2, at t=820 a job of c ends, c's key drops below a's, and c's job 136 comes
+ * first in plan order: it starts on the free GPU 6 of n0, the node job 100 had
+ * reserved from 1000, with a limit to 2177. Reservations are recomputed in plan order
+ * in every pass, so a job ahead may take reserved GPUs: job 100 now reserves n1 from
+ * 2076. This is how whole-node jobs of tenants near their share starve in the traces
+ * (docs/sim.md, "Reading the results"). A firm reservation for the first blocked job
+ * fixes this case but doubled Philly's average JCT (Jain 0.88), so it is not the rule. */
+static void submit_as(fg_sched_t *s, const char *acct, fg_job_id_t id, int gpus, fg_time_t limit,
+                      fg_time_t now)
+{
+    fg_job_spec_t j = {.id = id,
+                       .account = acct,
+                       .user = acct,
+                       .gpus = gpus,
+                       .time_limit_s = limit,
+                       .prio = FG_PRIO_NORMAL,
+                       .submit_time = now};
+    assert_int_equal(fg_sched_submit(s, &j, now), FG_OK);
+}
+
+static void test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs(void **state)
+{
+    (void)state;
+    static const char *const acct[] = {"a", "b", "c"};
+    const char *dis = getenv("FG_RUN_DISABLED");
+    const int variants = dis && strcmp(dis, "1") == 0 ? 2 : 1;
+    for (int own_stream = 0; own_stream < variants; own_stream++) {
+        for (uint64_t seed = 1; seed <= 20; seed++) {
+            uint64_t rng = seed * 7919 + (uint64_t)own_stream;
+            fg_config_t cfg;
+            fg_config_default(&cfg);
+            fg_sched_t *s = fg_sched_new(&cfg);
+            assert_non_null(s);
+            for (int k = 0; k < 3; k++) {
+                assert_true(fg_sched_account_set(s, acct[k], 1.0, -1) >= 0);
+                assert_true(fg_sched_member_set(s, acct[k], acct[k], 1.0) >= 0);
+            }
+            fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+            fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+            fg_decisions_t d;
+            fg_decisions_init(&d);
+
+            enum { MAXJ = 1024 };
+            fg_time_t end_at[MAXJ]; /* planned end of running job i; 0 = not running */
+            memset(end_at, 0, sizeof end_at);
+            fg_job_id_t id = 2;
+            for (int k = 0; k < 3; k++)
+                for (int i = 0; i < (k == 0 ? 4 : 6); i++)
+                    submit_as(s, acct[k], id++, 1, 1000, 0);
+            assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+            assert_int_equal(d.nstarts, 16);
+            for (size_t i = 0; i < d.nstarts; i++)
+                end_at[d.starts[i].job] = rng_range(&rng, 100, 1000);
+
+            submit_as(s, "a", 100, 8, 600, 10);
+            assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+            assert_null(find_start(&d, 100));
+            const fg_time_t reserved = info(s, 100).estimated_start;
+            assert_int_equal(reserved, 1000);
+
+            fg_job_id_t next_id = 101;
+            fg_time_t big_start = FG_TIME_NEVER;
+            int big_node = -1, backfilled = 0;
+            for (fg_time_t t = 20; t <= 1000 && big_start == FG_TIME_NEVER; t += 10) {
+                for (fg_job_id_t j = 2; j < next_id && j < MAXJ; j++)
+                    if (end_at[j] && end_at[j] <= t) {
+                        end_job(s, j, t);
+                        end_at[j] = 0;
+                    }
+                for (int k = own_stream ? 0 : 1; k < 3; k++) {
+                    assert_true(next_id < MAXJ);
+                    submit_as(s, acct[k], next_id++, 1, rng_range(&rng, 50, 1500), t);
+                }
+                assert_int_equal(fg_sched_pass(s, t, &d), FG_OK);
+                assert_int_equal(d.npreempts, 0);
+                for (size_t i = 0; i < d.nstarts; i++) {
+                    const fg_start_t *st = &d.starts[i];
+                    if (st->job == 100) {
+                        big_start = t;
+                        big_node = d.allocs[st->alloc_off].node;
+                        continue;
+                    }
+                    fg_job_info_t ji = info(s, st->job);
+                    end_at[st->job] = t + rng_range(&rng, 1, ji.time_limit_s);
+                    backfilled++;
+                }
+                if (big_start == FG_TIME_NEVER && info(s, 100).estimated_start > reserved) {
+                    char why[FG_REASON_MAX];
+                    fg_sched_explain(s, 100, t, why, sizeof why);
+                    print_error("own_stream %d seed %llu t=%lld: estimate %lld: %s\n", own_stream,
+                                (unsigned long long)seed, (long long)t,
+                                (long long)info(s, 100).estimated_start, why);
+                    fail();
+                }
+            }
+            if (big_start > reserved) {
+                print_error("own_stream %d seed %llu: big job not started by %lld\n", own_stream,
+                            (unsigned long long)seed, (long long)reserved);
+                fail();
+            }
+            assert_true(backfilled > 0);
+            fg_job_info_t big = info(s, 100);
+            assert_int_equal(big.state, FG_JOB_RUNNING);
+            assert_int_equal(big.nallocs, 1);
+            assert_int_equal(big.allocs[0].node, big_node);
+            assert_int_equal(big.allocs[0].gpu_mask, 0xff);
+            fg_decisions_free(&d);
+            fg_sched_free(s);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -425,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_an_estimate_counts_the_jobs_backfilled_in_the_same_pass),
         cmocka_unit_test(test_fifo_does_not_backfill),
         cmocka_unit_test(test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs),
+        cmocka_unit_test(test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
