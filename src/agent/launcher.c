@@ -186,7 +186,9 @@ typedef struct prep {
     int life_w, log_fd, null_fd, cg_fd;
 } prep_t;
 
-/* The job: the grandchild of the agent. Never returns. */
+/* The job: the grandchild of the agent, run in a vfork child (so: system calls on its own
+ * descriptors and attributes only, nothing written to memory the monitor reads). Never
+ * returns. */
 static void job_exec(const prep_t *pp, int pipe_w)
 {
     setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
@@ -300,7 +302,11 @@ static void monitor_main(const prep_t *pp)
         monitor_status(pp, "error", errno);
         _exit(1);
     }
-    pid_t job = fork();
+    /* vfork: the job borrows the monitor's memory until its execve (no copy of the page
+     * tables, which a trivial job pays for twice with fork: at the copy and at exec).
+     * job_exec only makes system calls on its own descriptors and process attributes and
+     * never returns; the monitor is single-threaded, so nothing else runs meanwhile. */
+    pid_t job = vfork();
     if (job == 0) {
         close(pfd[0]);
         job_exec(pp, pfd[1]);
