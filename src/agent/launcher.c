@@ -61,6 +61,11 @@ int fg_mkdir_p(const char *dir, mode_t mode)
     size_t n = strlen(dir);
     if (n == 0 || n >= sizeof buf)
         return -1;
+    /* Usually only the last component is missing (or none): one call, no walk. */
+    if (mkdir(dir, mode) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
     memcpy(buf, dir, n + 1);
     for (size_t i = 1; i < n; i++) {
         if (buf[i] != '/')
@@ -237,26 +242,65 @@ static void warn(fg_proc_t *p, const char *msg)
     fg_log(FG_LOG_WARN, "%s", msg);
 }
 
-/* Resolves argv0 through PATH (as execvp would); returns a malloc'd path. */
+/* The last few PATH lookups, kept for RESOLVE_TTL_MS: a burst of launches of the same
+ * program does not probe every PATH directory again for each job (under g_cache_mu). */
+#define RESOLVE_SLOTS  8
+#define RESOLVE_TTL_MS 2000
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *argv0, *path, *found;
+    int64_t at_ms;
+} g_resolved[RESOLVE_SLOTS];
+static unsigned g_resolved_next;
+
+/* Resolves argv0 through PATH (as execvp would); returns a malloc'd path. Successful
+ * lookups are reused for RESOLVE_TTL_MS. */
 static char *resolve(const char *argv0, const char *path)
 {
     if (strchr(argv0, '/'))
         return fg_xstrdup(argv0);
     const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+    int64_t now = fg_now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < RESOLVE_SLOTS; i++) {
+        if (g_resolved[i].argv0 && now - g_resolved[i].at_ms < RESOLVE_TTL_MS &&
+            now >= g_resolved[i].at_ms && !strcmp(g_resolved[i].argv0, argv0) &&
+            !strcmp(g_resolved[i].path, p)) {
+            char *r = fg_xstrdup(g_resolved[i].found);
+            pthread_mutex_unlock(&g_cache_mu);
+            return r;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    char *found = NULL;
     char cand[1024];
     while (*p) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len > 0 && len + strlen(argv0) + 2 < sizeof cand) {
             snprintf(cand, sizeof cand, "%.*s/%s", (int)len, p, argv0);
-            if (access(cand, X_OK) == 0)
-                return fg_xstrdup(cand);
+            if (access(cand, X_OK) == 0) {
+                found = fg_xstrdup(cand);
+                break;
+            }
         }
         if (!e)
             break;
         p = e + 1;
     }
-    return fg_xstrdup(argv0); /* execve fails; the job's log says why */
+    if (!found)
+        return fg_xstrdup(argv0); /* execve fails; the job's log says why */
+    pthread_mutex_lock(&g_cache_mu);
+    unsigned k = g_resolved_next++ % RESOLVE_SLOTS;
+    free(g_resolved[k].argv0);
+    free(g_resolved[k].path);
+    free(g_resolved[k].found);
+    g_resolved[k].argv0 = fg_xstrdup(argv0);
+    g_resolved[k].path = fg_xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    g_resolved[k].found = fg_xstrdup(found);
+    g_resolved[k].at_ms = now;
+    pthread_mutex_unlock(&g_cache_mu);
+    return found;
 }
 
 typedef struct strv {
@@ -417,17 +461,88 @@ static int cg_setup(const fg_launch_t *l, fg_proc_t *p)
     return fd;
 }
 
-/* Makes dir (0700) and gives it to uid/gid when switching users. */
+/* Makes dir (0700) and gives it to uid/gid when switching users. An existing dir (a
+ * later attempt of the job) is only changed when its mode or owner is not right yet. */
 static int own_dir(const char *dir, int switch_user, uid_t uid, gid_t gid, fg_proc_t *p)
 {
-    if (fg_mkdir_p(dir, 0700) != 0)
-        return -1;
-    chmod(dir, 0700);
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0) {
+        if (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+            (sb.st_mode & 07777) == 0700 &&
+            (!switch_user || (sb.st_uid == uid && sb.st_gid == gid)))
+            return 0; /* already right */
+        if (fg_mkdir_p(dir, 0700) != 0)
+            return -1;
+    }
+    chmod(dir, 0700); /* mkdir's mode went through the umask */
     if (switch_user && chown(dir, uid, gid) != 0) {
         char msg[700];
         snprintf(msg, sizeof msg, "cannot give %s to the job's user (%s)", dir, strerror(errno));
         warn(p, msg);
     }
+    return 0;
+}
+
+/* Unix accounts looked up recently, kept for USER_TTL_MS: a burst of jobs of the same
+ * user does not parse /etc/passwd and /etc/group again for each (under g_cache_mu). */
+#define USER_SLOTS  16
+#define USER_TTL_MS 2000
+static struct {
+    char name[64];
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[64];
+    int ngroups;
+    int64_t at_ms;
+} g_users[USER_SLOTS];
+static unsigned g_users_next;
+
+int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups)
+{
+    int64_t now = fg_now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < USER_SLOTS; i++) {
+        if (g_users[i].name[0] && !strcmp(g_users[i].name, name) &&
+            now - g_users[i].at_ms < USER_TTL_MS && now >= g_users[i].at_ms) {
+            *uid = g_users[i].uid;
+            *gid = g_users[i].gid;
+            if (groups && ngroups) {
+                int n = g_users[i].ngroups < *ngroups ? g_users[i].ngroups : *ngroups;
+                memcpy(groups, g_users[i].groups, (size_t)n * sizeof *groups);
+                *ngroups = n;
+            }
+            pthread_mutex_unlock(&g_cache_mu);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    char pwbuf[4096];
+    struct passwd pw, *pwr = NULL;
+    if (strlen(name) >= sizeof g_users[0].name ||
+        getpwnam_r(name, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr)
+        return -1;
+    gid_t gr[64];
+    int ng = (int)(sizeof gr / sizeof gr[0]);
+    if (getgrouplist(name, pwr->pw_gid, gr, &ng) < 0) {
+        gr[0] = pwr->pw_gid;
+        ng = 1;
+    }
+    *uid = pwr->pw_uid;
+    *gid = pwr->pw_gid;
+    if (groups && ngroups) {
+        int n = ng < *ngroups ? ng : *ngroups;
+        memcpy(groups, gr, (size_t)n * sizeof *groups);
+        *ngroups = n;
+    }
+    pthread_mutex_lock(&g_cache_mu);
+    unsigned k = g_users_next++ % USER_SLOTS;
+    snprintf(g_users[k].name, sizeof g_users[k].name, "%s", name);
+    g_users[k].uid = pwr->pw_uid;
+    g_users[k].gid = pwr->pw_gid;
+    memcpy(g_users[k].groups, gr, (size_t)ng * sizeof gr[0]);
+    g_users[k].ngroups = ng;
+    g_users[k].at_ms = now;
+    pthread_mutex_unlock(&g_cache_mu);
     return 0;
 }
 
@@ -444,31 +559,24 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     int rc = -1;
 
     /* The Unix account. */
-    char pwbuf[4096];
-    struct passwd pw, *pwr = NULL;
     if (l->unix_user) {
-        if (getpwnam_r(l->unix_user, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr) {
+        int ng = (int)(sizeof pp.groups / sizeof pp.groups[0]);
+        if (fg_user_lookup(l->unix_user, &pp.uid, &pp.gid, pp.groups, &ng) != 0) {
             snprintf(err, errlen, "no Unix account %s for the job", l->unix_user);
             goto out;
         }
-        if (pwr->pw_uid == 0) {
+        if (pp.uid == 0) {
             snprintf(err, errlen, "refusing to run a job as root (account %s)", l->unix_user);
             goto out;
         }
         pp.switch_user = 1;
-        pp.uid = pwr->pw_uid;
-        pp.gid = pwr->pw_gid;
         pp.unix_user = l->unix_user;
-        int ng = (int)(sizeof pp.groups / sizeof pp.groups[0]);
-        if (getgrouplist(l->unix_user, pwr->pw_gid, pp.groups, &ng) < 0) {
-            pp.groups[0] = pwr->pw_gid;
-            ng = 1;
-        }
         pp.ngroups = ng;
     }
 
-    /* Directories. */
-    if (fg_mkdir_p(l->run_dir, 0700) != 0) {
+    /* Directories. The rank's own files: RUN_DIR/NAME.log and NAME.exit, or without a
+     * run_name RUN_DIR/output.log and RUN_DIR/exit. */
+    if (!l->run_name && fg_mkdir_p(l->run_dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", l->run_dir, strerror(errno));
         goto out;
     }
@@ -477,12 +585,19 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
         snprintf(err, errlen, "cannot create the job's directories: %s", strerror(errno));
         goto out;
     }
-    snprintf(p->log_path, sizeof p->log_path, "%s/output.log", l->run_dir);
-    snprintf(p->status_path, sizeof p->status_path, "%s/exit", l->run_dir);
+    if (l->run_name) {
+        snprintf(p->log_path, sizeof p->log_path, "%s/%s.log", l->run_dir, l->run_name);
+        snprintf(p->status_path, sizeof p->status_path, "%s/%s.exit", l->run_dir, l->run_name);
+    } else {
+        snprintf(p->log_path, sizeof p->log_path, "%s/output.log", l->run_dir);
+        snprintf(p->status_path, sizeof p->status_path, "%s/exit", l->run_dir);
+    }
     pp.status_path = p->status_path;
     pp.job_dir = l->job_dir;
     unlink(p->status_path);
     pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (pp.log_fd < 0 && errno == ENOENT && l->run_name && fg_mkdir_p(l->run_dir, 0700) == 0)
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     pp.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (pp.log_fd < 0 || pp.null_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", p->log_path, strerror(errno));
