@@ -518,8 +518,7 @@ int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int 
     pthread_mutex_unlock(&g_cache_mu);
     char pwbuf[4096];
     struct passwd pw, *pwr = NULL;
-    if (strlen(name) >= sizeof g_users[0].name ||
-        getpwnam_r(name, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr)
+    if (getpwnam_r(name, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr)
         return -1;
     gid_t gr[64];
     int ng = (int)(sizeof gr / sizeof gr[0]);
@@ -534,6 +533,8 @@ int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int 
         memcpy(groups, gr, (size_t)n * sizeof *groups);
         *ngroups = n;
     }
+    if (strlen(name) >= sizeof g_users[0].name)
+        return 0; /* not kept */
     pthread_mutex_lock(&g_cache_mu);
     unsigned k = g_users_next++ % USER_SLOTS;
     snprintf(g_users[k].name, sizeof g_users[k].name, "%s", name);
