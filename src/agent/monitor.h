@@ -1,12 +1,12 @@
 /*
- * monitor.h - the code that runs outside the agent process: the zygote (forks one
- * monitor per launch on request) and the monitor (forks the job, copies its output into
- * the log, records its exit). Only libc and async-signal-safe calls after a fork, no
- * allocation in the monitor: this file is linked both into the agent (in-process zygote,
- * the fallback) and into the small static `fairgpu-monitor` helper that the agent runs
- * as its zygote, so that forking a monitor copies a tiny address space instead of the
- * agent's (38 shared libraries: most of the CPU of a trivial job was page-table copies
- * and teardowns).
+ * monitor.h - the code that runs outside the agent process: the zygote (starts one
+ * monitor per launch on request, as a process sharing its memory: see monitor.c) and
+ * the monitor (vforks the job, copies its output into the log, records its exit). Only
+ * libc and async-signal-safe calls after a fork, no allocation in the monitor: this
+ * file is linked both into the agent (in-process zygote, the fallback) and into the
+ * small static `fairgpu-monitor` helper that the agent runs as its zygote, so that the
+ * zygote is a tiny address space instead of the agent's (38 shared libraries: most of
+ * the CPU of a trivial job was page-table copies and teardowns).
  */
 #ifndef FG_AGENT_MONITOR_H
 #define FG_AGENT_MONITOR_H
@@ -49,12 +49,13 @@ typedef struct fg_mon_rep {
 } fg_mon_rep_t;
 
 /* The monitor of one launch: never returns. Called in a fresh child (of the zygote, or
- * of the agent when there is no zygote) with pp's descriptors open. */
+ * of the agent when there is no zygote) with pp's descriptors open; touches no memory
+ * but pp and its own stack. */
 void fg_mon_monitor_main(const fg_mon_prep_t *pp);
 
 /* The zygote's loop on socket `sock`: one request (fg_mon_req_t + strings, descriptors
- * by SCM_RIGHTS) -> fork a monitor -> one reply (fg_mon_rep_t + the life pipe's read
- * end). Exits when the socket closes. Never returns. */
+ * by SCM_RIGHTS) -> start a monitor -> one reply (fg_mon_rep_t + the life pipe's read
+ * end). Reaps finished monitors. Exits when the socket closes. Never returns. */
 void fg_mon_zygote_main(int sock);
 
 /* Closes every descriptor >= first. */
