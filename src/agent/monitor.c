@@ -459,8 +459,12 @@ static const char *buf_take(const char **p, const char *end)
 #define FG_MON_SHARED_VM 1
 #endif
 
+#if FG_MON_SHARED_VM
 #define MON_STACK (256 * 1024)
 #define MON_GUARD 4096
+#define MON_DATA  (64 * 1024) /* launches up to this size use a standard, reusable block */
+#define MON_STD   (MON_GUARD + MON_STACK + MON_DATA)
+#define MON_FREE  64 /* standard blocks kept for reuse (no munmap, no new page faults) */
 
 typedef struct mon_block {
     pid_t pid;
@@ -471,15 +475,23 @@ typedef struct mon_block {
 
 static mon_block_t **g_blocks; /* live monitors' blocks (zygote only) */
 static size_t g_nblocks, g_capblocks;
+static char *g_free[MON_FREE]; /* bases of standard blocks whose monitor was reaped */
+static int g_nfree;
 
-/* Frees the block of reaped monitor pid, if it has one. */
+/* Frees the block of reaped monitor pid, if it has one: a standard one is kept for the
+ * next monitor (an unmap of memory shared by processes on several CPUs costs a TLB
+ * shootdown, and a fresh block's stack costs page faults again). */
 static void release_block(pid_t pid)
 {
     for (size_t i = 0; i < g_nblocks; i++) {
         if (g_blocks[i]->pid == pid) {
             mon_block_t *b = g_blocks[i];
             g_blocks[i] = g_blocks[--g_nblocks];
-            munmap((char *)b - MON_GUARD - MON_STACK, b->size);
+            char *base = (char *)b - MON_GUARD - MON_STACK;
+            if (b->size == MON_STD && g_nfree < MON_FREE)
+                g_free[g_nfree++] = base;
+            else
+                munmap(base, b->size);
             return;
         }
     }
@@ -499,12 +511,18 @@ static pid_t spawn_monitor(const fg_mon_prep_t *pp, int sock, const char *strs, 
                            int argc, int envc)
 {
     size_t data = sizeof(mon_block_t) + ((size_t)argc + (size_t)envc + 2) * sizeof(char *) + len;
-    size_t size = (MON_GUARD + MON_STACK + data + 4095) & ~(size_t)4095;
-    char *base =
-        mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-    if (base == MAP_FAILED)
-        return -1;
-    mprotect(base, MON_GUARD, PROT_NONE);
+    size_t size =
+        data <= MON_DATA ? MON_STD : (MON_GUARD + MON_STACK + data + 4095) & ~(size_t)4095;
+    char *base;
+    if (size == MON_STD && g_nfree > 0) {
+        base = g_free[--g_nfree];
+    } else {
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1,
+                    0);
+        if (base == MAP_FAILED)
+            return -1;
+        mprotect(base, MON_GUARD, PROT_NONE);
+    }
     mon_block_t *b = (mon_block_t *)(base + MON_GUARD + MON_STACK);
     char **argv = (char **)(b + 1);
     char **envp = argv + argc + 1;
@@ -550,6 +568,14 @@ static pid_t spawn_monitor(const fg_mon_prep_t *pp, int sock, const char *strs, 
     g_blocks[g_nblocks++] = b;
     return b->pid;
 }
+
+#else
+/* Monitors are forked: nothing to free. */
+static void release_block(pid_t pid)
+{
+    (void)pid;
+}
+#endif
 
 /* The zygote's loop. Never returns. */
 void fg_mon_zygote_main(int sock)
