@@ -7,7 +7,8 @@
 # usage: bash bench/bench_agent.sh [/path/to/fairgpu] [JOBS]
 #   default binary: build/release/fairgpu (cmake --preset release && cmake --build
 #   --preset release); default JOBS: 2000. Needs curl and jq.
-# Output: `name value unit` lines.
+# Output: `name value unit` lines. CPU per job: the server, the agent processes, and
+# `launch`: the agents' zygotes with the monitors and jobs (`true` itself) they reaped.
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -84,8 +85,22 @@ cpu_ticks() { # utime + stime of the given pids, in clock ticks
     for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done
     echo $t
 }
+# The agents' launchers: their zygotes (fairgpu-monitor), with the CPU of the monitors
+# they reaped, which includes the jobs the monitors reaped (cutime + cstime).
+LAUNCHERS=()
+for p in "${AGENT_PIDS[@]}"; do
+    for c in $(cat "/proc/$p/task/"*/children 2>/dev/null); do LAUNCHERS+=("$c"); done
+done
+launch_ticks() {
+    local t=0 p
+    for p in "${LAUNCHERS[@]}"; do
+        t=$((t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+    done
+    echo $t
+}
 CPU_S0=$(cpu_ticks "$SERVER_PID")
 CPU_A0=$(cpu_ticks "${AGENT_PIDS[@]}")
+CPU_L0=$(launch_ticks)
 T0=$(now_ms)
 curl -s --no-progress-meter --parallel --parallel-max 16 -K "$TMP/curl.cfg" >"$TMP/codes"
 T_SUB=$(now_ms)
@@ -103,6 +118,8 @@ done
 T1=$(now_ms)
 CPU_S1=$(cpu_ticks "$SERVER_PID")
 CPU_A1=$(cpu_ticks "${AGENT_PIDS[@]}")
+sleep 1.5 # the zygotes reap finished monitors at least once a second
+CPU_L1=$(launch_ticks)
 DONE=0
 CURSOR=
 while :; do
@@ -127,6 +144,7 @@ echo "agent_e2e_server_peak_rss ${HWM:-0} kB"
 HZ=$(getconf CLK_TCK)
 echo "agent_e2e_server_cpu_per_job $(awk -v t=$((CPU_S1 - CPU_S0)) -v n="$DONE" -v hz="$HZ" 'BEGIN {printf "%.2f", n ? t * 1000 / hz / n : 0}') ms"
 echo "agent_e2e_agents_cpu_per_job $(awk -v t=$((CPU_A1 - CPU_A0)) -v n="$DONE" -v hz="$HZ" 'BEGIN {printf "%.2f", n ? t * 1000 / hz / n : 0}') ms"
+echo "agent_e2e_launch_cpu_per_job $(awk -v t=$((CPU_L1 - CPU_L0)) -v n="$DONE" -v hz="$HZ" 'BEGIN {printf "%.2f", n ? t * 1000 / hz / n : 0}') ms"
 echo "machine_loadavg_1m $(cut -d' ' -f1 /proc/loadavg) runnable"
 echo "agent_e2e_agent_peak_rss ${AHWM:-0} kB"
 [ "$DONE" = "$N" ] || { echo "bench_agent: only $DONE of $N jobs completed" >&2; exit 1; }

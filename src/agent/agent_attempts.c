@@ -143,11 +143,14 @@ void fg_attempt_forget_files(fg_attempt_t *a, int drop_log)
     char path[800];
     state_path(a, path, sizeof path);
     unlink(path);
-    if (!drop_log || !a->launched || !a->run_dir[0])
+    if (!drop_log || !a->launched)
         return;
-    unlink(a->proc.log_path);
-    unlink(a->proc.status_path);
-    rmdir(a->run_dir);
+    if (a->proc.log_path[0])
+        unlink(a->proc.log_path);
+    if (a->proc.status_path[0])
+        unlink(a->proc.status_path);
+    if (a->run_dir[0])
+        rmdir(a->run_dir); /* a rank's own directory (state files of older agents) */
 }
 
 void fg_attempt_remove(fg_attempt_t *a)
@@ -194,28 +197,71 @@ void fg_attempt_begin_stop(fg_attempt_t *a, const char *why, int grace_s)
 
 /* ------------------------------------------------------------ starting */
 
+/* The user map file as last read, and what identified that version (under g_user_mu). */
+static char *g_map_text;
+static struct stat g_map_st;
+
+/* Returns a copy of the user map file's text (caller frees), re-read only when the file
+ * changed (inode, size or modification time); NULL if it cannot be read. */
+static char *user_map_text(const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return NULL;
+    pthread_mutex_lock(&g_user_mu);
+    if (!g_map_text || sb.st_ino != g_map_st.st_ino || sb.st_dev != g_map_st.st_dev ||
+        sb.st_size != g_map_st.st_size || sb.st_mtim.tv_sec != g_map_st.st_mtim.tv_sec ||
+        sb.st_mtim.tv_nsec != g_map_st.st_mtim.tv_nsec) {
+        free(g_map_text);
+        g_map_text = NULL;
+        FILE *f = fopen(path, "re");
+        if (f) {
+            size_t cap = 0, len = 0;
+            char chunk[4096];
+            size_t got;
+            while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+                g_map_text = fg_xgrow(g_map_text, &cap, len + got + 1, 1);
+                memcpy(g_map_text + len, chunk, got);
+                len += got;
+            }
+            fclose(f);
+            if (!g_map_text)
+                g_map_text = fg_xstrdup("");
+            else
+                g_map_text[len] = '\0';
+            g_map_st = sb;
+        }
+    }
+    char *copy = g_map_text ? fg_xstrdup(g_map_text) : NULL;
+    pthread_mutex_unlock(&g_user_mu);
+    return copy;
+}
+
 /* Maps the job's owner to a Unix account name: the user map file, else prefix+user. */
 static void map_user(const fg_agent_cfg_t *cfg, const char *user, char *out, size_t outlen)
 {
     snprintf(out, outlen, "%s%s", cfg->user_prefix, user);
     if (!cfg->user_map[0])
         return;
-    FILE *f = fopen(cfg->user_map, "re");
-    if (!f)
+    char *text = user_map_text(cfg->user_map);
+    if (!text)
         return;
-    char line[256], a[128], b[128], star[128] = "";
-    while (fgets(line, sizeof line, f)) {
+    char a[128], b[128], star[128] = "";
+    for (char *line = text, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
         if (line[0] == '#' || sscanf(line, "%127s %127s", a, b) != 2)
             continue;
         if (!strcmp(a, user)) {
             snprintf(out, outlen, "%s", b);
-            fclose(f);
+            free(text);
             return;
         }
         if (!strcmp(a, "*"))
             snprintf(star, sizeof star, "%s", b);
     }
-    fclose(f);
+    free(text);
     if (star[0])
         snprintf(out, outlen, "%s", star);
 }
@@ -223,12 +269,16 @@ static void map_user(const fg_agent_cfg_t *cfg, const char *user, char *out, siz
 /* Makes sure the Unix account exists (useradd -r on first use). 0 or -1 + msg. */
 static int ensure_account(const char *name, char *msg, size_t msglen)
 {
+    uid_t uid;
+    gid_t gid;
+    if (fg_user_lookup(name, &uid, &gid, NULL, NULL) == 0)
+        return 0;
     pthread_mutex_lock(&g_user_mu);
+    int rc = 0;
     char buf[4096];
     struct passwd pw, *r = NULL;
-    int rc = 0;
     if (getpwnam_r(name, &pw, buf, sizeof buf, &r) == 0 && r) {
-        pthread_mutex_unlock(&g_user_mu);
+        pthread_mutex_unlock(&g_user_mu); /* created meanwhile by another thread */
         return 0;
     }
     if (!valid_username(name)) {
@@ -339,7 +389,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     snprintf(a->key, sizeof a->key, "%s", key);
     int64_t grace = jint(msg, "grace_s", cfg->grace_s);
     a->grace_s = grace < 0 ? 0 : grace > 86400 ? 86400 : (int)grace;
-    fg_fmt(a->run_dir, sizeof a->run_dir, "%s/runs/%s", n->work_dir, key);
+    a->run_dir[0] = '\0'; /* its files are WORK_DIR/runs/KEY.log and KEY.exit */
     snprintf(a->ckpt_dir, sizeof a->ckpt_dir, "%s/%s", cfg->checkpoint_root, job_id);
     a->next = n->attempts;
     n->attempts = a;
@@ -349,7 +399,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     char err[300] = "";
     strlist_t argv = {0}, env = {0};
     char cvd[FG_GPU_MAX * 100] = "", idx[FG_GPU_MAX * 4] = "";
-    char job_dir[700], unix_user[128] = "", cg[700] = "";
+    char job_dir[700], unix_user[128] = "", cg[700] = "", runs[700];
+    snprintf(runs, sizeof runs, "%s/runs", n->work_dir);
     json_t *cmd = json_object_get(msg, "command");
     json_t *gpus = json_object_get(msg, "gpus");
     const char *shell = NULL;
@@ -445,7 +496,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .gpu_indices = idx,
             .model = jstr(msg, "model"),
             .dataset = jstr(msg, "dataset"),
-            .run_dir = a->run_dir,
+            .run_dir = runs,
+            .run_name = key,
             .job_dir = job_dir,
             .checkpoint_dir = a->ckpt_dir,
             .unix_user = unix_user[0] ? unix_user : NULL,

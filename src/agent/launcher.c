@@ -1,5 +1,6 @@
 /*
- * launcher.c - monitor + job process trees (see launcher.h for the shape).
+ * launcher.c - the agent's side of monitor + job process trees (see launcher.h for the
+ * shape; the monitor and the zygote themselves are in monitor.c).
  *
  * Everything that allocates or may take a lock (environment, PATH lookup, user lookup,
  * cgroup setup, messages) happens in the agent before fork; the monitor and the job's
@@ -8,6 +9,7 @@
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "agent/launcher.h"
+#include "agent/monitor.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -33,8 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Fixed descriptor numbers inside the monitor. */
-enum { M_LIFE = 3, M_LOG = 4, M_NULL = 5, M_CG = 6, M_FIRST_FREE = 7 };
+extern char **environ;
 
 static pthread_mutex_t g_fork_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -60,6 +61,11 @@ int fg_mkdir_p(const char *dir, mode_t mode)
     size_t n = strlen(dir);
     if (n == 0 || n >= sizeof buf)
         return -1;
+    /* Usually only the last component is missing (or none): one call, no walk. */
+    if (mkdir(dir, mode) == 0 || errno == EEXIST)
+        return 0;
+    if (errno != ENOENT)
+        return -1;
     memcpy(buf, dir, n + 1);
     for (size_t i = 1; i < n; i++) {
         if (buf[i] != '/')
@@ -72,311 +78,6 @@ int fg_mkdir_p(const char *dir, mode_t mode)
     if (mkdir(buf, mode) != 0 && errno != EEXIST)
         return -1;
     return 0;
-}
-
-/* ------------------------------------------------- async-signal-safe helpers */
-
-static size_t s_len(const char *s)
-{
-    size_t n = 0;
-    while (s[n])
-        n++;
-    return n;
-}
-
-static void s_write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-static void s_puts(int fd, const char *s)
-{
-    s_write_all(fd, s, s_len(s));
-}
-
-/* Formats v in decimal into buf (>= 24 bytes); returns buf. */
-static char *s_fmt_i64(char *buf, int64_t v)
-{
-    char tmp[24];
-    int i = 0, neg = v < 0;
-    uint64_t u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[i++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    int j = 0;
-    if (neg)
-        buf[j++] = '-';
-    while (i)
-        buf[j++] = tmp[--i];
-    buf[j] = '\0';
-    return buf;
-}
-
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t s_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void s_close_from(int first)
-{
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
-        return;
-#endif
-    for (int fd = first; fd < 4096; fd++)
-        close(fd);
-}
-
-static const char *s_errname(int e)
-{
-    switch (e) {
-    case ENOENT:
-        return "No such file or directory";
-    case EACCES:
-        return "Permission denied";
-    case ENOEXEC:
-        return "Exec format error";
-    case ENOTDIR:
-        return "Not a directory";
-    case EPERM:
-        return "Operation not permitted";
-    case ENOMEM:
-        return "Out of memory";
-    case E2BIG:
-        return "Argument list too long";
-    default:
-        return "error";
-    }
-}
-
-/* Everything the monitor and the job need, prepared before fork. */
-typedef struct prep {
-    const char *exec_path; /* resolved program */
-    char **argv;
-    char **envp;
-    const char *job_dir;
-    const char *status_path;
-    int switch_user;
-    uid_t uid;
-    gid_t gid;
-    gid_t groups[64];
-    int ngroups;
-    const char *unix_user;
-    int64_t log_limit;
-    char marker[200];
-    int life_w, log_fd, null_fd, cg_fd;
-} prep_t;
-
-/* The job: the grandchild of the agent. Never returns. */
-static void job_exec(const prep_t *pp, int pipe_w)
-{
-    setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
-    if (pp->cg_fd >= 0) {
-        /* "0" moves the writing process into the cgroup. */
-        if (write(M_CG, "0", 1) != 1)
-            s_puts(pipe_w, "fairgpu: warning: could not join the job's cgroup\n");
-    }
-    dup2(M_NULL, 0);
-    dup2(pipe_w, 1);
-    dup2(pipe_w, 2);
-    s_close_from(3);
-    if (pp->switch_user) {
-        if (setgroups((size_t)pp->ngroups, pp->groups) != 0 || setgid(pp->gid) != 0 ||
-            setuid(pp->uid) != 0) {
-            int e = errno;
-            s_puts(2, "fairgpu: warning: could not switch to user ");
-            s_puts(2, pp->unix_user);
-            s_puts(2, " (");
-            s_puts(2, s_errname(e));
-            s_puts(2, "); the job runs as the agent's user\n");
-        }
-    }
-    if (chdir(pp->job_dir) != 0) {
-        s_puts(2, "fairgpu: warning: cannot enter the job directory; running in /\n");
-        if (chdir("/") != 0)
-            _exit(126);
-    }
-    execve(pp->exec_path, pp->argv, pp->envp);
-    int e = errno;
-    s_puts(2, "fairgpu: cannot execute ");
-    s_puts(2, pp->argv[0]);
-    s_puts(2, ": ");
-    s_puts(2, s_errname(e));
-    s_puts(2, "\n");
-    _exit(e == ENOENT ? 127 : 126);
-}
-
-/* Writes "kind num end_ms\n" to the status file. Not atomic (no tmp + rename: file
- * creation is the costly part of a trivial job); a reader that finds it incomplete
- * treats the status as lost, and the agent reads it only after the monitor exited. */
-static void monitor_status(const prep_t *pp, const char *kind, int64_t num)
-{
-    char a[24], b[24], line[80];
-    size_t n = 0;
-    const char *parts[] = {kind, " ", s_fmt_i64(a, num), " ", s_fmt_i64(b, s_now_ms()), "\n"};
-    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        size_t l = s_len(parts[i]);
-        if (n + l >= sizeof line)
-            break;
-        memcpy(line + n, parts[i], l);
-        n += l;
-    }
-    int fd = open(pp->status_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (fd < 0)
-        return;
-    s_write_all(fd, line, n); /* one write */
-    close(fd);                /* no fsync: after a machine crash the job is gone anyway */
-}
-
-/* Copies one read of the job's output into the log, honouring the limit. */
-static void monitor_copy(const prep_t *pp, const char *buf, size_t n, int64_t *written,
-                         int *truncated)
-{
-    if (*truncated)
-        return;
-    if (*written + (int64_t)n <= pp->log_limit) {
-        s_write_all(M_LOG, buf, n);
-        *written += (int64_t)n;
-        return;
-    }
-    size_t fit = (size_t)(pp->log_limit - *written);
-    s_write_all(M_LOG, buf, fit);
-    *written += (int64_t)fit;
-    s_puts(M_LOG, pp->marker);
-    *truncated = 1;
-}
-
-/* The monitor: the agent's child. Never returns. */
-static void monitor_main(const prep_t *pp)
-{
-    static char buf[65536];
-    setsid();
-    /* Orphans of the job are re-parented to us (not init), so we can reap them all. */
-    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
-    /* Descriptors to fixed numbers, everything else closed. */
-    int fds[4] = {pp->life_w, pp->log_fd, pp->null_fd, pp->cg_fd};
-    int high[4];
-    for (int i = 0; i < 4; i++)
-        high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 256) : -1;
-    for (int i = 0; i < 4; i++) {
-        if (high[i] >= 0) {
-            dup2(high[i], M_LIFE + i);
-        } else {
-            close(M_LIFE + i);
-        }
-    }
-    s_close_from(M_FIRST_FREE);
-    /* A clean signal state for the job (the agent may ignore or block some). */
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (int sig = 1; sig < 32; sig++)
-        if (sig != SIGKILL && sig != SIGSTOP)
-            signal(sig, SIG_DFL);
-
-    int pfd[2];
-    if (pipe(pfd) != 0) {
-        pid_t zero = 0;
-        s_write_all(M_LIFE, (const char *)&zero, sizeof zero);
-        monitor_status(pp, "error", errno);
-        _exit(1);
-    }
-    pid_t job = fork();
-    if (job == 0) {
-        close(pfd[0]);
-        job_exec(pp, pfd[1]);
-    }
-    close(pfd[1]);
-    if (job < 0) {
-        int e = errno;
-        pid_t zero = 0;
-        s_write_all(M_LIFE, (const char *)&zero, sizeof zero);
-        monitor_status(pp, "error", e);
-        _exit(1);
-    }
-    /* Both sides set the group, so it exists before the agent learns the pgid. */
-    setpgid(job, job);
-    s_write_all(M_LIFE, (const char *)&job, sizeof job);
-    signal(SIGPIPE, SIG_IGN);
-
-    int64_t written = 0;
-    int truncated = 0;
-    int main_done = 0, status = 0;
-    int64_t drain_until = 0, next_check = s_mono_ms() + 200;
-    for (;;) {
-        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
-        int pr = poll(&pf, 1, main_done ? 100 : 200);
-        if (pr > 0) {
-            ssize_t n = read(pfd[0], buf, sizeof buf);
-            if (n == 0)
-                break; /* EOF: every holder of the pipe is gone */
-            if (n > 0)
-                monitor_copy(pp, buf, (size_t)n, &written, &truncated);
-            else if (errno != EINTR && errno != EAGAIN)
-                break;
-        }
-        int64_t now = s_mono_ms();
-        if (!main_done && (pr == 0 || now >= next_check)) {
-            next_check = now + 200;
-            siginfo_t si;
-            memset(&si, 0, sizeof si);
-            if (waitid(P_PID, (id_t)job, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-                si.si_pid == job) {
-                /* Main process ended: nothing of the attempt may outlive it. */
-                kill(-job, SIGKILL);
-                main_done = 1;
-                drain_until = now + 2000;
-            }
-        } else if (main_done && now > drain_until) {
-            break; /* a process that escaped the group still holds the pipe */
-        }
-    }
-    close(pfd[0]);
-    /* Wait for the main process without reaping, kill the rest of its group, reap. */
-    siginfo_t si;
-    while (waitid(P_PID, (id_t)job, &si, WEXITED | WNOWAIT) != 0 && errno == EINTR)
-        ;
-    kill(-job, SIGKILL);
-    while (waitpid(job, &status, 0) < 0 && errno == EINTR)
-        ;
-    /* As a subreaper, every descendant whose parent died is now our child: reap them
-     * until none is left, so "exited" means every process of the attempt is gone.
-     * Bounded: one that left the group (setsid) is out of reach of kill(-job). */
-    int64_t reap_until = s_mono_ms() + 2000;
-    for (;;) {
-        pid_t r = waitpid(-1, NULL, WNOHANG);
-        if (r > 0)
-            continue;
-        if ((r < 0 && errno == ECHILD) || s_mono_ms() > reap_until)
-            break;
-        kill(-job, SIGKILL);
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    if (WIFSIGNALED(status))
-        monitor_status(pp, "signal", WTERMSIG(status));
-    else
-        monitor_status(pp, "exit", WEXITSTATUS(status));
-    _exit(0);
 }
 
 /* ------------------------------------------------------------ the zygote */
@@ -395,205 +96,12 @@ static void monitor_main(const prep_t *pp)
 static int g_zy_fd = -1;   /* agent side of the socket; -1: not started */
 static pid_t g_zy_pid = 0; /* the zygote */
 
-static int read_full(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static int write_full(int fd, const void *buf, size_t n)
-{
-    const char *p = buf;
-    while (n > 0) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-/* Sends n bytes with up to 3 descriptors attached. */
-static int send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds)
-{
-    struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    if (nfds > 0) {
-        memset(&u, 0, sizeof u);
-        mh.msg_control = u.buf;
-        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
-        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
-    }
-    ssize_t w;
-    while ((w = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-        ;
-    if (w < 0)
-        return -1;
-    if ((size_t)w < n)
-        return write_full(sock, (const char *)buf + w, n - (size_t)w);
-    return 0;
-}
-
-/* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
-static int recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds)
-{
-    for (int i = 0; i < maxfds; i++)
-        fds[i] = -1;
-    struct iovec iov = {.iov_base = buf, .iov_len = n};
-    union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
-        struct cmsghdr align;
-    } u;
-    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-    mh.msg_control = u.buf;
-    mh.msg_controllen = sizeof u.buf;
-    ssize_t r;
-    while ((r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-        ;
-    if (r <= 0)
-        return -1;
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-            if (k > maxfds)
-                k = maxfds;
-            memcpy(fds, CMSG_DATA(c), (size_t)k * sizeof(int));
-        }
-    }
-    if ((size_t)r < n)
-        return read_full(sock, (char *)buf + r, n - (size_t)r);
-    return 0;
-}
-
-/* The request: fixed header, then the strings, NUL-separated. */
-typedef struct zy_req {
-    uint32_t len; /* bytes of strings that follow */
-    int32_t switch_user, uid, gid, ngroups, argc, envc, has_cg;
-    gid_t groups[64];
-    int64_t log_limit;
-} zy_req_t;
-
-typedef struct zy_rep {
-    int32_t monitor, job, err;
-} zy_rep_t;
-
 static void buf_add(char **b, size_t *n, size_t *cap, const char *s)
 {
     size_t l = strlen(s) + 1;
     *b = fg_xgrow(*b, cap, *n + l, 1);
     memcpy(*b + *n, s, l);
     *n += l;
-}
-
-/* Takes the next NUL-terminated string of [*p, end); NULL if malformed. */
-static const char *buf_take(const char **p, const char *end)
-{
-    const char *s = *p;
-    const char *z = memchr(s, '\0', (size_t)(end - s));
-    if (!z)
-        return NULL;
-    *p = z + 1;
-    return s;
-}
-
-/* The zygote's loop. Never returns. */
-static void zygote_main(int sock)
-{
-    signal(SIGCHLD, SIG_DFL);
-    signal(SIGPIPE, SIG_IGN);
-    for (;;) {
-        while (waitpid(-1, NULL, WNOHANG) > 0) /* reap finished monitors */
-            ;
-        struct pollfd pf = {.fd = sock, .events = POLLIN};
-        if (poll(&pf, 1, 1000) == 0)
-            continue;
-        zy_req_t rq;
-        int fds[3];
-        if (recv_fds(sock, &rq, sizeof rq, fds, 3) != 0)
-            _exit(0); /* the agent is gone */
-        char *strs = malloc(rq.len + 1);
-        zy_rep_t rep = {0, 0, 0};
-        if (!strs || rq.len > (64u << 20) || read_full(sock, strs, rq.len) != 0)
-            _exit(1);
-        const char *p = strs, *end = strs + rq.len;
-        prep_t pp;
-        memset(&pp, 0, sizeof pp);
-        pp.exec_path = buf_take(&p, end);
-        pp.job_dir = buf_take(&p, end);
-        pp.status_path = buf_take(&p, end);
-        pp.unix_user = buf_take(&p, end);
-        const char *marker = buf_take(&p, end);
-        char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
-        char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
-        int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker && argv &&
-                  envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
-        for (int i = 0; okp && i < rq.argc; i++)
-            okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
-        for (int i = 0; okp && i < rq.envc; i++)
-            okp = (envp[i] = (char *)buf_take(&p, end)) != NULL;
-        int life[2] = {-1, -1};
-        if (!okp || fds[0] < 0 || fds[1] < 0) {
-            rep.err = EINVAL;
-        } else if (pipe2(life, O_CLOEXEC) != 0) {
-            rep.err = errno;
-        } else {
-            snprintf(pp.marker, sizeof pp.marker, "%s", marker);
-            pp.argv = argv;
-            pp.envp = envp;
-            pp.switch_user = rq.switch_user;
-            pp.uid = (uid_t)rq.uid;
-            pp.gid = (gid_t)rq.gid;
-            pp.ngroups = rq.ngroups;
-            memcpy(pp.groups, rq.groups, sizeof pp.groups);
-            pp.log_limit = rq.log_limit;
-            pp.log_fd = fds[0];
-            pp.null_fd = fds[1];
-            pp.cg_fd = rq.has_cg ? fds[2] : -1;
-            pp.life_w = life[1];
-            pid_t mon = fork();
-            if (mon == 0) {
-                close(sock);
-                monitor_main(&pp);
-            }
-            close(life[1]);
-            if (mon < 0) {
-                rep.err = errno;
-            } else {
-                rep.monitor = mon; /* the job's pid follows on the life pipe */
-                rep.job = 0;
-            }
-        }
-        int lfd = life[0];
-        send_fds(sock, &rep, sizeof rep, &lfd, lfd >= 0 && !rep.err ? 1 : 0);
-        if (life[0] >= 0)
-            close(life[0]);
-        for (int i = 0; i < 3; i++)
-            if (fds[i] >= 0)
-                close(fds[i]);
-        free(argv);
-        free(envp);
-        free(strs);
-    }
 }
 
 int fg_launcher_init(void)
@@ -608,6 +116,21 @@ int fg_launcher_init(void)
         pthread_mutex_unlock(&g_fork_mu);
         return -1;
     }
+    /* The helper: "fairgpu-monitor" in the directory of our own executable. */
+    char helper[1100] = "";
+    char self[1024];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (sl > 0) {
+        self[sl] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(helper, sizeof helper, "%s/fairgpu-monitor", self);
+            if (access(helper, X_OK) != 0)
+                helper[0] = '\0';
+        }
+    }
+    char *hargv[] = {"fairgpu-monitor", "zygote", NULL};
     pid_t pid = fork();
     if (pid == 0) {
         /* Single-threaded from here on. Own session: terminal signals are the agent's. */
@@ -616,13 +139,15 @@ int fg_launcher_init(void)
             dup2(sv[1], 3);
             close(sv[1]);
         }
-        s_close_from(4);
+        fg_mon_close_from(4);
         int fd0 = open("/dev/null", O_RDWR);
         if (fd0 >= 0 && fd0 != 0) {
             dup2(fd0, 0);
             close(fd0);
         }
-        zygote_main(3);
+        if (helper[0])
+            execve(helper, hargv, environ); /* returns only on failure: run it here */
+        fg_mon_zygote_main(3);
     }
     close(sv[1]);
     if (pid < 0) {
@@ -633,6 +158,8 @@ int fg_launcher_init(void)
     g_zy_fd = sv[0];
     g_zy_pid = pid;
     pthread_mutex_unlock(&g_fork_mu);
+    fg_log(FG_LOG_DEBUG, "launcher: zygote %d (%s)", (int)pid,
+           helper[0] ? helper : "in-process: no fairgpu-monitor next to the binary");
     return 0;
 }
 
@@ -650,11 +177,11 @@ void fg_launcher_shutdown(void)
 }
 
 /* Asks the zygote to start the monitor of pp. 0 with p filled, or -1 (use fork). */
-static int zygote_launch(const prep_t *pp, fg_proc_t *p)
+static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
 {
     if (g_zy_fd < 0 && fg_launcher_init() != 0)
         return -1;
-    zy_req_t rq;
+    fg_mon_req_t rq;
     memset(&rq, 0, sizeof rq);
     char *b = NULL;
     size_t n = 0, cap = 0;
@@ -676,11 +203,13 @@ static int zygote_launch(const prep_t *pp, fg_proc_t *p)
     rq.log_limit = pp->log_limit;
     rq.has_cg = pp->cg_fd >= 0;
     int fds[3] = {pp->log_fd, pp->null_fd, pp->cg_fd};
-    zy_rep_t rep;
+    fg_mon_rep_t rep;
     int lfd[1] = {-1};
     pthread_mutex_lock(&g_fork_mu);
-    int ok = g_zy_fd >= 0 && send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 3 : 2) == 0 &&
-             write_full(g_zy_fd, b, n) == 0 && recv_fds(g_zy_fd, &rep, sizeof rep, lfd, 1) == 0;
+    int ok = g_zy_fd >= 0 &&
+             fg_mon_send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 3 : 2) == 0 &&
+             fg_mon_write_full(g_zy_fd, b, n) == 0 &&
+             fg_mon_recv_fds(g_zy_fd, &rep, sizeof rep, lfd, 1) == 0;
     if (!ok && g_zy_fd >= 0) {
         /* The zygote died: forget it (the next launch starts a new one). */
         close(g_zy_fd);
@@ -713,26 +242,65 @@ static void warn(fg_proc_t *p, const char *msg)
     fg_log(FG_LOG_WARN, "%s", msg);
 }
 
-/* Resolves argv0 through PATH (as execvp would); returns a malloc'd path. */
+/* The last few PATH lookups, kept for RESOLVE_TTL_MS: a burst of launches of the same
+ * program does not probe every PATH directory again for each job (under g_cache_mu). */
+#define RESOLVE_SLOTS  8
+#define RESOLVE_TTL_MS 2000
+static pthread_mutex_t g_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char *argv0, *path, *found;
+    int64_t at_ms;
+} g_resolved[RESOLVE_SLOTS];
+static unsigned g_resolved_next;
+
+/* Resolves argv0 through PATH (as execvp would); returns a malloc'd path. Successful
+ * lookups are reused for RESOLVE_TTL_MS. */
 static char *resolve(const char *argv0, const char *path)
 {
     if (strchr(argv0, '/'))
         return fg_xstrdup(argv0);
     const char *p = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+    int64_t now = fg_now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < RESOLVE_SLOTS; i++) {
+        if (g_resolved[i].argv0 && now - g_resolved[i].at_ms < RESOLVE_TTL_MS &&
+            now >= g_resolved[i].at_ms && !strcmp(g_resolved[i].argv0, argv0) &&
+            !strcmp(g_resolved[i].path, p)) {
+            char *r = fg_xstrdup(g_resolved[i].found);
+            pthread_mutex_unlock(&g_cache_mu);
+            return r;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    char *found = NULL;
     char cand[1024];
     while (*p) {
         const char *e = strchr(p, ':');
         size_t len = e ? (size_t)(e - p) : strlen(p);
         if (len > 0 && len + strlen(argv0) + 2 < sizeof cand) {
             snprintf(cand, sizeof cand, "%.*s/%s", (int)len, p, argv0);
-            if (access(cand, X_OK) == 0)
-                return fg_xstrdup(cand);
+            if (access(cand, X_OK) == 0) {
+                found = fg_xstrdup(cand);
+                break;
+            }
         }
         if (!e)
             break;
         p = e + 1;
     }
-    return fg_xstrdup(argv0); /* execve fails; the job's log says why */
+    if (!found)
+        return fg_xstrdup(argv0); /* execve fails; the job's log says why */
+    pthread_mutex_lock(&g_cache_mu);
+    unsigned k = g_resolved_next++ % RESOLVE_SLOTS;
+    free(g_resolved[k].argv0);
+    free(g_resolved[k].path);
+    free(g_resolved[k].found);
+    g_resolved[k].argv0 = fg_xstrdup(argv0);
+    g_resolved[k].path = fg_xstrdup(path && *path ? path : "/usr/local/bin:/usr/bin:/bin");
+    g_resolved[k].found = fg_xstrdup(found);
+    g_resolved[k].at_ms = now;
+    pthread_mutex_unlock(&g_cache_mu);
+    return found;
 }
 
 typedef struct strv {
@@ -893,12 +461,20 @@ static int cg_setup(const fg_launch_t *l, fg_proc_t *p)
     return fd;
 }
 
-/* Makes dir (0700) and gives it to uid/gid when switching users. */
+/* Makes dir (0700) and gives it to uid/gid when switching users. An existing dir (a
+ * later attempt of the job) is only changed when its mode or owner is not right yet. */
 static int own_dir(const char *dir, int switch_user, uid_t uid, gid_t gid, fg_proc_t *p)
 {
-    if (fg_mkdir_p(dir, 0700) != 0)
-        return -1;
-    chmod(dir, 0700);
+    struct stat sb;
+    if (mkdir(dir, 0700) != 0) {
+        if (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+            (sb.st_mode & 07777) == 0700 &&
+            (!switch_user || (sb.st_uid == uid && sb.st_gid == gid)))
+            return 0; /* already right */
+        if (fg_mkdir_p(dir, 0700) != 0)
+            return -1;
+    }
+    chmod(dir, 0700); /* mkdir's mode went through the umask */
     if (switch_user && chown(dir, uid, gid) != 0) {
         char msg[700];
         snprintf(msg, sizeof msg, "cannot give %s to the job's user (%s)", dir, strerror(errno));
@@ -907,11 +483,75 @@ static int own_dir(const char *dir, int switch_user, uid_t uid, gid_t gid, fg_pr
     return 0;
 }
 
+/* Unix accounts looked up recently, kept for USER_TTL_MS: a burst of jobs of the same
+ * user does not parse /etc/passwd and /etc/group again for each (under g_cache_mu). */
+#define USER_SLOTS  16
+#define USER_TTL_MS 2000
+static struct {
+    char name[64];
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[64];
+    int ngroups;
+    int64_t at_ms;
+} g_users[USER_SLOTS];
+static unsigned g_users_next;
+
+int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups)
+{
+    int64_t now = fg_now_ms();
+    pthread_mutex_lock(&g_cache_mu);
+    for (int i = 0; i < USER_SLOTS; i++) {
+        if (g_users[i].name[0] && !strcmp(g_users[i].name, name) &&
+            now - g_users[i].at_ms < USER_TTL_MS && now >= g_users[i].at_ms) {
+            *uid = g_users[i].uid;
+            *gid = g_users[i].gid;
+            if (groups && ngroups) {
+                int n = g_users[i].ngroups < *ngroups ? g_users[i].ngroups : *ngroups;
+                memcpy(groups, g_users[i].groups, (size_t)n * sizeof *groups);
+                *ngroups = n;
+            }
+            pthread_mutex_unlock(&g_cache_mu);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&g_cache_mu);
+    char pwbuf[4096];
+    struct passwd pw, *pwr = NULL;
+    if (getpwnam_r(name, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr)
+        return -1;
+    gid_t gr[64];
+    int ng = (int)(sizeof gr / sizeof gr[0]);
+    if (getgrouplist(name, pwr->pw_gid, gr, &ng) < 0) {
+        gr[0] = pwr->pw_gid;
+        ng = 1;
+    }
+    *uid = pwr->pw_uid;
+    *gid = pwr->pw_gid;
+    if (groups && ngroups) {
+        int n = ng < *ngroups ? ng : *ngroups;
+        memcpy(groups, gr, (size_t)n * sizeof *groups);
+        *ngroups = n;
+    }
+    if (strlen(name) >= sizeof g_users[0].name)
+        return 0; /* not kept */
+    pthread_mutex_lock(&g_cache_mu);
+    unsigned k = g_users_next++ % USER_SLOTS;
+    snprintf(g_users[k].name, sizeof g_users[k].name, "%s", name);
+    g_users[k].uid = pwr->pw_uid;
+    g_users[k].gid = pwr->pw_gid;
+    memcpy(g_users[k].groups, gr, (size_t)ng * sizeof gr[0]);
+    g_users[k].ngroups = ng;
+    g_users[k].at_ms = now;
+    pthread_mutex_unlock(&g_cache_mu);
+    return 0;
+}
+
 int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen)
 {
     memset(p, 0, sizeof *p);
     p->life_fd = -1;
-    prep_t pp;
+    fg_mon_prep_t pp;
     memset(&pp, 0, sizeof pp);
     pp.life_w = pp.log_fd = pp.null_fd = pp.cg_fd = -1;
     strv_t argv = {0}, env = {0};
@@ -920,31 +560,24 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     int rc = -1;
 
     /* The Unix account. */
-    char pwbuf[4096];
-    struct passwd pw, *pwr = NULL;
     if (l->unix_user) {
-        if (getpwnam_r(l->unix_user, &pw, pwbuf, sizeof pwbuf, &pwr) != 0 || !pwr) {
+        int ng = (int)(sizeof pp.groups / sizeof pp.groups[0]);
+        if (fg_user_lookup(l->unix_user, &pp.uid, &pp.gid, pp.groups, &ng) != 0) {
             snprintf(err, errlen, "no Unix account %s for the job", l->unix_user);
             goto out;
         }
-        if (pwr->pw_uid == 0) {
+        if (pp.uid == 0) {
             snprintf(err, errlen, "refusing to run a job as root (account %s)", l->unix_user);
             goto out;
         }
         pp.switch_user = 1;
-        pp.uid = pwr->pw_uid;
-        pp.gid = pwr->pw_gid;
         pp.unix_user = l->unix_user;
-        int ng = (int)(sizeof pp.groups / sizeof pp.groups[0]);
-        if (getgrouplist(l->unix_user, pwr->pw_gid, pp.groups, &ng) < 0) {
-            pp.groups[0] = pwr->pw_gid;
-            ng = 1;
-        }
         pp.ngroups = ng;
     }
 
-    /* Directories. */
-    if (fg_mkdir_p(l->run_dir, 0700) != 0) {
+    /* Directories. The rank's own files: RUN_DIR/NAME.log and NAME.exit, or without a
+     * run_name RUN_DIR/output.log and RUN_DIR/exit. */
+    if (!l->run_name && fg_mkdir_p(l->run_dir, 0700) != 0) {
         snprintf(err, errlen, "cannot create %s: %s", l->run_dir, strerror(errno));
         goto out;
     }
@@ -953,12 +586,19 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
         snprintf(err, errlen, "cannot create the job's directories: %s", strerror(errno));
         goto out;
     }
-    snprintf(p->log_path, sizeof p->log_path, "%s/output.log", l->run_dir);
-    snprintf(p->status_path, sizeof p->status_path, "%s/exit", l->run_dir);
+    if (l->run_name) {
+        snprintf(p->log_path, sizeof p->log_path, "%s/%s.log", l->run_dir, l->run_name);
+        snprintf(p->status_path, sizeof p->status_path, "%s/%s.exit", l->run_dir, l->run_name);
+    } else {
+        snprintf(p->log_path, sizeof p->log_path, "%s/output.log", l->run_dir);
+        snprintf(p->status_path, sizeof p->status_path, "%s/exit", l->run_dir);
+    }
     pp.status_path = p->status_path;
     pp.job_dir = l->job_dir;
     unlink(p->status_path);
     pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (pp.log_fd < 0 && errno == ENOENT && l->run_name && fg_mkdir_p(l->run_dir, 0700) == 0)
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     pp.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (pp.log_fd < 0 || pp.null_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", p->log_path, strerror(errno));
@@ -1010,7 +650,7 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     pthread_mutex_lock(&g_fork_mu);
     pid_t mon = fork();
     if (mon == 0)
-        monitor_main(&pp);
+        fg_mon_monitor_main(&pp);
     pthread_mutex_unlock(&g_fork_mu);
     if (mon < 0) {
         snprintf(err, errlen, "fork: %s", strerror(errno));
@@ -1062,7 +702,7 @@ int fg_proc_poll_pgid(fg_proc_t *p, int timeout_ms)
         return 0;
     pid_t job = 0;
     /* One 4-byte write by the monitor: atomic on a pipe. EOF: it never started one. */
-    if (read_full(p->life_fd, &job, sizeof job) != 0 || job < 0)
+    if (fg_mon_read_full(p->life_fd, &job, sizeof job) != 0 || job < 0)
         job = 0;
     p->pgid = job;
     p->pgid_known = 1;

@@ -37,7 +37,9 @@ typedef struct fg_launch {
     const char *gpu_indices;          /* FAIRGPU_GPU_INDICES, e.g. "0,1" */
     const char *model;                /* NULL: FAIRGPU_MODEL not set */
     const char *dataset;
-    const char *run_dir;        /* agent-private dir of this rank (log, status); made 0700 */
+    const char *run_dir;        /* agent-private dir (log, status); made 0700 */
+    const char *run_name;       /* NULL: run_dir is this rank's own (output.log, exit);
+                                   else the files are run_dir/NAME.log and NAME.exit */
     const char *job_dir;        /* the job's working directory; made 0700, owned by the user */
     const char *checkpoint_dir; /* FAIRGPU_CHECKPOINT_DIR; made 0700, owned by the user */
     const char *unix_user;      /* NULL: run as the agent's own user */
@@ -78,6 +80,10 @@ typedef struct fg_exit {
 int fg_launcher_init(void);
 /* Stops the zygote (running monitors and jobs are not affected). */
 void fg_launcher_shutdown(void);
+/* Looks up Unix account `name`: uid, primary gid and up to *ngroups supplementary groups
+ * (groups/ngroups may be NULL). Answers are reused for 2 s (bursts of launches of one
+ * user). 0, or -1 when there is no such account. Thread-safe. */
+int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups);
 
 /*
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns

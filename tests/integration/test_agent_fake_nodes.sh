@@ -64,8 +64,8 @@ check "rank 1 of 2 ran" bash -c "$(declare -f api); URL=$URL ALICE=$ALICE api GE
 
 # ------------------------------------------------------- node-local cleanup --
 
-no_local_logs() { [ -z "$(find "$TMP/w" -path '*/runs/*' -name output.log 2>/dev/null)" ]; }
-check "node-local logs are deleted once the controller has them" wait_for 5 no_local_logs
+no_local_logs() { [ -z "$(find "$TMP/w" -path '*/runs/*' -type f 2>/dev/null)" ]; }
+check "node-local logs and exit statuses are deleted once the controller has them" wait_for 5 no_local_logs
 check "no state files are left" test -z "$(find "$TMP/w" -path '*/state/*' -name '*.json')"
 
 # --------------------------------------------------------------------- done --

@@ -1,0 +1,663 @@
+/*
+ * monitor.c - the zygote and the monitor (see monitor.h and launcher.h for the shape).
+ * Async-signal-safe code only after each fork; nothing here logs or uses the agent's
+ * helpers, so the file also builds the static `fairgpu-monitor` helper.
+ */
+#define _GNU_SOURCE /* pipe2, clone */
+#include "agent/monitor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------- async-signal-safe helpers */
+
+static size_t s_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n])
+        n++;
+    return n;
+}
+
+static void s_write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void s_puts(int fd, const char *s)
+{
+    s_write_all(fd, s, s_len(s));
+}
+
+/* Formats v in decimal into buf (>= 24 bytes); returns buf. */
+static char *s_fmt_i64(char *buf, int64_t v)
+{
+    char tmp[24];
+    int i = 0, neg = v < 0;
+    uint64_t u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[i++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    int j = 0;
+    if (neg)
+        buf[j++] = '-';
+    while (i)
+        buf[j++] = tmp[--i];
+    buf[j] = '\0';
+    return buf;
+}
+
+static int64_t s_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t s_mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void fg_mon_close_from(int first)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, (unsigned)first, ~0U, 0) == 0)
+        return;
+#endif
+    for (int fd = first; fd < 4096; fd++)
+        close(fd);
+}
+
+static const char *s_errname(int e)
+{
+    switch (e) {
+    case ENOENT:
+        return "No such file or directory";
+    case EACCES:
+        return "Permission denied";
+    case ENOEXEC:
+        return "Exec format error";
+    case ENOTDIR:
+        return "Not a directory";
+    case EPERM:
+        return "Operation not permitted";
+    case ENOMEM:
+        return "Out of memory";
+    case E2BIG:
+        return "Argument list too long";
+    default:
+        return "error";
+    }
+}
+
+/* execve returning the error number itself: monitors may share the zygote's memory and
+ * with it errno (see spawn_monitor), so the 126/127 exit code must not depend on it. */
+static int exec_raw(const char *path, char *const argv[], char *const envp[])
+{
+#if defined(__x86_64__)
+    long r;
+    __asm__ volatile("syscall"
+                     : "=a"(r)
+                     : "0"((long)SYS_execve), "D"(path), "S"(argv), "d"(envp)
+                     : "rcx", "r11", "memory");
+    return (int)-r;
+#else
+    execve(path, argv, envp);
+    return errno;
+#endif
+}
+
+/* The job: the grandchild of the agent, run in a vfork child (so: system calls on its own
+ * descriptors and attributes only, nothing written to memory the monitor reads). Never
+ * returns. */
+static void job_exec(const fg_mon_prep_t *pp, int pipe_w)
+{
+    setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
+    if (pp->cg_fd >= 0) {
+        /* "0" moves the writing process into the cgroup. */
+        if (write(FG_MON_CG, "0", 1) != 1)
+            s_puts(pipe_w, "fairgpu: warning: could not join the job's cgroup\n");
+    }
+    dup2(FG_MON_NULL, 0);
+    dup2(pipe_w, 1);
+    dup2(pipe_w, 2);
+    fg_mon_close_from(3);
+    if (pp->switch_user) {
+        if (setgroups((size_t)pp->ngroups, pp->groups) != 0 || setgid(pp->gid) != 0 ||
+            setuid(pp->uid) != 0) {
+            int e = errno;
+            s_puts(2, "fairgpu: warning: could not switch to user ");
+            s_puts(2, pp->unix_user);
+            s_puts(2, " (");
+            s_puts(2, s_errname(e));
+            s_puts(2, "); the job runs as the agent's user\n");
+        }
+    }
+    if (chdir(pp->job_dir) != 0) {
+        s_puts(2, "fairgpu: warning: cannot enter the job directory; running in /\n");
+        if (chdir("/") != 0)
+            _exit(126);
+    }
+    int e = exec_raw(pp->exec_path, pp->argv, pp->envp);
+    s_puts(2, "fairgpu: cannot execute ");
+    s_puts(2, pp->argv[0]);
+    s_puts(2, ": ");
+    s_puts(2, s_errname(e));
+    s_puts(2, "\n");
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+/* Writes "kind num end_ms\n" to the status file. Not atomic (no tmp + rename: file
+ * creation is the costly part of a trivial job); a reader that finds it incomplete
+ * treats the status as lost, and the agent reads it only after the monitor exited. */
+static void monitor_status(const fg_mon_prep_t *pp, const char *kind, int64_t num)
+{
+    char a[24], b[24], line[80];
+    size_t n = 0;
+    const char *parts[] = {kind, " ", s_fmt_i64(a, num), " ", s_fmt_i64(b, s_now_ms()), "\n"};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        size_t l = s_len(parts[i]);
+        if (n + l >= sizeof line)
+            break;
+        memcpy(line + n, parts[i], l);
+        n += l;
+    }
+    int fd = open(pp->status_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0)
+        return;
+    s_write_all(fd, line, n); /* one write */
+    close(fd);                /* no fsync: after a machine crash the job is gone anyway */
+}
+
+/* Copies one read of the job's output into the log, honouring the limit. */
+static void monitor_copy(const fg_mon_prep_t *pp, const char *buf, size_t n, int64_t *written,
+                         int *truncated)
+{
+    if (*truncated)
+        return;
+    if (*written + (int64_t)n <= pp->log_limit) {
+        s_write_all(FG_MON_LOG, buf, n);
+        *written += (int64_t)n;
+        return;
+    }
+    size_t fit = (size_t)(pp->log_limit - *written);
+    s_write_all(FG_MON_LOG, buf, fit);
+    *written += (int64_t)fit;
+    s_puts(FG_MON_LOG, pp->marker);
+    *truncated = 1;
+}
+
+/* The monitor: the agent's child. Never returns. */
+void fg_mon_monitor_main(const fg_mon_prep_t *pp)
+{
+    char buf[65536]; /* on the monitor's own stack: monitors may share memory */
+    setsid();
+    /* Orphans of the job are re-parented to us (not init), so we can reap them all. */
+    prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    /* Descriptors to fixed numbers, everything else closed. */
+    int fds[4] = {pp->life_w, pp->log_fd, pp->null_fd, pp->cg_fd};
+    int high[4];
+    for (int i = 0; i < 4; i++)
+        high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 256) : -1;
+    for (int i = 0; i < 4; i++) {
+        if (high[i] >= 0) {
+            dup2(high[i], FG_MON_LIFE + i);
+        } else {
+            close(FG_MON_LIFE + i);
+        }
+    }
+    fg_mon_close_from(FG_MON_FIRST_FREE);
+    /* A clean signal state for the job (the agent may ignore or block some). */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    for (int sig = 1; sig < 32; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            signal(sig, SIG_DFL);
+
+    int pfd[2];
+    if (pipe(pfd) != 0) {
+        pid_t zero = 0;
+        s_write_all(FG_MON_LIFE, (const char *)&zero, sizeof zero);
+        monitor_status(pp, "error", errno);
+        _exit(1);
+    }
+    /* vfork: the job borrows the monitor's memory until its execve (no copy of the page
+     * tables, which a trivial job pays for twice with fork: at the copy and at exec).
+     * job_exec only makes system calls on its own descriptors and process attributes and
+     * never returns; the monitor is single-threaded, so nothing else runs meanwhile. */
+    pid_t job = vfork();
+    if (job == 0) {
+        close(pfd[0]);
+        job_exec(pp, pfd[1]);
+    }
+    close(pfd[1]);
+    if (job < 0) {
+        int e = errno;
+        pid_t zero = 0;
+        s_write_all(FG_MON_LIFE, (const char *)&zero, sizeof zero);
+        monitor_status(pp, "error", e);
+        _exit(1);
+    }
+    /* Both sides set the group, so it exists before the agent learns the pgid. */
+    setpgid(job, job);
+    s_write_all(FG_MON_LIFE, (const char *)&job, sizeof job);
+    signal(SIGPIPE, SIG_IGN);
+
+    int64_t written = 0;
+    int truncated = 0;
+    int main_done = 0, status = 0;
+    int64_t drain_until = 0, next_check = s_mono_ms() + 200;
+    for (;;) {
+        struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+        int pr = poll(&pf, 1, main_done ? 100 : 200);
+        if (pr > 0) {
+            ssize_t n = read(pfd[0], buf, sizeof buf);
+            if (n == 0)
+                break; /* EOF: every holder of the pipe is gone */
+            if (n > 0)
+                monitor_copy(pp, buf, (size_t)n, &written, &truncated);
+            else if (errno != EINTR && errno != EAGAIN)
+                break;
+        }
+        int64_t now = s_mono_ms();
+        if (!main_done && (pr == 0 || now >= next_check)) {
+            next_check = now + 200;
+            siginfo_t si;
+            memset(&si, 0, sizeof si);
+            if (waitid(P_PID, (id_t)job, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+                si.si_pid == job) {
+                /* Main process ended: nothing of the attempt may outlive it. */
+                kill(-job, SIGKILL);
+                main_done = 1;
+                drain_until = now + 2000;
+            }
+        } else if (main_done && now > drain_until) {
+            break; /* a process that escaped the group still holds the pipe */
+        }
+    }
+    close(pfd[0]);
+    /* Wait for the main process without reaping, kill the rest of its group, reap. */
+    siginfo_t si;
+    while (waitid(P_PID, (id_t)job, &si, WEXITED | WNOWAIT) != 0 && errno == EINTR)
+        ;
+    kill(-job, SIGKILL);
+    while (waitpid(job, &status, 0) < 0 && errno == EINTR)
+        ;
+    /* As a subreaper, every descendant whose parent died is now our child: reap them
+     * until none is left, so "exited" means every process of the attempt is gone.
+     * Bounded: one that left the group (setsid) is out of reach of kill(-job). */
+    int64_t reap_until = s_mono_ms() + 2000;
+    for (;;) {
+        pid_t r = waitpid(-1, NULL, WNOHANG);
+        if (r > 0)
+            continue;
+        if ((r < 0 && errno == ECHILD) || s_mono_ms() > reap_until)
+            break;
+        kill(-job, SIGKILL);
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    if (WIFSIGNALED(status))
+        monitor_status(pp, "signal", WTERMSIG(status));
+    else
+        monitor_status(pp, "exit", WEXITSTATUS(status));
+    _exit(0);
+}
+
+int fg_mon_read_full(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+int fg_mon_write_full(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Sends n bytes with up to 3 descriptors attached. */
+int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (nfds > 0) {
+        memset(&u, 0, sizeof u);
+        mh.msg_control = u.buf;
+        mh.msg_controllen = CMSG_SPACE((size_t)nfds * sizeof(int));
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN((size_t)nfds * sizeof(int));
+        memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
+    }
+    ssize_t w;
+    while ((w = sendmsg(sock, &mh, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+        ;
+    if (w < 0)
+        return -1;
+    if ((size_t)w < n)
+        return fg_mon_write_full(sock, (const char *)buf + w, n - (size_t)w);
+    return 0;
+}
+
+/* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
+int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds)
+{
+    for (int i = 0; i < maxfds; i++)
+        fds[i] = -1;
+    struct iovec iov = {.iov_base = buf, .iov_len = n};
+    union {
+        char buf[CMSG_SPACE(3 * sizeof(int))];
+        struct cmsghdr align;
+    } u;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    mh.msg_control = u.buf;
+    mh.msg_controllen = sizeof u.buf;
+    ssize_t r;
+    while ((r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+        ;
+    if (r <= 0)
+        return -1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            if (k > maxfds)
+                k = maxfds;
+            memcpy(fds, CMSG_DATA(c), (size_t)k * sizeof(int));
+        }
+    }
+    if ((size_t)r < n)
+        return fg_mon_read_full(sock, (char *)buf + r, n - (size_t)r);
+    return 0;
+}
+
+/* Takes the next NUL-terminated string of [*p, end); NULL if malformed. */
+static const char *buf_take(const char **p, const char *end)
+{
+    const char *s = *p;
+    const char *z = memchr(s, '\0', (size_t)(end - s));
+    if (!z)
+        return NULL;
+    *p = z + 1;
+    return s;
+}
+
+/*
+ * Monitors as processes that share the zygote's memory (clone with CLONE_VM, each on its
+ * own stack): no page tables to copy at the start and none to tear down at the end (on
+ * the development VM a fork + exit of even this small static process cost ~1.4 ms of
+ * CPU, a CLONE_VM clone ~0.15 ms). It is safe because a monitor touches only its own
+ * block (its launch, copied there, and its stack) and makes system calls; it never
+ * allocates and never returns (it _exits); the zygote frees a block only after reaping
+ * its monitor. errno is shared, so nothing that matters reads it after a call that
+ * other monitors may fail concurrently (the job's exec reports its own error number).
+ * The monitors outlive the zygote as before: the memory lives while one of them does.
+ * Sanitizer builds keep fork (the sanitizers do not follow foreign stacks).
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define FG_MON_SHARED_VM 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define FG_MON_SHARED_VM 0
+#endif
+#endif
+#ifndef FG_MON_SHARED_VM
+#define FG_MON_SHARED_VM 1
+#endif
+
+#if FG_MON_SHARED_VM
+#define MON_STACK (256 * 1024)
+#define MON_GUARD 4096
+#define MON_DATA  (64 * 1024) /* launches up to this size use a standard, reusable block */
+#define MON_STD   (MON_GUARD + MON_STACK + MON_DATA)
+#define MON_FREE  64 /* standard blocks kept for reuse (no munmap, no new page faults) */
+
+typedef struct mon_block {
+    pid_t pid;
+    int sock; /* the zygote's socket, closed first thing in the monitor */
+    size_t size;
+    fg_mon_prep_t pp;
+} mon_block_t;
+
+static mon_block_t **g_blocks; /* live monitors' blocks (zygote only) */
+static size_t g_nblocks, g_capblocks;
+static char *g_free[MON_FREE]; /* bases of standard blocks whose monitor was reaped */
+static int g_nfree;
+
+/* Frees the block of reaped monitor pid, if it has one: a standard one is kept for the
+ * next monitor (an unmap of memory shared by processes on several CPUs costs a TLB
+ * shootdown, and a fresh block's stack costs page faults again). */
+static void release_block(pid_t pid)
+{
+    for (size_t i = 0; i < g_nblocks; i++) {
+        if (g_blocks[i]->pid == pid) {
+            mon_block_t *b = g_blocks[i];
+            g_blocks[i] = g_blocks[--g_nblocks];
+            char *base = (char *)b - MON_GUARD - MON_STACK;
+            if (b->size == MON_STD && g_nfree < MON_FREE)
+                g_free[g_nfree++] = base;
+            else
+                munmap(base, b->size);
+            return;
+        }
+    }
+}
+
+static int monitor_entry(void *arg)
+{
+    mon_block_t *b = arg;
+    close(b->sock);
+    fg_mon_monitor_main(&b->pp);
+    return 0; /* not reached */
+}
+
+/* Starts the monitor of pp (whose strings lie in strs[0..len)) sharing our memory:
+ * [guard page][stack][block: pp, argv and envp arrays, the strings]. pid or -1. */
+static pid_t spawn_monitor(const fg_mon_prep_t *pp, int sock, const char *strs, size_t len,
+                           int argc, int envc)
+{
+    size_t data = sizeof(mon_block_t) + ((size_t)argc + (size_t)envc + 2) * sizeof(char *) + len;
+    size_t size =
+        data <= MON_DATA ? MON_STD : (MON_GUARD + MON_STACK + data + 4095) & ~(size_t)4095;
+    char *base;
+    if (size == MON_STD && g_nfree > 0) {
+        base = g_free[--g_nfree];
+    } else {
+        base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1,
+                    0);
+        if (base == MAP_FAILED)
+            return -1;
+        mprotect(base, MON_GUARD, PROT_NONE);
+    }
+    mon_block_t *b = (mon_block_t *)(base + MON_GUARD + MON_STACK);
+    char **argv = (char **)(b + 1);
+    char **envp = argv + argc + 1;
+    char *s = (char *)(envp + envc + 1);
+    memcpy(s, strs, len);
+#define REBASE(ptr) ((ptr) ? s + ((const char *)(ptr)-strs) : NULL)
+    b->size = size;
+    b->sock = sock;
+    b->pp = *pp;
+    b->pp.exec_path = REBASE(pp->exec_path);
+    b->pp.job_dir = REBASE(pp->job_dir);
+    b->pp.status_path = REBASE(pp->status_path);
+    b->pp.unix_user = REBASE(pp->unix_user);
+    for (int i = 0; i < argc; i++)
+        argv[i] = REBASE(pp->argv[i]);
+    argv[argc] = NULL;
+    for (int i = 0; i < envc; i++)
+        envp[i] = REBASE(pp->envp[i]);
+    envp[envc] = NULL;
+#undef REBASE
+    b->pp.argv = argv;
+    b->pp.envp = envp;
+    if (g_nblocks == g_capblocks) {
+        size_t cap = g_capblocks ? g_capblocks * 2 : 64;
+        mon_block_t **nb = realloc(g_blocks, cap * sizeof *nb);
+        if (!nb) {
+            munmap(base, size);
+            errno = ENOMEM;
+            return -1;
+        }
+        g_blocks = nb;
+        g_capblocks = cap;
+    }
+    /* the stack grows down from the block, 16-byte aligned */
+    char *top = (char *)((uintptr_t)b & ~(uintptr_t)15);
+    b->pid = clone(monitor_entry, top, CLONE_VM | SIGCHLD, b);
+    if (b->pid < 0) {
+        int e = errno;
+        munmap(base, size);
+        errno = e;
+        return -1;
+    }
+    g_blocks[g_nblocks++] = b;
+    return b->pid;
+}
+
+#else
+/* Monitors are forked: nothing to free. */
+static void release_block(pid_t pid)
+{
+    (void)pid;
+}
+#endif
+
+/* The zygote's loop. Never returns. */
+void fg_mon_zygote_main(int sock)
+{
+    signal(SIGCHLD, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN);
+    for (;;) {
+        pid_t done;
+        while ((done = waitpid(-1, NULL, WNOHANG)) > 0) /* reap finished monitors */
+            release_block(done);
+        struct pollfd pf = {.fd = sock, .events = POLLIN};
+        if (poll(&pf, 1, 1000) == 0)
+            continue;
+        fg_mon_req_t rq;
+        int fds[3];
+        if (fg_mon_recv_fds(sock, &rq, sizeof rq, fds, 3) != 0)
+            _exit(0); /* the agent is gone */
+        char *strs = malloc(rq.len + 1);
+        fg_mon_rep_t rep = {0, 0, 0};
+        if (!strs || rq.len > (64u << 20) || fg_mon_read_full(sock, strs, rq.len) != 0)
+            _exit(1);
+        const char *p = strs, *end = strs + rq.len;
+        fg_mon_prep_t pp;
+        memset(&pp, 0, sizeof pp);
+        pp.exec_path = buf_take(&p, end);
+        pp.job_dir = buf_take(&p, end);
+        pp.status_path = buf_take(&p, end);
+        pp.unix_user = buf_take(&p, end);
+        const char *marker = buf_take(&p, end);
+        char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
+        char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
+        int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker && argv &&
+                  envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
+        for (int i = 0; okp && i < rq.argc; i++)
+            okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
+        for (int i = 0; okp && i < rq.envc; i++)
+            okp = (envp[i] = (char *)buf_take(&p, end)) != NULL;
+        int life[2] = {-1, -1};
+        if (!okp || fds[0] < 0 || fds[1] < 0) {
+            rep.err = EINVAL;
+        } else if (pipe2(life, O_CLOEXEC) != 0) {
+            rep.err = errno;
+        } else {
+            snprintf(pp.marker, sizeof pp.marker, "%s", marker);
+            pp.argv = argv;
+            pp.envp = envp;
+            pp.switch_user = rq.switch_user;
+            pp.uid = (uid_t)rq.uid;
+            pp.gid = (gid_t)rq.gid;
+            pp.ngroups = rq.ngroups;
+            memcpy(pp.groups, rq.groups, sizeof pp.groups);
+            pp.log_limit = rq.log_limit;
+            pp.log_fd = fds[0];
+            pp.null_fd = fds[1];
+            pp.cg_fd = rq.has_cg ? fds[2] : -1;
+            pp.life_w = life[1];
+#if FG_MON_SHARED_VM
+            pid_t mon = spawn_monitor(&pp, sock, strs, rq.len, rq.argc, rq.envc);
+#else
+            pid_t mon = fork();
+            if (mon == 0) {
+                close(sock);
+                fg_mon_monitor_main(&pp);
+            }
+#endif
+            close(life[1]);
+            if (mon < 0) {
+                rep.err = errno;
+            } else {
+                rep.monitor = mon; /* the job's pid follows on the life pipe */
+                rep.job = 0;
+            }
+        }
+        int lfd = life[0];
+        fg_mon_send_fds(sock, &rep, sizeof rep, &lfd, lfd >= 0 && !rep.err ? 1 : 0);
+        if (life[0] >= 0)
+            close(life[0]);
+        for (int i = 0; i < 3; i++)
+            if (fds[i] >= 0)
+                close(fds[i]);
+        free(argv);
+        free(envp);
+        free(strs);
+    }
+}

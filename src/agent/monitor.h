@@ -1,0 +1,71 @@
+/*
+ * monitor.h - the code that runs outside the agent process: the zygote (starts one
+ * monitor per launch on request, as a process sharing its memory: see monitor.c) and
+ * the monitor (vforks the job, copies its output into the log, records its exit). Only
+ * libc and async-signal-safe calls after a fork, no allocation in the monitor: this
+ * file is linked both into the agent (in-process zygote, the fallback) and into the
+ * small static `fairgpu-monitor` helper that the agent runs as its zygote, so that the
+ * zygote is a tiny address space instead of the agent's (38 shared libraries: most of
+ * the CPU of a trivial job was page-table copies and teardowns).
+ */
+#ifndef FG_AGENT_MONITOR_H
+#define FG_AGENT_MONITOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Fixed descriptor numbers inside the monitor. */
+enum { FG_MON_LIFE = 3, FG_MON_LOG = 4, FG_MON_NULL = 5, FG_MON_CG = 6, FG_MON_FIRST_FREE = 7 };
+
+/* Everything the monitor and the job need, prepared before fork. */
+typedef struct fg_mon_prep {
+    const char *exec_path; /* resolved program */
+    char **argv;
+    char **envp;
+    const char *job_dir;
+    const char *status_path;
+    int switch_user;
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[64];
+    int ngroups;
+    const char *unix_user;
+    int64_t log_limit;
+    char marker[200];
+    int life_w, log_fd, null_fd, cg_fd;
+} fg_mon_prep_t;
+
+/* The request: fixed header, then the strings, NUL-separated. */
+typedef struct fg_mon_req {
+    uint32_t len; /* bytes of strings that follow */
+    int32_t switch_user, uid, gid, ngroups, argc, envc, has_cg;
+    gid_t groups[64];
+    int64_t log_limit;
+} fg_mon_req_t;
+
+typedef struct fg_mon_rep {
+    int32_t monitor, job, err;
+} fg_mon_rep_t;
+
+/* The monitor of one launch: never returns. Called in a fresh child (of the zygote, or
+ * of the agent when there is no zygote) with pp's descriptors open; touches no memory
+ * but pp and its own stack. */
+void fg_mon_monitor_main(const fg_mon_prep_t *pp);
+
+/* The zygote's loop on socket `sock`: one request (fg_mon_req_t + strings, descriptors
+ * by SCM_RIGHTS) -> start a monitor -> one reply (fg_mon_rep_t + the life pipe's read
+ * end). Reaps finished monitors. Exits when the socket closes. Never returns. */
+void fg_mon_zygote_main(int sock);
+
+/* Closes every descriptor >= first. */
+void fg_mon_close_from(int first);
+/* Reads/writes exactly n bytes (EINTR retried); 0 or -1. */
+int fg_mon_read_full(int fd, void *buf, size_t n);
+int fg_mon_write_full(int fd, const void *buf, size_t n);
+/* Sends n bytes with up to 3 descriptors attached; 0 or -1. */
+int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds);
+/* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
+int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds);
+
+#endif
