@@ -84,16 +84,27 @@ static void leaf_keys(const fg_sched_t *s, const fg__node_t *nd, int64_t *key)
         key[FG__TREE_KEYS - 1] = a[n - 1];
 }
 
+/* Sets leaf `pos` of t's tree to `key` and recomputes the minima above it, stopping as
+ * soon as an inner node comes out unchanged (its ancestors then are too). */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
     size_t i = (size_t)t->tsize + (size_t)pos;
-    memcpy(&t->tree[i * FG__TREE_KEYS], key, sizeof(int64_t) * FG__TREE_KEYS);
+    int64_t *leaf = &t->tree[i * FG__TREE_KEYS];
+    if (!memcmp(leaf, key, sizeof(int64_t) * FG__TREE_KEYS))
+        return;
+    memcpy(leaf, key, sizeof(int64_t) * FG__TREE_KEYS);
     for (i /= 2; i >= 1; i /= 2) {
         int64_t *p = &t->tree[i * FG__TREE_KEYS];
         const int64_t *l = &t->tree[2 * i * FG__TREE_KEYS];
         const int64_t *r = &t->tree[(2 * i + 1) * FG__TREE_KEYS];
-        for (int k = 0; k < FG__TREE_KEYS; k++)
-            p[k] = l[k] <= r[k] ? l[k] : r[k];
+        int64_t diff = 0;
+        for (int k = 0; k < FG__TREE_KEYS; k++) {
+            int64_t m = l[k] <= r[k] ? l[k] : r[k];
+            diff |= m ^ p[k];
+            p[k] = m;
+        }
+        if (!diff)
+            return;
     }
 }
 
@@ -144,6 +155,7 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
+    s->plan_ver++;
     if (t->dirty)
         return;
     if (nd->bucket >= 0) {

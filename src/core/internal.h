@@ -104,6 +104,29 @@ typedef struct fg__node {
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
+/* Walk-local memo of placements that failed (pass.c, place_now): within one walk the
+ * GPUs a job may take now only shrink (starts take GPUs, reservations only move
+ * earlier), so a job of g GPUs ending at E that did not fit means no job of >= g GPUs
+ * ending at >= E fits until the walk ends. One per GPU type, plus one for "any". */
+#define FG__FAIL_WHOLE 8
+typedef struct fg__fail {
+    int64_t walk;                             /* valid while == s->walk_no */
+    fg_time_t single[FG_WHOLE_NODE_GPUS + 1]; /* [g]: least end a job of <= g failed at */
+    int32_t nwhole;                           /* whole-node failures kept */
+    int32_t whole_k[FG__FAIL_WHOLE];          /* nodes asked */
+    fg_time_t whole_end[FG__FAIL_WHOLE];      /* and the end */
+} fg__fail_t;
+
+/* Walk-local memo of blocked_reason (pass.c): its answer depends only on the job's GPU
+ * count and type and on the plan's state, which plan_ver numbers. */
+typedef struct fg__why_memo {
+    int64_t walk, ver;
+    int32_t gpus, type;
+    fg_reason_t reason;
+    fg_job_id_t r_job;
+    int64_t r_a, r_b;
+} fg__why_memo_t;
+
 typedef struct fg__type {
     char name[FG_NAME_MAX];
     int32_t *nodes; /* node indices, ascending */
@@ -184,6 +207,12 @@ struct fg_sched {
     int32_t limit_hist[64];
     int32_t *blocked; /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
+    /* walk-local memos (pass.c): placements known to fail, blocked reasons */
+    fg__fail_t *fail; /* [0] any type, [1 + t] type t */
+    size_t fail_cap;
+    int64_t plan_ver;         /* bumped whenever what blocked_reason reads may have changed */
+    int32_t touched_free_max; /* most free GPUs of a node when it was touched */
+    fg__why_memo_t why_memo[16];
 };
 
 /* sched.c */

@@ -87,6 +87,9 @@ static void touch(fg_sched_t *s, int32_t n)
     if (nd->touched == s->walk_no)
         return;
     nd->touched = s->walk_no;
+    s->plan_ver++;
+    if (nd->nfree > s->touched_free_max)
+        s->touched_free_max = nd->nfree;
     for (int i = 0; i < nd->gpus; i++) {
         nd->avail[i] = fg__gpu_real_avail(s, nd, i);
         nd->res_from[i] = FG__INF;
@@ -172,7 +175,8 @@ static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_al
             }
         }
     }
-    for (size_t k = 0; k < s->ntouched; k++) {
+    /* touched nodes had at most touched_free_max free GPUs (and lose them, never gain) */
+    for (size_t k = 0; s->touched_free_max >= g && k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
         const fg__node_t *nd = &s->nodes[n];
         if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) || nd->nfree < g)
@@ -230,6 +234,64 @@ static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_all
     return false;
 }
 
+/* The walk's memo of failed placements for type slot ts (0 = any type, 1 + t = type
+ * t), reset at the first use in a walk. */
+static fg__fail_t *fail_memo(fg_sched_t *s, size_t ts)
+{
+    if (ts >= s->fail_cap) {
+        size_t old = s->fail_cap;
+        s->fail = fg__grow(s->fail, &s->fail_cap, ts + 1, sizeof *s->fail);
+        for (size_t k = old; k < s->fail_cap; k++)
+            s->fail[k].walk = -1;
+    }
+    fg__fail_t *f = &s->fail[ts];
+    if (f->walk != s->walk_no) {
+        f->walk = s->walk_no;
+        for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
+            f->single[g] = FG__INF;
+        f->nwhole = 0;
+    }
+    return f;
+}
+
+/* Did a job of no more GPUs than j, ending no later than `end`, already fail to fit? */
+static bool fail_known(const fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+{
+    if (j->gpus <= FG_WHOLE_NODE_GPUS)
+        return f->single[j->gpus] != FG__INF && f->single[j->gpus] <= end;
+    for (int32_t k = 0; k < f->nwhole; k++)
+        if (f->whole_k[k] <= j->gpus / FG_WHOLE_NODE_GPUS && f->whole_end[k] <= end)
+            return true;
+    return false;
+}
+
+static void fail_record(fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+{
+    if (j->gpus <= FG_WHOLE_NODE_GPUS) {
+        for (int g = j->gpus; g <= FG_WHOLE_NODE_GPUS; g++)
+            if (end < f->single[g])
+                f->single[g] = end;
+    } else if (f->nwhole < FG__FAIL_WHOLE) {
+        f->whole_k[f->nwhole] = j->gpus / FG_WHOLE_NODE_GPUS;
+        f->whole_end[f->nwhole++] = end;
+    }
+}
+
+/* place_single / place_whole for a walk: the same answer, but a job that a failure
+ * earlier in the walk proves cannot fit (see fg__fail_t) is not searched again. */
+static bool place_now(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al)
+{
+    const fg_time_t end = now + j->time_limit;
+    fg__fail_t *own = fail_memo(s, (size_t)(j->type + 1));
+    if (fail_known(own, j, end) || (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)))
+        return false;
+    bool ok =
+        j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al) : place_whole(s, j, now, al);
+    if (!ok)
+        fail_record(fail_memo(s, (size_t)(j->type + 1)), j, end); /* (fail may have moved) */
+    return ok;
+}
+
 /* ------------------------------------------------------------------ the plan */
 
 /* Marks GPU i of node nd reserved from T for job `id`; keeps the pass's count of
@@ -239,6 +301,7 @@ static void reserve_gpu(fg_sched_t *s, fg__node_t *nd, int i, fg_time_t T, fg_jo
 {
     if (T >= nd->res_from[i])
         return;
+    s->plan_ver++;
     if (nd->gpu_job[i] < 0) {
         if (nd->res_from[i] == FG__INF)
             s->reserved_free++;
@@ -247,6 +310,15 @@ static void reserve_gpu(fg_sched_t *s, fg__node_t *nd, int i, fg_time_t T, fg_jo
     }
     nd->res_from[i] = T;
     nd->res_job[i] = id;
+}
+
+/* Puts nodes excluded by plan_claim back into their tree. */
+static void unexclude(fg_sched_t *s, const int32_t *nodes, int32_t n)
+{
+    for (int32_t c = 0; c < n; c++) {
+        s->nodes[nodes[c]].excluded = false;
+        fg__node_leaf_update(s, nodes[c]);
+    }
 }
 
 /* Claims for j, in the availability model, the GPUs that free up soonest; with
@@ -289,7 +361,8 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         return T;
     }
     const int32_t k = g / FG_WHOLE_NODE_GPUS;
-    int32_t chosen[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int32_t chosen[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS],
+        best[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t bestT = FG__INF;
     int32_t bt = -1;
     for (size_t ti = 0; ti < s->ntypes; ti++) {
@@ -307,21 +380,25 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             s->nodes[n].excluded = true;
             fg__node_leaf_update(s, n);
         }
-        for (int32_t c = 0; c < got; c++) {
-            s->nodes[chosen[c]].excluded = false;
-            fg__node_leaf_update(s, chosen[c]);
-        }
+        /* The best type's nodes stay excluded until they are claimed below. */
         if (got == k && T < bestT) {
+            if (bt >= 0)
+                unexclude(s, best, k);
+            memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
+        } else {
+            unexclude(s, chosen, got);
         }
     }
     if (bt < 0)
         return FG_TIME_NEVER;
-    fg__type_t *t = &s->types[bt];
     fg_time_t T = bestT > now ? bestT : now;
+    /* Claim them in the order they were picked: (key, index), as the argmin would pick
+     * them again one by one (a claimed node's key becomes T + limit > T). */
     for (int32_t c = 0; c < k; c++) {
-        int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
+        int32_t n = best[c];
+        s->nodes[n].excluded = false;
         touch(s, n);
         fg__node_t *nd = &s->nodes[n];
         for (int i = 0; i < nd->gpus; i++) {
@@ -394,6 +471,36 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
             }
     }
     return FG_REASON_FRAGMENTATION;
+}
+
+/* blocked_reason through the walk's memo: the same job size and type get the same
+ * answer while the plan is unchanged (plan_ver). */
+static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
+{
+    fg__why_memo_t *m =
+        &s->why_memo[(j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : 8 + j->gpus / FG_WHOLE_NODE_GPUS) &
+                     15];
+    if (m->walk == s->walk_no && m->ver == s->plan_ver && m->gpus == j->gpus &&
+        m->type == j->type && m->r_job != j->id) {
+        j->r_b = m->r_b;
+        if (m->reason == FG_REASON_RESERVATION) {
+            j->r_job = m->r_job;
+            j->r_a = m->r_a;
+        }
+        return m->reason;
+    }
+    fg_job_id_t r_job = j->r_job;
+    int64_t r_a = j->r_a;
+    fg_reason_t r = blocked_reason(s, j);
+    m->walk = s->walk_no;
+    m->ver = s->plan_ver;
+    m->gpus = j->gpus;
+    m->type = j->type;
+    m->reason = r;
+    m->r_b = j->r_b;
+    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
+    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    return r;
 }
 
 /* ------------------------------------------------------------------ preemption */
@@ -811,6 +918,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     const size_t starts_before = out->nstarts;
     s->walk_no++;
     s->ntouched = 0;
+    s->touched_free_max = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -887,8 +995,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 j->est = plan_claim(s, j, now, false);
             continue;
         }
-        bool placed = j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al)
-                                                    : place_whole(s, j, now, al);
+        bool placed = place_now(s, j, now, al);
         if (placed) {
             int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
             for (int32_t k = 0; k < n; k++) { /* backfilled onto reserved GPUs? */
@@ -903,7 +1010,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             push_start(out, j, al, n);
             continue;
         }
-        j->reason = blocked_reason(s, j);
+        j->reason = blocked_reason_memo(s, j);
         fg_job_id_t keep_job = j->r_job;
         int64_t keep_from = j->r_a;
         if (!head_blocked)

@@ -159,6 +159,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->types);
     free(s->touched_nodes);
     free(s->blocked);
+    free(s->fail);
     free(s->claims);
     free(s);
 }
