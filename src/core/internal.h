@@ -95,6 +95,11 @@ typedef struct fg__node {
     int32_t nfree;
     int32_t bucket;                    /* free-count bucket it sits in, -1 if in none (not up) */
     int32_t gpu_job[FG_MAX_NODE_GPUS]; /* job slot, -1 free */
+    /* cache of the real per-GPU availability and its tree keys (index.c); valid until
+     * fg__node_changed */
+    bool rvalid;
+    fg_time_t ravail[FG_MAX_NODE_GPUS];
+    int64_t rkey[FG__TREE_KEYS];
     /* pass-local, valid while touched == s->pass_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
@@ -233,6 +238,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
+const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(const fg__type_t *t, int key);
 int64_t fg__tree_min(const fg__type_t *t, int key);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);

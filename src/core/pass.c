@@ -90,8 +90,9 @@ static void touch(fg_sched_t *s, int32_t n)
     s->plan_ver++;
     if (nd->nfree > s->touched_free_max)
         s->touched_free_max = nd->nfree;
+    const fg_time_t *real = fg__node_real_avail(s, nd);
     for (int i = 0; i < nd->gpus; i++) {
-        nd->avail[i] = fg__gpu_real_avail(s, nd, i);
+        nd->avail[i] = real[i];
         nd->res_from[i] = FG__INF;
         nd->res_job[i] = 0;
     }
@@ -857,7 +858,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             }
             const fg_alloc_t *al = fg__job_allocs(v);
             for (int32_t k2 = 0; k2 < v->nallocs; k2++)
-                fg__node_leaf_update(s, al[k2].node);
+                fg__node_changed(s, al[k2].node); /* its GPUs are now "free soon" */
         }
     }
     if (out->npreempts > before)
