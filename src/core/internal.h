@@ -168,7 +168,18 @@ typedef struct fg__order {
     int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
+    /* sizes the arrays above were made for, and per account / member the last inputs
+     * of its usage term and the result (the term is recomputed only when one changed) */
+    size_t cap_m, cap_a;
+    struct fg__base_memo *a_memo, *m_memo;
 } fg__order_t;
+
+typedef struct fg__base_memo {
+    double usage;
+    fg_time_t at, now;
+    int32_t running;
+    double base;
+} fg__base_memo_t;
 
 struct fg_sched {
     fg_config_t cfg;

@@ -51,15 +51,28 @@ void fg__order_free(fg__order_t *o)
     free(o->mh_n);
     free(o->mh_cnt);
     free(o->members_by_acct);
+    free(o->a_memo);
+    free(o->m_memo);
     memset(o, 0, sizeof *o);
 }
 
-/* Usage as of `now` without changing the stored value (so that looking never changes
- * what a later pass computes). */
-static double usage_at(const fg_sched_t *s, double u, fg_time_t at, int32_t running, fg_time_t now)
+/* Usage over tau as of `now` without changing the stored value (so that looking never
+ * changes what a later pass computes); memoized on its inputs, so the same inputs give
+ * the same bits. */
+static double base_at(const fg_sched_t *s, fg__base_memo_t *m, double u, fg_time_t at,
+                      int32_t running, fg_time_t now)
 {
+    if (s->tau <= 0)
+        return 0.0;
+    if (m->now == now && m->at == at && m->running == running && m->usage == u)
+        return m->base;
+    m->now = now;
+    m->at = at;
+    m->running = running;
+    m->usage = u;
     fg__usage_advance(s, &u, &at, running, now);
-    return u;
+    m->base = u / s->tau;
+    return m->base;
 }
 
 static void *re(void *p, size_t n)
@@ -70,28 +83,46 @@ static void *re(void *p, size_t n)
     return q;
 }
 
+/* Grows o's arrays to nm members and na accounts (contents are set by the callers). */
+static void order_size(fg__order_t *o, size_t nm, size_t na)
+{
+    if (nm > o->cap_m) {
+        o->cursor = re(o->cursor, nm * sizeof *o->cursor);
+        o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
+        o->m_left = re(o->m_left, nm * sizeof *o->m_left);
+        o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
+        o->m_base = re(o->m_base, nm * sizeof *o->m_base);
+        o->m_key = re(o->m_key, nm * sizeof *o->m_key);
+        o->mh = re(o->mh, nm * sizeof *o->mh);
+        o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
+        o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
+        for (size_t i = o->cap_m; i < nm; i++)
+            o->m_memo[i].now = INT64_MIN; /* no memo yet */
+        o->cap_m = nm;
+    }
+    if (na > o->cap_a) {
+        o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
+        o->a_left = re(o->a_left, na * sizeof *o->a_left);
+        o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
+        o->a_base = re(o->a_base, na * sizeof *o->a_base);
+        o->a_key = re(o->a_key, na * sizeof *o->a_key);
+        o->ah = re(o->ah, na * sizeof *o->ah);
+        o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
+        o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
+        o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
+        o->a_memo = re(o->a_memo, na * sizeof *o->a_memo);
+        for (size_t i = o->cap_a; i < na; i++)
+            o->a_memo[i].now = INT64_MIN;
+        o->cap_a = na;
+    }
+}
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
  * and accounts (o must be zeroed the first time). */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 {
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
-    o->cursor = re(o->cursor, nm * sizeof *o->cursor);
-    o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
-    o->m_left = re(o->m_left, nm * sizeof *o->m_left);
-    o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
-    o->m_base = re(o->m_base, nm * sizeof *o->m_base);
-    o->m_key = re(o->m_key, nm * sizeof *o->m_key);
-    o->mh = re(o->mh, nm * sizeof *o->mh);
-    o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
-    o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
-    o->a_left = re(o->a_left, na * sizeof *o->a_left);
-    o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
-    o->a_base = re(o->a_base, na * sizeof *o->a_base);
-    o->a_key = re(o->a_key, na * sizeof *o->a_key);
-    o->ah = re(o->ah, na * sizeof *o->ah);
-    o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
-    o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
-    o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
+    order_size(o, nm, na);
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
@@ -99,15 +130,13 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
         o->a_run0[i] = a->running;
-        o->a_base[i] =
-            s->tau > 0 ? usage_at(s, a->usage, a->usage_at, a->running, now) / s->tau : 0.0;
+        o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now);
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_picked[i] = 0;
         o->m_run0[i] = m->running;
-        o->m_base[i] =
-            s->tau > 0 ? usage_at(s, m->usage, m->usage_at, m->running, now) / s->tau : 0.0;
+        o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now);
         o->mh_off[m->account + 1]++;
     }
     /* members grouped by account (counting sort), ascending inside each account */
