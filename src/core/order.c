@@ -204,8 +204,38 @@ static void sift_down(const fg_sched_t *s, const fg__order_t *o, int kind, int32
     }
 }
 
+/* sift_down for the key heaps (H_ACCT, H_MEMBER): by key, then index. */
+static void sift_key(const double *key, int32_t *h, int32_t n, int32_t i)
+{
+    int32_t v = h[i];
+    const double kv = key[v];
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = -1;
+        double km = kv;
+        int32_t vm = v;
+        if (l < n && (key[h[l]] < km || (key[h[l]] == km && h[l] < vm))) {
+            m = l;
+            km = key[h[l]];
+            vm = h[l];
+        }
+        if (r < n && (key[h[r]] < km || (key[h[r]] == km && h[r] < vm)))
+            m = r;
+        if (m < 0)
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    h[i] = v;
+}
+
 static void heapify(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n)
 {
+    if (kind != H_OLDEST) {
+        const double *key = kind == H_ACCT ? o->a_key : o->m_key;
+        for (int32_t i = n / 2 - 1; i >= 0; i--)
+            sift_key(key, h, n, i);
+        return;
+    }
     for (int32_t i = n / 2 - 1; i >= 0; i--)
         sift_down(s, o, kind, h, n, i);
 }
@@ -320,10 +350,15 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 if (s->cfg.policy == FG_POLICY_WFQ) {
                     o->m_key[m] = member_key(s, o, m);
                     o->a_key[a] = acct_key(s, o, a);
-                    int32_t n = o->mh_cnt[a];
-                    root_changed(s, o, H_MEMBER, &o->mh[o->mh_off[a]], &n, o->m_left[m] == 0);
-                    o->mh_cnt[a] = n;
-                    root_changed(s, o, H_ACCT, o->ah, &o->nah, o->a_left[a] == 0);
+                    int32_t *mh = &o->mh[o->mh_off[a]];
+                    if (o->m_left[m] == 0)
+                        mh[0] = mh[--o->mh_cnt[a]];
+                    if (o->mh_cnt[a] > 1)
+                        sift_key(o->m_key, mh, o->mh_cnt[a], 0);
+                    if (o->a_left[a] == 0)
+                        o->ah[0] = o->ah[--o->nah];
+                    if (o->nah > 1)
+                        sift_key(o->a_key, o->ah, o->nah, 0);
                 } else if (s->cfg.policy != FG_POLICY_RR) {
                     root_changed(s, o, H_OLDEST, o->mh, &o->nah, o->m_left[m] == 0);
                 }
