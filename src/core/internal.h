@@ -229,6 +229,13 @@ struct fg_sched {
     int64_t plan_ver;         /* bumped whenever what blocked_reason reads may have changed */
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
+    /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
+     * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
+     * of the plan that stays in the trees (plan_alive) until the next event or pass */
+    bool est_on_demand, in_walk, plan_alive;
+    fg_time_t plan_now;
+    int32_t *deferred;
+    size_t ndeferred, dhead, deferred_cap;
 };
 
 /* sched.c */
@@ -241,7 +248,13 @@ void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
 const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
 int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
-void fg__pending_del(fg_sched_t *s, int32_t slot);                /* out of its queue and counts */
+void fg__pending_del(fg_sched_t *s, int32_t slot);
+/* pass.c: before an event changes jobs or nodes, ends the last pass's plan (estimates
+ * on demand not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it
+ * is still to be made. Both are no-ops unless estimates are on demand. */
+void fg__plan_close(fg_sched_t *s);
+void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
+void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
 
 /* index.c: free-GPU bitmaps and availability trees */

@@ -867,6 +867,76 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
 
 /* ------------------------------------------------------------------ the pass */
 
+/* Estimates on demand (fg_sched_set_estimates_on_demand). An estimate-only claim (not
+ * protected, not for a preemption candidate) changes nothing but later estimate-only
+ * claims: it reserves nothing, and placement treats a node it touched like any other.
+ * Such claims come after every protecting or candidate claim of the walk, so the walk
+ * may queue them and make them later, in the same order, on the same plan: before
+ * anything changes the plan (a start, a preemption: fg__plan_settle), when the walk
+ * started jobs (another walk follows), or when one of them is asked for after the pass
+ * (fg__plan_ask). The plan then stays in the trees until the next event or pass
+ * (fg__plan_close), which drops the claims never asked for. */
+static void deferred_run(fg_sched_t *s, size_t upto)
+{
+    while (s->dhead < upto) {
+        fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
+        j->est = plan_claim(s, j, s->plan_now, false);
+    }
+}
+
+/* Makes the walk's queued estimate-only claims now. */
+void fg__plan_settle(fg_sched_t *s)
+{
+    deferred_run(s, s->ndeferred);
+}
+
+/* j's estimate, from the plan as it is, or queued until asked for. */
+static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
+{
+    if (!s->est_on_demand)
+        return plan_claim(s, j, now, false);
+    s->deferred = fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = (int32_t)(j - s->jobs);
+    s->plan_now = now;
+    return FG_TIME_NEVER;
+}
+
+/* Drops the pass-local view: leaves go back to the real state. */
+static void plan_restore(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->ntouched; k++) {
+        int32_t n = s->touched_nodes[k];
+        s->nodes[n].touched = -1;
+        fg__node_leaf_update(s, n);
+    }
+    s->ntouched = 0;
+    s->plan_alive = false;
+}
+
+void fg__plan_close(fg_sched_t *s)
+{
+    s->dhead = s->ndeferred = 0; /* estimates not asked for stay unknown */
+    if (s->plan_alive)
+        plan_restore(s);
+}
+
+void fg__plan_ask(fg_sched_t *s, int32_t slot)
+{
+    if (!s->plan_alive)
+        return;
+    for (size_t k = s->dhead; k < s->ndeferred; k++)
+        if (s->deferred[k] == slot) {
+            deferred_run(s, k + 1);
+            return;
+        }
+}
+
+void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)
+{
+    fg__plan_close(s);
+    s->est_on_demand = on;
+}
+
 /* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs
  * freed for them do not go to the jobs that were stopped (under fifo those come
  * first again). A claim ends when the job starts or no victim is left stopping. */
@@ -920,6 +990,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->walk_no++;
     s->ntouched = 0;
     s->touched_free_max = 0;
+    s->in_walk = true;
+    s->dhead = s->ndeferred = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -993,7 +1065,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             j->reason = FG_REASON_PRIORITY;
             j->r_job = head_blocked;
             if (idx <= K)
-                j->est = plan_claim(s, j, now, false);
+                j->est = estimate(s, j, now);
             continue;
         }
         bool placed = place_now(s, j, now, al);
@@ -1007,6 +1079,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
+            fg__plan_settle(s); /* queued estimates see the plan before this start */
             fg__job_start(s, slot, al, n, now);
             push_start(out, j, al, n);
             continue;
@@ -1022,7 +1095,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
          * estimate_depth. */
         bool candidate = c->preemption && nblk++ < c->preempt_jobs_per_pass;
         if (protect || candidate || idx <= K) {
-            j->est = plan_claim(s, j, now, protect);
+            j->est = protect || candidate ? plan_claim(s, j, now, protect) : estimate(s, j, now);
             reserved += protect;
         }
         if (j->reason == FG_REASON_RESERVATION) {
@@ -1051,20 +1124,22 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
         free(e.ent_m);
     }
 
-    /* Drop the pass-local view: leaves go back to the real state. */
-    for (size_t k = 0; k < s->ntouched; k++) {
-        int32_t n = s->touched_nodes[k];
-        s->nodes[n].touched = -1;
-        fg__node_leaf_update(s, n);
-    }
-    s->ntouched = 0;
+    s->in_walk = false;
     *wakep = wake;
+    if (out->nstarts != starts_before)
+        fg__plan_settle(s); /* another walk follows */
+    if (s->dhead < s->ndeferred) {
+        s->plan_alive = true; /* kept for fg__plan_ask */
+        return;
+    }
+    plan_restore(s);
 }
 
 int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
 {
     if (!s || !out)
         return FG_EINVAL;
+    fg__plan_close(s);
     if (now < s->last_now)
         now = s->last_now; /* time never runs backwards inside the core */
     s->last_now = now;
@@ -1131,6 +1206,7 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         return FG_ENOENT;
     if (!buf || !n)
         return FG_EINVAL;
+    fg__plan_ask(s, (int32_t)(j - s->jobs));
     if (j->state == FG_JOB_RUNNING) {
         fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
         return FG_REASON_NONE;
