@@ -348,15 +348,19 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 o->m_picked[m] += g;
                 o->a_picked[acc] += g;
                 if (s->cfg.policy == FG_POLICY_WFQ) {
-                    o->m_key[m] = member_key(s, o, m);
-                    o->a_key[a] = acct_key(s, o, a);
+                    /* a key is compared only inside a heap of two or more (heaps only
+                     * shrink during a band) */
                     int32_t *mh = &o->mh[o->mh_off[a]];
                     if (o->m_left[m] == 0)
                         mh[0] = mh[--o->mh_cnt[a]];
+                    else if (o->mh_cnt[a] > 1)
+                        o->m_key[m] = member_key(s, o, m);
                     if (o->mh_cnt[a] > 1)
                         sift_key(o->m_key, mh, o->mh_cnt[a], 0);
                     if (o->a_left[a] == 0)
                         o->ah[0] = o->ah[--o->nah];
+                    else if (o->nah > 1)
+                        o->a_key[a] = acct_key(s, o, a);
                     if (o->nah > 1)
                         sift_key(o->a_key, o->ah, o->nah, 0);
                 } else if (s->cfg.policy != FG_POLICY_RR) {
