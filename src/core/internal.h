@@ -159,7 +159,8 @@ typedef struct fg__order {
     int32_t *m_left;   /* per member: jobs left in band */
     int64_t *a_left;   /* per account: jobs left in band */
     int32_t *m_run0, *a_run0;
-    double *m_base, *a_base; /* usage / tau at the start */
+    double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
+    double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
     double run_w;          /* α: weight of the running GPUs in a key */
     double *a_key, *m_key; /* current keys (wfq) */

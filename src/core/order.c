@@ -43,6 +43,8 @@ void fg__order_free(fg__order_t *o)
     free(o->a_run0);
     free(o->m_base);
     free(o->a_base);
+    free(o->m_w);
+    free(o->a_w);
     free(o->a_key);
     free(o->m_key);
     free(o->ah);
@@ -92,6 +94,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->m_left = re(o->m_left, nm * sizeof *o->m_left);
         o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
+        o->m_w = re(o->m_w, nm * sizeof *o->m_w);
         o->m_key = re(o->m_key, nm * sizeof *o->m_key);
         o->mh = re(o->mh, nm * sizeof *o->mh);
         o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
@@ -105,6 +108,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->a_left = re(o->a_left, na * sizeof *o->a_left);
         o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
+        o->a_w = re(o->a_w, na * sizeof *o->a_w);
         o->a_key = re(o->a_key, na * sizeof *o->a_key);
         o->ah = re(o->ah, na * sizeof *o->ah);
         o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
@@ -130,13 +134,17 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
         o->a_run0[i] = a->running;
-        o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now);
+        o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now) +
+                       o->run_w * (double)a->running;
+        o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_picked[i] = 0;
         o->m_run0[i] = m->running;
-        o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now);
+        o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now) +
+                       o->run_w * (double)m->running;
+        o->m_w[i] = m->weight;
         o->mh_off[m->account + 1]++;
     }
     /* members grouped by account (counting sort), ascending inside each account */
@@ -249,16 +257,20 @@ static void root_changed(const fg_sched_t *s, const fg__order_t *o, int kind, in
     sift_down(s, o, kind, h, *n, 0);
 }
 
+/* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
+ * case) skips the division. */
 static double acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
 {
-    return (o->a_base[a] + o->run_w * (double)o->a_run0[a] + (double)o->a_picked[a]) /
-           s->accounts[a].weight;
+    (void)s;
+    double x = o->a_base[a] + (double)o->a_picked[a];
+    return o->a_w[a] == 1.0 ? x : x / o->a_w[a];
 }
 
 static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
-    return (o->m_base[m] + o->run_w * (double)o->m_run0[m] + (double)o->m_picked[m]) /
-           s->members[m].weight;
+    (void)s;
+    double x = o->m_base[m] + (double)o->m_picked[m];
+    return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
 }
 
 /* Sets up band b and its heaps; returns the number of jobs in it. */
