@@ -214,6 +214,7 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
+    fg__order_t it2;                /* the next walk's first jobs (pass.c, plan_next_walk) */
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;

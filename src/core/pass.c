@@ -1126,13 +1126,39 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
 
     s->in_walk = false;
     *wakep = wake;
-    if (out->nstarts != starts_before)
-        fg__plan_settle(s); /* another walk follows */
     if (s->dhead < s->ndeferred) {
-        s->plan_alive = true; /* kept for fg__plan_ask */
+        s->plan_alive = true; /* kept for fg__plan_ask or plan_next_walk */
         return;
     }
     plan_restore(s);
+}
+
+/* Before another walk of the same pass: the queued estimates of the walk that ended are
+ * made now, except those the next walk will replace. That walk looks at least at the
+ * first estimate_depth jobs of its plan order (it stops only past them) and gives each
+ * a new estimate (or none), so queued estimates of those jobs are moot. */
+static void plan_next_walk(fg_sched_t *s, fg_time_t now)
+{
+    if (!s->plan_alive)
+        return;
+    int32_t first[64];
+    int32_t nfirst = 0;
+    if (s->cfg.estimate_depth <= (int32_t)(sizeof first / sizeof first[0])) {
+        fg__order_prepare(s, &s->it2, now);
+        int32_t slot;
+        while (nfirst < s->cfg.estimate_depth && (slot = fg__order_next(s, &s->it2)) >= 0)
+            first[nfirst++] = slot;
+    }
+    size_t upto = s->dhead;
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        bool moot = false;
+        for (int32_t i = 0; i < nfirst && !moot; i++)
+            moot = first[i] == s->deferred[k];
+        if (!moot)
+            upto = k + 1;
+    }
+    deferred_run(s, upto);
+    fg__plan_close(s);
 }
 
 int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
@@ -1169,6 +1195,12 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
         done = out->nstarts;
         settled = out->nstarts == before; /* (a full cluster makes the next walk short) */
+        if (!settled) {
+            if (w + 1 < FG__MAX_WALKS)
+                plan_next_walk(s, now);
+            else
+                fg__plan_settle(s); /* no walk follows: these estimates stay */
+        }
     }
     if (!settled)
         wake = now;

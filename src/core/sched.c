@@ -149,6 +149,7 @@ void fg_sched_free(fg_sched_t *s)
         free(s->types[i].tree);
     }
     fg__order_free(&s->it);
+    fg__order_free(&s->it2);
     free(s->jobs);
     free(s->free_slots);
     free(s->live);
