@@ -320,7 +320,9 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out);
  * asked for (fg_sched_job_info, fg_sched_job_at, fg_sched_explain) before the next event
  * or pass; an estimate asked for then is exactly the one the pass would have computed,
  * and one not asked for by then stays unknown (FG_TIME_NEVER). Decisions never depend on
- * it. For callers that read few estimates, such as the simulator (arrivals only). */
+ * it. For callers that read few estimates, such as the simulator (arrivals only). While
+ * it is on, those inspection calls may make estimates, so they change the scheduler's
+ * internal plan: do not call them concurrently. */
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on);
 
 /* Drops every derived structure (queues, free-GPU indexes, running totals) and
