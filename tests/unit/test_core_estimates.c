@@ -84,6 +84,8 @@ static void submit(world_t *w)
 static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
 {
     fg_attempt_t a0, a1;
+    memset(&a0, 0, sizeof a0); /* memcmp below: padding too */
+    memset(&a1, 0, sizeof a1);
     assert_int_equal(fg_sched_attempt_ended(w->s[0], id, w->attempt[id], cause, w->now, &a0),
                      FG_OK);
     assert_int_equal(fg_sched_attempt_ended(w->s[1], id, w->attempt[id], cause, w->now, &a1),
@@ -121,9 +123,12 @@ static void pass(world_t *w)
     if (d[0].nstarts != d[1].nstarts || d[0].npreempts != d[1].npreempts ||
         d[0].nallocs != d[1].nallocs || d[0].next_wake != d[1].next_wake ||
         d[0].scanned != d[1].scanned ||
-        memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0 ||
-        memcmp(d[0].allocs, d[1].allocs, sizeof *d[0].allocs * d[0].nallocs) != 0 ||
-        memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0)
+        (d[0].nstarts &&
+         memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0) ||
+        (d[0].nallocs &&
+         memcmp(d[0].allocs, d[1].allocs, sizeof *d[0].allocs * d[0].nallocs) != 0) ||
+        (d[0].npreempts &&
+         memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0))
         fail_seed(w, "decisions differ", 0);
     uint64_t *r = &w->rng;
     for (size_t i = 0; i < d[0].nstarts; i++) {
