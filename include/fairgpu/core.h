@@ -314,6 +314,17 @@ void fg_decisions_free(fg_decisions_t *d);
  * FG_END_PREEMPTED. Returns FG_OK or an error. */
 int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out);
 
+/* Estimates on demand (off by default). When on, the estimates that only the API shows
+ * (pending jobs in the first estimate_depth of plan order beyond the reserved and the
+ * preemption-candidate ones) are not computed by the pass that reached them but when
+ * asked for (fg_sched_job_info, fg_sched_job_at, fg_sched_explain) before the next event
+ * or pass; an estimate asked for then is exactly the one the pass would have computed,
+ * and one not asked for by then stays unknown (FG_TIME_NEVER). Decisions never depend on
+ * it. For callers that read few estimates, such as the simulator (arrivals only). While
+ * it is on, those inspection calls may make estimates, so they change the scheduler's
+ * internal plan: do not call them concurrently. */
+void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on);
+
 /* Drops every derived structure (queues, free-GPU indexes, running totals) and
  * rebuilds it from the base records. Decisions after a rebuild are exactly those
  * an incrementally maintained scheduler makes. */

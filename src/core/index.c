@@ -56,44 +56,82 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
     return j->start_time + j->time_limit;
 }
 
-static fg_time_t gpu_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
+/* Sorts the n availabilities of v into the tree keys of a node of n GPUs. */
+static void keys_of(const fg_time_t *v, int n, int64_t *key)
 {
-    return nd->touched == s->walk_no ? nd->avail[i] : fg__gpu_real_avail(s, nd, i);
-}
-
-static void leaf_keys(const fg_sched_t *s, const fg__node_t *nd, int64_t *key)
-{
-    for (int k = 0; k < FG__TREE_KEYS; k++)
-        key[k] = FG__INF;
-    if (nd->state != FG_NODE_UP || nd->excluded)
-        return;
     fg_time_t a[FG_MAX_NODE_GPUS];
-    int n = nd->gpus;
     for (int i = 0; i < n; i++) { /* insertion sort: n is small */
-        fg_time_t v = gpu_avail(s, nd, i);
+        fg_time_t x = v[i];
         int p = i;
-        while (p > 0 && a[p - 1] > v) {
+        while (p > 0 && a[p - 1] > x) {
             a[p] = a[p - 1];
             p--;
         }
-        a[p] = v;
+        a[p] = x;
     }
+    for (int k = 0; k < FG__TREE_KEYS; k++)
+        key[k] = FG__INF;
     for (int g = 1; g <= FG_WHOLE_NODE_GPUS && g <= n; g++)
         key[g - 1] = a[g - 1];
     if (n >= FG_WHOLE_NODE_GPUS)
         key[FG__TREE_KEYS - 1] = a[n - 1];
 }
 
+/* Fills the node's cache of real availability (ravail, rkey) if it is stale. */
+static void real_fill(const fg_sched_t *s, fg__node_t *nd)
+{
+    if (nd->rvalid)
+        return;
+    for (int i = 0; i < nd->gpus; i++)
+        nd->ravail[i] = fg__gpu_real_avail(s, nd, i);
+    keys_of(nd->ravail, nd->gpus, nd->rkey);
+    nd->rvalid = true;
+}
+
+/* The real availability of every GPU of nd (cached until fg__node_changed). */
+const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd)
+{
+    real_fill(s, nd);
+    return nd->ravail;
+}
+
+/* The node's tree keys: from the pass's plan (avail) while touched, else real. */
+static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
+{
+    if (nd->state != FG_NODE_UP || nd->excluded) {
+        for (int k = 0; k < FG__TREE_KEYS; k++)
+            key[k] = FG__INF;
+    } else if (nd->touched == s->walk_no) {
+        keys_of(nd->avail, nd->gpus, key);
+    } else {
+        real_fill(s, nd);
+        memcpy(key, nd->rkey, sizeof nd->rkey);
+    }
+}
+
+/* Sets leaf `pos` of t's tree to `key` and recomputes the minima above it, key by key,
+ * only as far up as each key still changes (an inner minimum that comes out the same
+ * leaves its ancestors as they are). */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
     size_t i = (size_t)t->tsize + (size_t)pos;
-    memcpy(&t->tree[i * FG__TREE_KEYS], key, sizeof(int64_t) * FG__TREE_KEYS);
-    for (i /= 2; i >= 1; i /= 2) {
+    int64_t *leaf = &t->tree[i * FG__TREE_KEYS];
+    unsigned changed = 0;
+    for (int k = 0; k < FG__TREE_KEYS; k++) {
+        changed |= (unsigned)(leaf[k] != key[k]) << k;
+        leaf[k] = key[k];
+    }
+    for (i /= 2; i >= 1 && changed; i /= 2) {
         int64_t *p = &t->tree[i * FG__TREE_KEYS];
         const int64_t *l = &t->tree[2 * i * FG__TREE_KEYS];
         const int64_t *r = &t->tree[(2 * i + 1) * FG__TREE_KEYS];
-        for (int k = 0; k < FG__TREE_KEYS; k++)
-            p[k] = l[k] <= r[k] ? l[k] : r[k];
+        for (unsigned m = changed; m; m &= m - 1) {
+            int k = __builtin_ctz(m);
+            int64_t v = l[k] <= r[k] ? l[k] : r[k];
+            if (v == p[k])
+                changed &= ~(1u << k);
+            p[k] = v;
+        }
     }
 }
 
@@ -144,6 +182,10 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
+    if (s->in_walk)
+        fg__plan_settle(s); /* a preemption: queued estimates see the plan before it */
+    s->plan_ver++;
+    nd->rvalid = false;
     if (t->dirty)
         return;
     if (nd->bucket >= 0) {

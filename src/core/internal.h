@@ -95,6 +95,11 @@ typedef struct fg__node {
     int32_t nfree;
     int32_t bucket;                    /* free-count bucket it sits in, -1 if in none (not up) */
     int32_t gpu_job[FG_MAX_NODE_GPUS]; /* job slot, -1 free */
+    /* cache of the real per-GPU availability and its tree keys (index.c); valid until
+     * fg__node_changed */
+    bool rvalid;
+    fg_time_t ravail[FG_MAX_NODE_GPUS];
+    int64_t rkey[FG__TREE_KEYS];
     /* pass-local, valid while touched == s->pass_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
@@ -103,6 +108,29 @@ typedef struct fg__node {
     int64_t cand_pass; /* == s->stamp: a candidate node in this search */
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
+
+/* Walk-local memo of placements that failed (pass.c, place_now): within one walk the
+ * GPUs a job may take now only shrink (starts take GPUs, reservations only move
+ * earlier), so a job of g GPUs ending at E that did not fit means no job of >= g GPUs
+ * ending at >= E fits until the walk ends. One per GPU type, plus one for "any". */
+#define FG__FAIL_WHOLE 8
+typedef struct fg__fail {
+    int64_t walk;                             /* valid while == s->walk_no */
+    fg_time_t single[FG_WHOLE_NODE_GPUS + 1]; /* [g]: least end a job of <= g failed at */
+    int32_t nwhole;                           /* whole-node failures kept */
+    int32_t whole_k[FG__FAIL_WHOLE];          /* nodes asked */
+    fg_time_t whole_end[FG__FAIL_WHOLE];      /* and the end */
+} fg__fail_t;
+
+/* Walk-local memo of blocked_reason (pass.c): its answer depends only on the job's GPU
+ * count and type and on the plan's state, which plan_ver numbers. */
+typedef struct fg__why_memo {
+    int64_t walk, ver;
+    int32_t gpus, type;
+    fg_reason_t reason;
+    fg_job_id_t r_job;
+    int64_t r_a, r_b;
+} fg__why_memo_t;
 
 typedef struct fg__type {
     char name[FG_NAME_MAX];
@@ -131,7 +159,8 @@ typedef struct fg__order {
     int32_t *m_left;   /* per member: jobs left in band */
     int64_t *a_left;   /* per account: jobs left in band */
     int32_t *m_run0, *a_run0;
-    double *m_base, *a_base; /* usage / tau at the start */
+    double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
+    double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
     double run_w;          /* α: weight of the running GPUs in a key */
     double *a_key, *m_key; /* current keys (wfq) */
@@ -140,7 +169,18 @@ typedef struct fg__order {
     int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
+    /* sizes the arrays above were made for, and per account / member the last inputs
+     * of its usage term and the result (the term is recomputed only when one changed) */
+    size_t cap_m, cap_a;
+    struct fg__base_memo *a_memo, *m_memo;
 } fg__order_t;
+
+typedef struct fg__base_memo {
+    double usage;
+    fg_time_t at, now;
+    int32_t running;
+    double base;
+} fg__base_memo_t;
 
 struct fg_sched {
     fg_config_t cfg;
@@ -174,6 +214,7 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
+    fg__order_t it2;                /* the next walk's first jobs (pass.c, plan_next_walk) */
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
@@ -184,6 +225,19 @@ struct fg_sched {
     int32_t limit_hist[64];
     int32_t *blocked; /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
+    /* walk-local memos (pass.c): placements known to fail, blocked reasons */
+    fg__fail_t *fail; /* [0] any type, [1 + t] type t */
+    size_t fail_cap;
+    int64_t plan_ver;         /* bumped whenever what blocked_reason reads may have changed */
+    int32_t touched_free_max; /* most free GPUs of a node when it was touched */
+    fg__why_memo_t why_memo[16];
+    /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
+     * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
+     * of the plan that stays in the trees (plan_alive) until the next event or pass */
+    bool est_on_demand, in_walk, plan_alive;
+    fg_time_t plan_now;
+    int32_t *deferred;
+    size_t ndeferred, dhead, deferred_cap;
 };
 
 /* sched.c */
@@ -196,7 +250,13 @@ void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
 const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
 int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
-void fg__pending_del(fg_sched_t *s, int32_t slot);                /* out of its queue and counts */
+void fg__pending_del(fg_sched_t *s, int32_t slot);
+/* pass.c: before an event changes jobs or nodes, ends the last pass's plan (estimates
+ * on demand not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it
+ * is still to be made. Both are no-ops unless estimates are on demand. */
+void fg__plan_close(fg_sched_t *s);
+void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
+void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
 
 /* index.c: free-GPU bitmaps and availability trees */
@@ -204,6 +264,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
+const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(const fg__type_t *t, int key);
 int64_t fg__tree_min(const fg__type_t *t, int key);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);

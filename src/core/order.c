@@ -43,6 +43,8 @@ void fg__order_free(fg__order_t *o)
     free(o->a_run0);
     free(o->m_base);
     free(o->a_base);
+    free(o->m_w);
+    free(o->a_w);
     free(o->a_key);
     free(o->m_key);
     free(o->ah);
@@ -51,15 +53,28 @@ void fg__order_free(fg__order_t *o)
     free(o->mh_n);
     free(o->mh_cnt);
     free(o->members_by_acct);
+    free(o->a_memo);
+    free(o->m_memo);
     memset(o, 0, sizeof *o);
 }
 
-/* Usage as of `now` without changing the stored value (so that looking never changes
- * what a later pass computes). */
-static double usage_at(const fg_sched_t *s, double u, fg_time_t at, int32_t running, fg_time_t now)
+/* Usage over tau as of `now` without changing the stored value (so that looking never
+ * changes what a later pass computes); memoized on its inputs, so the same inputs give
+ * the same bits. */
+static double base_at(const fg_sched_t *s, fg__base_memo_t *m, double u, fg_time_t at,
+                      int32_t running, fg_time_t now)
 {
+    if (s->tau <= 0)
+        return 0.0;
+    if (m->now == now && m->at == at && m->running == running && m->usage == u)
+        return m->base;
+    m->now = now;
+    m->at = at;
+    m->running = running;
+    m->usage = u;
     fg__usage_advance(s, &u, &at, running, now);
-    return u;
+    m->base = u / s->tau;
+    return m->base;
 }
 
 static void *re(void *p, size_t n)
@@ -70,28 +85,48 @@ static void *re(void *p, size_t n)
     return q;
 }
 
+/* Grows o's arrays to nm members and na accounts (contents are set by the callers). */
+static void order_size(fg__order_t *o, size_t nm, size_t na)
+{
+    if (nm > o->cap_m) {
+        o->cursor = re(o->cursor, nm * sizeof *o->cursor);
+        o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
+        o->m_left = re(o->m_left, nm * sizeof *o->m_left);
+        o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
+        o->m_base = re(o->m_base, nm * sizeof *o->m_base);
+        o->m_w = re(o->m_w, nm * sizeof *o->m_w);
+        o->m_key = re(o->m_key, nm * sizeof *o->m_key);
+        o->mh = re(o->mh, nm * sizeof *o->mh);
+        o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
+        o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
+        for (size_t i = o->cap_m; i < nm; i++)
+            o->m_memo[i].now = INT64_MIN; /* no memo yet */
+        o->cap_m = nm;
+    }
+    if (na > o->cap_a) {
+        o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
+        o->a_left = re(o->a_left, na * sizeof *o->a_left);
+        o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
+        o->a_base = re(o->a_base, na * sizeof *o->a_base);
+        o->a_w = re(o->a_w, na * sizeof *o->a_w);
+        o->a_key = re(o->a_key, na * sizeof *o->a_key);
+        o->ah = re(o->ah, na * sizeof *o->ah);
+        o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
+        o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
+        o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
+        o->a_memo = re(o->a_memo, na * sizeof *o->a_memo);
+        for (size_t i = o->cap_a; i < na; i++)
+            o->a_memo[i].now = INT64_MIN;
+        o->cap_a = na;
+    }
+}
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
  * and accounts (o must be zeroed the first time). */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 {
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
-    o->cursor = re(o->cursor, nm * sizeof *o->cursor);
-    o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
-    o->m_left = re(o->m_left, nm * sizeof *o->m_left);
-    o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
-    o->m_base = re(o->m_base, nm * sizeof *o->m_base);
-    o->m_key = re(o->m_key, nm * sizeof *o->m_key);
-    o->mh = re(o->mh, nm * sizeof *o->mh);
-    o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
-    o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
-    o->a_left = re(o->a_left, na * sizeof *o->a_left);
-    o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
-    o->a_base = re(o->a_base, na * sizeof *o->a_base);
-    o->a_key = re(o->a_key, na * sizeof *o->a_key);
-    o->ah = re(o->ah, na * sizeof *o->ah);
-    o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
-    o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
-    o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
+    order_size(o, nm, na);
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
@@ -99,15 +134,17 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
         o->a_run0[i] = a->running;
-        o->a_base[i] =
-            s->tau > 0 ? usage_at(s, a->usage, a->usage_at, a->running, now) / s->tau : 0.0;
+        o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now) +
+                       o->run_w * (double)a->running;
+        o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_picked[i] = 0;
         o->m_run0[i] = m->running;
-        o->m_base[i] =
-            s->tau > 0 ? usage_at(s, m->usage, m->usage_at, m->running, now) / s->tau : 0.0;
+        o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now) +
+                       o->run_w * (double)m->running;
+        o->m_w[i] = m->weight;
         o->mh_off[m->account + 1]++;
     }
     /* members grouped by account (counting sort), ascending inside each account */
@@ -175,8 +212,38 @@ static void sift_down(const fg_sched_t *s, const fg__order_t *o, int kind, int32
     }
 }
 
+/* sift_down for the key heaps (H_ACCT, H_MEMBER): by key, then index. */
+static void sift_key(const double *key, int32_t *h, int32_t n, int32_t i)
+{
+    int32_t v = h[i];
+    const double kv = key[v];
+    for (;;) {
+        int32_t l = 2 * i + 1, r = l + 1, m = -1;
+        double km = kv;
+        int32_t vm = v;
+        if (l < n && (key[h[l]] < km || (key[h[l]] == km && h[l] < vm))) {
+            m = l;
+            km = key[h[l]];
+            vm = h[l];
+        }
+        if (r < n && (key[h[r]] < km || (key[h[r]] == km && h[r] < vm)))
+            m = r;
+        if (m < 0)
+            break;
+        h[i] = h[m];
+        i = m;
+    }
+    h[i] = v;
+}
+
 static void heapify(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n)
 {
+    if (kind != H_OLDEST) {
+        const double *key = kind == H_ACCT ? o->a_key : o->m_key;
+        for (int32_t i = n / 2 - 1; i >= 0; i--)
+            sift_key(key, h, n, i);
+        return;
+    }
     for (int32_t i = n / 2 - 1; i >= 0; i--)
         sift_down(s, o, kind, h, n, i);
 }
@@ -190,16 +257,20 @@ static void root_changed(const fg_sched_t *s, const fg__order_t *o, int kind, in
     sift_down(s, o, kind, h, *n, 0);
 }
 
+/* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
+ * case) skips the division. */
 static double acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
 {
-    return (o->a_base[a] + o->run_w * (double)o->a_run0[a] + (double)o->a_picked[a]) /
-           s->accounts[a].weight;
+    (void)s;
+    double x = o->a_base[a] + (double)o->a_picked[a];
+    return o->a_w[a] == 1.0 ? x : x / o->a_w[a];
 }
 
 static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
-    return (o->m_base[m] + o->run_w * (double)o->m_run0[m] + (double)o->m_picked[m]) /
-           s->members[m].weight;
+    (void)s;
+    double x = o->m_base[m] + (double)o->m_picked[m];
+    return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
 }
 
 /* Sets up band b and its heaps; returns the number of jobs in it. */
@@ -289,12 +360,21 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 o->m_picked[m] += g;
                 o->a_picked[acc] += g;
                 if (s->cfg.policy == FG_POLICY_WFQ) {
-                    o->m_key[m] = member_key(s, o, m);
-                    o->a_key[a] = acct_key(s, o, a);
-                    int32_t n = o->mh_cnt[a];
-                    root_changed(s, o, H_MEMBER, &o->mh[o->mh_off[a]], &n, o->m_left[m] == 0);
-                    o->mh_cnt[a] = n;
-                    root_changed(s, o, H_ACCT, o->ah, &o->nah, o->a_left[a] == 0);
+                    /* a key is compared only inside a heap of two or more (heaps only
+                     * shrink during a band) */
+                    int32_t *mh = &o->mh[o->mh_off[a]];
+                    if (o->m_left[m] == 0)
+                        mh[0] = mh[--o->mh_cnt[a]];
+                    else if (o->mh_cnt[a] > 1)
+                        o->m_key[m] = member_key(s, o, m);
+                    if (o->mh_cnt[a] > 1)
+                        sift_key(o->m_key, mh, o->mh_cnt[a], 0);
+                    if (o->a_left[a] == 0)
+                        o->ah[0] = o->ah[--o->nah];
+                    else if (o->nah > 1)
+                        o->a_key[a] = acct_key(s, o, a);
+                    if (o->nah > 1)
+                        sift_key(o->a_key, o->ah, o->nah, 0);
                 } else if (s->cfg.policy != FG_POLICY_RR) {
                     root_changed(s, o, H_OLDEST, o->mh, &o->nah, o->m_left[m] == 0);
                 }

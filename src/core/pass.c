@@ -87,8 +87,12 @@ static void touch(fg_sched_t *s, int32_t n)
     if (nd->touched == s->walk_no)
         return;
     nd->touched = s->walk_no;
+    s->plan_ver++;
+    if (nd->nfree > s->touched_free_max)
+        s->touched_free_max = nd->nfree;
+    const fg_time_t *real = fg__node_real_avail(s, nd);
     for (int i = 0; i < nd->gpus; i++) {
-        nd->avail[i] = fg__gpu_real_avail(s, nd, i);
+        nd->avail[i] = real[i];
         nd->res_from[i] = FG__INF;
         nd->res_job[i] = 0;
     }
@@ -172,7 +176,8 @@ static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_al
             }
         }
     }
-    for (size_t k = 0; k < s->ntouched; k++) {
+    /* touched nodes had at most touched_free_max free GPUs (and lose them, never gain) */
+    for (size_t k = 0; s->touched_free_max >= g && k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
         const fg__node_t *nd = &s->nodes[n];
         if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) || nd->nfree < g)
@@ -230,6 +235,64 @@ static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_all
     return false;
 }
 
+/* The walk's memo of failed placements for type slot ts (0 = any type, 1 + t = type
+ * t), reset at the first use in a walk. */
+static fg__fail_t *fail_memo(fg_sched_t *s, size_t ts)
+{
+    if (ts >= s->fail_cap) {
+        size_t old = s->fail_cap;
+        s->fail = fg__grow(s->fail, &s->fail_cap, ts + 1, sizeof *s->fail);
+        for (size_t k = old; k < s->fail_cap; k++)
+            s->fail[k].walk = -1;
+    }
+    fg__fail_t *f = &s->fail[ts];
+    if (f->walk != s->walk_no) {
+        f->walk = s->walk_no;
+        for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
+            f->single[g] = FG__INF;
+        f->nwhole = 0;
+    }
+    return f;
+}
+
+/* Did a job of no more GPUs than j, ending no later than `end`, already fail to fit? */
+static bool fail_known(const fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+{
+    if (j->gpus <= FG_WHOLE_NODE_GPUS)
+        return f->single[j->gpus] != FG__INF && f->single[j->gpus] <= end;
+    for (int32_t k = 0; k < f->nwhole; k++)
+        if (f->whole_k[k] <= j->gpus / FG_WHOLE_NODE_GPUS && f->whole_end[k] <= end)
+            return true;
+    return false;
+}
+
+static void fail_record(fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+{
+    if (j->gpus <= FG_WHOLE_NODE_GPUS) {
+        for (int g = j->gpus; g <= FG_WHOLE_NODE_GPUS; g++)
+            if (end < f->single[g])
+                f->single[g] = end;
+    } else if (f->nwhole < FG__FAIL_WHOLE) {
+        f->whole_k[f->nwhole] = j->gpus / FG_WHOLE_NODE_GPUS;
+        f->whole_end[f->nwhole++] = end;
+    }
+}
+
+/* place_single / place_whole for a walk: the same answer, but a job that a failure
+ * earlier in the walk proves cannot fit (see fg__fail_t) is not searched again. */
+static bool place_now(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al)
+{
+    const fg_time_t end = now + j->time_limit;
+    fg__fail_t *own = fail_memo(s, (size_t)(j->type + 1));
+    if (fail_known(own, j, end) || (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)))
+        return false;
+    bool ok =
+        j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al) : place_whole(s, j, now, al);
+    if (!ok)
+        fail_record(fail_memo(s, (size_t)(j->type + 1)), j, end); /* (fail may have moved) */
+    return ok;
+}
+
 /* ------------------------------------------------------------------ the plan */
 
 /* Marks GPU i of node nd reserved from T for job `id`; keeps the pass's count of
@@ -239,6 +302,7 @@ static void reserve_gpu(fg_sched_t *s, fg__node_t *nd, int i, fg_time_t T, fg_jo
 {
     if (T >= nd->res_from[i])
         return;
+    s->plan_ver++;
     if (nd->gpu_job[i] < 0) {
         if (nd->res_from[i] == FG__INF)
             s->reserved_free++;
@@ -247,6 +311,15 @@ static void reserve_gpu(fg_sched_t *s, fg__node_t *nd, int i, fg_time_t T, fg_jo
     }
     nd->res_from[i] = T;
     nd->res_job[i] = id;
+}
+
+/* Puts nodes excluded by plan_claim back into their tree. */
+static void unexclude(fg_sched_t *s, const int32_t *nodes, int32_t n)
+{
+    for (int32_t c = 0; c < n; c++) {
+        s->nodes[nodes[c]].excluded = false;
+        fg__node_leaf_update(s, nodes[c]);
+    }
 }
 
 /* Claims for j, in the availability model, the GPUs that free up soonest; with
@@ -289,7 +362,8 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         return T;
     }
     const int32_t k = g / FG_WHOLE_NODE_GPUS;
-    int32_t chosen[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int32_t chosen[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS],
+        best[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t bestT = FG__INF;
     int32_t bt = -1;
     for (size_t ti = 0; ti < s->ntypes; ti++) {
@@ -307,21 +381,25 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             s->nodes[n].excluded = true;
             fg__node_leaf_update(s, n);
         }
-        for (int32_t c = 0; c < got; c++) {
-            s->nodes[chosen[c]].excluded = false;
-            fg__node_leaf_update(s, chosen[c]);
-        }
+        /* The best type's nodes stay excluded until they are claimed below. */
         if (got == k && T < bestT) {
+            if (bt >= 0)
+                unexclude(s, best, k);
+            memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
+        } else {
+            unexclude(s, chosen, got);
         }
     }
     if (bt < 0)
         return FG_TIME_NEVER;
-    fg__type_t *t = &s->types[bt];
     fg_time_t T = bestT > now ? bestT : now;
+    /* Claim them in the order they were picked: (key, index), as the argmin would pick
+     * them again one by one (a claimed node's key becomes T + limit > T). */
     for (int32_t c = 0; c < k; c++) {
-        int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
+        int32_t n = best[c];
+        s->nodes[n].excluded = false;
         touch(s, n);
         fg__node_t *nd = &s->nodes[n];
         for (int i = 0; i < nd->gpus; i++) {
@@ -394,6 +472,36 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
             }
     }
     return FG_REASON_FRAGMENTATION;
+}
+
+/* blocked_reason through the walk's memo: the same job size and type get the same
+ * answer while the plan is unchanged (plan_ver). */
+static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
+{
+    fg__why_memo_t *m =
+        &s->why_memo[(j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : 8 + j->gpus / FG_WHOLE_NODE_GPUS) &
+                     15];
+    if (m->walk == s->walk_no && m->ver == s->plan_ver && m->gpus == j->gpus &&
+        m->type == j->type && m->r_job != j->id) {
+        j->r_b = m->r_b;
+        if (m->reason == FG_REASON_RESERVATION) {
+            j->r_job = m->r_job;
+            j->r_a = m->r_a;
+        }
+        return m->reason;
+    }
+    fg_job_id_t r_job = j->r_job;
+    int64_t r_a = j->r_a;
+    fg_reason_t r = blocked_reason(s, j);
+    m->walk = s->walk_no;
+    m->ver = s->plan_ver;
+    m->gpus = j->gpus;
+    m->type = j->type;
+    m->reason = r;
+    m->r_b = j->r_b;
+    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
+    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    return r;
 }
 
 /* ------------------------------------------------------------------ preemption */
@@ -750,7 +858,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             }
             const fg_alloc_t *al = fg__job_allocs(v);
             for (int32_t k2 = 0; k2 < v->nallocs; k2++)
-                fg__node_leaf_update(s, al[k2].node);
+                fg__node_changed(s, al[k2].node); /* its GPUs are now "free soon" */
         }
     }
     if (out->npreempts > before)
@@ -758,6 +866,76 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
 }
 
 /* ------------------------------------------------------------------ the pass */
+
+/* Estimates on demand (fg_sched_set_estimates_on_demand). An estimate-only claim (not
+ * protected, not for a preemption candidate) changes nothing but later estimate-only
+ * claims: it reserves nothing, and placement treats a node it touched like any other.
+ * Such claims come after every protecting or candidate claim of the walk, so the walk
+ * may queue them and make them later, in the same order, on the same plan: before
+ * anything changes the plan (a start, a preemption: fg__plan_settle), when the walk
+ * started jobs (another walk follows), or when one of them is asked for after the pass
+ * (fg__plan_ask). The plan then stays in the trees until the next event or pass
+ * (fg__plan_close), which drops the claims never asked for. */
+static void deferred_run(fg_sched_t *s, size_t upto)
+{
+    while (s->dhead < upto) {
+        fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
+        j->est = plan_claim(s, j, s->plan_now, false);
+    }
+}
+
+/* Makes the walk's queued estimate-only claims now. */
+void fg__plan_settle(fg_sched_t *s)
+{
+    deferred_run(s, s->ndeferred);
+}
+
+/* j's estimate, from the plan as it is, or queued until asked for. */
+static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
+{
+    if (!s->est_on_demand)
+        return plan_claim(s, j, now, false);
+    s->deferred = fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = (int32_t)(j - s->jobs);
+    s->plan_now = now;
+    return FG_TIME_NEVER;
+}
+
+/* Drops the pass-local view: leaves go back to the real state. */
+static void plan_restore(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->ntouched; k++) {
+        int32_t n = s->touched_nodes[k];
+        s->nodes[n].touched = -1;
+        fg__node_leaf_update(s, n);
+    }
+    s->ntouched = 0;
+    s->plan_alive = false;
+}
+
+void fg__plan_close(fg_sched_t *s)
+{
+    s->dhead = s->ndeferred = 0; /* estimates not asked for stay unknown */
+    if (s->plan_alive)
+        plan_restore(s);
+}
+
+void fg__plan_ask(fg_sched_t *s, int32_t slot)
+{
+    if (!s->plan_alive)
+        return;
+    for (size_t k = s->dhead; k < s->ndeferred; k++)
+        if (s->deferred[k] == slot) {
+            deferred_run(s, k + 1);
+            return;
+        }
+}
+
+void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)
+{
+    fg__plan_close(s);
+    s->est_on_demand = on;
+}
 
 /* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs
  * freed for them do not go to the jobs that were stopped (under fifo those come
@@ -811,6 +989,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     const size_t starts_before = out->nstarts;
     s->walk_no++;
     s->ntouched = 0;
+    s->touched_free_max = 0;
+    s->in_walk = true;
+    s->dhead = s->ndeferred = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -884,11 +1065,10 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             j->reason = FG_REASON_PRIORITY;
             j->r_job = head_blocked;
             if (idx <= K)
-                j->est = plan_claim(s, j, now, false);
+                j->est = estimate(s, j, now);
             continue;
         }
-        bool placed = j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al)
-                                                    : place_whole(s, j, now, al);
+        bool placed = place_now(s, j, now, al);
         if (placed) {
             int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
             for (int32_t k = 0; k < n; k++) { /* backfilled onto reserved GPUs? */
@@ -899,11 +1079,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
+            fg__plan_settle(s); /* queued estimates see the plan before this start */
             fg__job_start(s, slot, al, n, now);
             push_start(out, j, al, n);
             continue;
         }
-        j->reason = blocked_reason(s, j);
+        j->reason = blocked_reason_memo(s, j);
         fg_job_id_t keep_job = j->r_job;
         int64_t keep_from = j->r_a;
         if (!head_blocked)
@@ -914,7 +1095,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
          * estimate_depth. */
         bool candidate = c->preemption && nblk++ < c->preempt_jobs_per_pass;
         if (protect || candidate || idx <= K) {
-            j->est = plan_claim(s, j, now, protect);
+            j->est = protect || candidate ? plan_claim(s, j, now, protect) : estimate(s, j, now);
             reserved += protect;
         }
         if (j->reason == FG_REASON_RESERVATION) {
@@ -943,20 +1124,48 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
         free(e.ent_m);
     }
 
-    /* Drop the pass-local view: leaves go back to the real state. */
-    for (size_t k = 0; k < s->ntouched; k++) {
-        int32_t n = s->touched_nodes[k];
-        s->nodes[n].touched = -1;
-        fg__node_leaf_update(s, n);
-    }
-    s->ntouched = 0;
+    s->in_walk = false;
     *wakep = wake;
+    if (s->dhead < s->ndeferred) {
+        s->plan_alive = true; /* kept for fg__plan_ask or plan_next_walk */
+        return;
+    }
+    plan_restore(s);
+}
+
+/* Before another walk of the same pass: the queued estimates of the walk that ended are
+ * made now, except those the next walk will replace. That walk looks at least at the
+ * first estimate_depth jobs of its plan order (it stops only past them) and gives each
+ * a new estimate (or none), so queued estimates of those jobs are moot. */
+static void plan_next_walk(fg_sched_t *s, fg_time_t now)
+{
+    if (!s->plan_alive)
+        return;
+    int32_t first[64];
+    int32_t nfirst = 0;
+    if (s->cfg.estimate_depth <= (int32_t)(sizeof first / sizeof first[0])) {
+        fg__order_prepare(s, &s->it2, now);
+        int32_t slot;
+        while (nfirst < s->cfg.estimate_depth && (slot = fg__order_next(s, &s->it2)) >= 0)
+            first[nfirst++] = slot;
+    }
+    size_t upto = s->dhead;
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        bool moot = false;
+        for (int32_t i = 0; i < nfirst && !moot; i++)
+            moot = first[i] == s->deferred[k];
+        if (!moot)
+            upto = k + 1;
+    }
+    deferred_run(s, upto);
+    fg__plan_close(s);
 }
 
 int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
 {
     if (!s || !out)
         return FG_EINVAL;
+    fg__plan_close(s);
     if (now < s->last_now)
         now = s->last_now; /* time never runs backwards inside the core */
     s->last_now = now;
@@ -986,6 +1195,12 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
         done = out->nstarts;
         settled = out->nstarts == before; /* (a full cluster makes the next walk short) */
+        if (!settled) {
+            if (w + 1 < FG__MAX_WALKS)
+                plan_next_walk(s, now);
+            else
+                fg__plan_settle(s); /* no walk follows: these estimates stay */
+        }
     }
     if (!settled)
         wake = now;
@@ -1023,6 +1238,7 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         return FG_ENOENT;
     if (!buf || !n)
         return FG_EINVAL;
+    fg__plan_ask(s, (int32_t)(j - s->jobs));
     if (j->state == FG_JOB_RUNNING) {
         fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
         return FG_REASON_NONE;

@@ -149,6 +149,7 @@ void fg_sched_free(fg_sched_t *s)
         free(s->types[i].tree);
     }
     fg__order_free(&s->it);
+    fg__order_free(&s->it2);
     free(s->jobs);
     free(s->free_slots);
     free(s->live);
@@ -159,6 +160,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->types);
     free(s->touched_nodes);
     free(s->blocked);
+    free(s->fail);
+    free(s->deferred);
     free(s->claims);
     free(s);
 }
@@ -323,6 +326,7 @@ int fg_sched_node_find(const fg_sched_t *s, const char *name)
 int fg_sched_node_add(fg_sched_t *s, const char *name, int32_t gpus, const char *gpu_type,
                       fg_node_state_t state)
 {
+    fg__plan_close(s);
     if (!name_ok(name) || gpus < 1 || gpus > FG_MAX_NODE_GPUS || !name_ok(gpu_type) ||
         (unsigned)state > FG_NODE_DOWN)
         return FG_EINVAL;
@@ -360,6 +364,7 @@ int fg_sched_node_add(fg_sched_t *s, const char *name, int32_t gpus, const char 
 
 int fg_sched_node_set_state(fg_sched_t *s, int node, fg_node_state_t state, fg_time_t now)
 {
+    fg__plan_close(s);
     (void)now;
     if (node < 0 || (size_t)node >= s->nnodes)
         return FG_ENOENT;
@@ -658,6 +663,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
                              int32_t retries_used, int64_t attained_gpu_s, fg_time_t start_time,
                              const fg_alloc_t *allocs, int32_t nallocs, fg_time_t now)
 {
+    fg__plan_close(s);
     int acc, mem;
     int32_t type;
     int rc = spec_check(s, spec, &acc, &mem, &type);
@@ -694,6 +700,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
 int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, int32_t retries_used,
                              int64_t attained_gpu_s, fg_time_t eligible_time)
 {
+    fg__plan_close(s);
     int32_t slot = hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
@@ -748,6 +755,7 @@ int fg_sched_set_rr_turn(fg_sched_t *s, int32_t member)
 
 int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
 {
+    fg__plan_close(s);
     (void)now;
     int32_t slot = hash_get(s, id);
     if (slot < 0)
@@ -762,6 +770,7 @@ int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
 int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
                            fg_time_t now, fg_attempt_t *out)
 {
+    fg__plan_close(s);
     int32_t slot = hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
@@ -891,6 +900,7 @@ int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
     int32_t slot = hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
+    fg__plan_ask((fg_sched_t *)s, slot); /* only the plan cache changes */
     job_info(s, &s->jobs[slot], out);
     return FG_OK;
 }
@@ -909,6 +919,7 @@ int fg_sched_job_at(const fg_sched_t *s, size_t i, fg_job_info_t *out)
 {
     if (i >= s->nlive)
         return FG_ENOENT;
+    fg__plan_ask((fg_sched_t *)s, s->live[i]); /* only the plan cache changes */
     job_info(s, &s->jobs[s->live[i]], out);
     return FG_OK;
 }
@@ -1002,6 +1013,7 @@ int32_t fg_sched_gpus_free(const fg_sched_t *s)
 
 void fg_sched_rebuild(fg_sched_t *s)
 {
+    fg__plan_close(s);
     for (size_t i = 0; i < s->naccounts; i++) {
         s->accounts[i].running = s->accounts[i].pending = 0;
         s->accounts[i].pending_gpus = 0;

@@ -541,6 +541,111 @@ static void test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs(void **s
     }
 }
 
+static void submit_typed(fg_sched_t *s, fg_job_id_t id, int gpus, const char *type, fg_time_t limit,
+                         fg_time_t now)
+{
+    fg_job_spec_t j = {.id = id,
+                       .account = "a",
+                       .user = "u",
+                       .gpus = gpus,
+                       .gpu_type = type,
+                       .time_limit_s = limit,
+                       .prio = FG_PRIO_NORMAL,
+                       .max_retries = 0,
+                       .checkpoint_interval_s = 0,
+                       .submit_time = now};
+    assert_int_equal(fg_sched_submit(s, &j, now), FG_OK);
+}
+
+/* A walk remembers the placements that failed (a job of g GPUs ending at E that did not
+ * fit means no job of >= g GPUs ending at >= E fits later in the walk). That memory must
+ * not hide a job that does fit: a smaller one, a shorter one, or one that may use other
+ * GPU types.
+ * n0 (a100, 8 GPUs) runs job 1 (6 GPUs, limit 1000) on GPUs 0-5; n1 (t4, 8 GPUs) is free.
+ * At t=10, in submit (= plan) order, with reserve_depth 1:
+ *   job 2 (4 GPUs, a100, limit 5000): only 2 a100 GPUs free -> blocked; reservation on
+ *          n0 from t=1000: GPUs 6, 7 (free) and 0, 1 (the smallest of the busy ones);
+ *   job 3 (4 GPUs, any, limit 5000): a100 cannot, t4 can -> n1 GPUs 0-3;
+ *   job 4 (1 GPU, a100, limit 100): ends at 110 <= 1000 -> backfills on n0 GPU 6;
+ *   job 5 (1 GPU, a100, limit 5000): GPU 7 is reserved from 1000 < 5010 -> waits
+ *          (reason reservation);
+ *   job 6 (1 GPU, any, limit 5000): the a100 failure of job 5 says nothing about t4
+ *          -> n1 GPU 4 (n0's GPU 7 is reserved). */
+static void test_a_failed_placement_hides_no_job_that_fits(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_with(FG_POLICY_WFQ, 1);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    int n1 = fg_sched_node_add(s, "n1", 8, "t4", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit_typed(s, 1, 6, "a100", 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0x3F);
+
+    submit_typed(s, 2, 4, "a100", 5000, 10);
+    submit_typed(s, 3, 4, NULL, 5000, 10);
+    submit_typed(s, 4, 1, "a100", 100, 10);
+    submit_typed(s, 5, 1, "a100", 5000, 10);
+    submit_typed(s, 6, 1, NULL, 5000, 10);
+    assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+    assert_int_equal(d.nstarts, 3);
+    expect_start_on(&d, 3, n1, 0x0F);
+    expect_start_on(&d, 4, n0, 0x40);
+    expect_start_on(&d, 6, n1, 0x10);
+    assert_int_equal(info(s, 2).state, FG_JOB_PENDING);
+    assert_int_equal(info(s, 2).estimated_start, 1000);
+    assert_int_equal(info(s, 5).state, FG_JOB_PENDING);
+    assert_int_equal(info(s, 5).reason, FG_REASON_RESERVATION);
+
+    /* A new walk starts with no memory: once job 1 ends, job 2 starts on n0. */
+    end_job(s, 1, 500);
+    assert_int_equal(fg_sched_pass(s, 500, &d), FG_OK);
+    const fg_start_t *st = find_start(&d, 2);
+    assert_non_null(st);
+    assert_int_equal(d.allocs[st->alloc_off].node, n0);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* The same for jobs of whole nodes: 16 GPUs that cannot have two free nodes of one type
+ * do not hide a later 8-GPU job (one node) or a 16-GPU job of another type.
+ * n0, n1 (a100) and n2, n3 (t4), 8 GPUs each; job 1 (1 GPU, a100, limit 1000) on n0.
+ * At t=10: job 2 (16, a100, limit 5000): only n1 is whole -> blocked, reserved on n1 and
+ * n0 from t=1000 (reserve_depth 1). Job 3 (16, any, limit 5000): the a100 nodes are
+ * held, but the t4 ones are free -> n2 and n3. Job 4 (8, a100, limit 500): n1 is
+ * reserved from 1000 and 10 + 500 <= 1000 -> n1. */
+static void test_a_failed_whole_node_placement_hides_no_job_that_fits(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_with(FG_POLICY_WFQ, 1);
+    int n0 = fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP);
+    int n1 = fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP);
+    int n2 = fg_sched_node_add(s, "n2", 8, "t4", FG_NODE_UP);
+    int n3 = fg_sched_node_add(s, "n3", 8, "t4", FG_NODE_UP);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit_typed(s, 1, 1, "a100", 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, n0, 0x01);
+
+    submit_typed(s, 2, 16, "a100", 5000, 10);
+    submit_typed(s, 3, 16, NULL, 5000, 10);
+    submit_typed(s, 4, 8, "a100", 500, 10);
+    assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+    assert_int_equal(d.nstarts, 2);
+    const fg_start_t *st = find_start(&d, 3);
+    assert_non_null(st);
+    assert_int_equal(st->alloc_n, 2);
+    assert_int_equal(d.allocs[st->alloc_off].node, n2);
+    assert_int_equal(d.allocs[st->alloc_off + 1].node, n3);
+    expect_start_on(&d, 4, n1, 0xFF);
+    assert_int_equal(info(s, 2).state, FG_JOB_PENDING);
+    assert_int_equal(info(s, 2).estimated_start, 1000);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -551,6 +656,8 @@ int main(void)
         cmocka_unit_test(test_an_estimate_counts_the_jobs_backfilled_in_the_same_pass),
         cmocka_unit_test(test_fifo_does_not_backfill),
         cmocka_unit_test(test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs),
+        cmocka_unit_test(test_a_failed_placement_hides_no_job_that_fits),
+        cmocka_unit_test(test_a_failed_whole_node_placement_hides_no_job_that_fits),
         cmocka_unit_test(test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

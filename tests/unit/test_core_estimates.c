@@ -1,0 +1,299 @@
+/*
+ * test_core_estimates.c - estimates on demand (fg_sched_set_estimates_on_demand,
+ * docs/scheduler.md "Estimates on demand").
+ *
+ * Random event sequences (seeded, deterministic: splitmix64) drive two schedulers with
+ * the very same calls: s[0] computes every estimate in its passes (the default), s[1]
+ * computes the estimate-only ones when they are asked for. After every pass:
+ *   - both decide exactly the same (starts, placements, preemptions, next_wake, and the
+ *     pass statistics);
+ *   - every job asked for right after the pass (all of them, or a random few; the rest
+ *     are never asked for before the next event) has the same state, reason and
+ *     estimate in both; fg_sched_explain gives the same words.
+ * Configurations vary the policy, the estimate, reserve and backfill depths, and the
+ * number of preemption candidates, on nodes of two GPU types.
+ * A failure prints its seed; FG_ESTIMATES_SEED=<seed> replays just that sequence.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "fairgpu/core.h"
+
+#define MAXJOBS 1024
+
+static uint64_t rng_next(uint64_t *x) /* splitmix64 */
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rnd(uint64_t *x, int64_t lo, int64_t hi) /* uniform in [lo, hi] */
+{
+    return lo + (int64_t)(rng_next(x) % (uint64_t)(hi - lo + 1));
+}
+
+typedef struct world {
+    uint64_t seed, rng;
+    fg_sched_t *s[2];
+    fg_time_t now;
+    fg_job_id_t next_id;
+    bool running[MAXJOBS];
+    int32_t attempt[MAXJOBS];
+    fg_time_t end_at[MAXJOBS];
+} world_t;
+
+static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
+{
+    print_error("seed %llu, t=%lld, job %llu: %s\n", (unsigned long long)w->seed, (long long)w->now,
+                (unsigned long long)id, what);
+    fail();
+}
+
+static void submit(world_t *w)
+{
+    static const int32_t sizes[] = {1, 1, 1, 2, 4, 8, 16};
+    static const char *const types[] = {NULL, NULL, "a100", "t4"};
+    static const char *const accts[] = {"a", "b", "c"};
+    if (w->next_id >= MAXJOBS)
+        return;
+    uint64_t *r = &w->rng;
+    fg_job_spec_t j = {.id = w->next_id,
+                       .account = accts[rnd(r, 0, 2)],
+                       .user = "u",
+                       .gpus = sizes[rnd(r, 0, 6)],
+                       .gpu_type = types[rnd(r, 0, 3)],
+                       .time_limit_s = rnd(r, 10, 5000),
+                       .prio = (fg_prio_t)rnd(r, 0, 2),
+                       .max_retries = 1,
+                       .checkpoint_interval_s = rnd(r, 0, 1) ? 300 : 0,
+                       .submit_time = w->now};
+    int rc0 = fg_sched_submit(w->s[0], &j, w->now);
+    int rc1 = fg_sched_submit(w->s[1], &j, w->now);
+    assert_int_equal(rc0, rc1);
+    w->next_id++;
+}
+
+static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
+{
+    fg_attempt_t a0, a1;
+    memset(&a0, 0, sizeof a0); /* memcmp below: padding too */
+    memset(&a1, 0, sizeof a1);
+    assert_int_equal(fg_sched_attempt_ended(w->s[0], id, w->attempt[id], cause, w->now, &a0),
+                     FG_OK);
+    assert_int_equal(fg_sched_attempt_ended(w->s[1], id, w->attempt[id], cause, w->now, &a1),
+                     FG_OK);
+    if (memcmp(&a0, &a1, sizeof a0) != 0)
+        fail_seed(w, "attempt records differ", id);
+    w->running[id] = false;
+}
+
+static bool info_equal(const fg_job_info_t *a, const fg_job_info_t *b)
+{
+    return a->state == b->state && a->reason == b->reason &&
+           a->estimated_start == b->estimated_start && a->attempt == b->attempt &&
+           a->nallocs == b->nallocs;
+}
+
+/* Asks both schedulers about job id (when `ask`) and compares. */
+static void ask(world_t *w, fg_job_id_t id)
+{
+    fg_job_info_t a, b;
+    int rc0 = fg_sched_job_info(w->s[0], id, &a);
+    int rc1 = fg_sched_job_info(w->s[1], id, &b);
+    assert_int_equal(rc0, rc1);
+    if (rc0 == FG_OK && !info_equal(&a, &b))
+        fail_seed(w, "job infos differ", id);
+}
+
+static void pass(world_t *w)
+{
+    fg_decisions_t d[2];
+    for (int k = 0; k < 2; k++) {
+        fg_decisions_init(&d[k]);
+        assert_int_equal(fg_sched_pass(w->s[k], w->now, &d[k]), FG_OK);
+    }
+    if (d[0].nstarts != d[1].nstarts || d[0].npreempts != d[1].npreempts ||
+        d[0].nallocs != d[1].nallocs || d[0].next_wake != d[1].next_wake ||
+        d[0].scanned != d[1].scanned ||
+        (d[0].nstarts &&
+         memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0) ||
+        (d[0].nallocs &&
+         memcmp(d[0].allocs, d[1].allocs, sizeof *d[0].allocs * d[0].nallocs) != 0) ||
+        (d[0].npreempts &&
+         memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0))
+        fail_seed(w, "decisions differ", 0);
+    uint64_t *r = &w->rng;
+    for (size_t i = 0; i < d[0].nstarts; i++) {
+        fg_job_id_t id = d[0].starts[i].job;
+        w->running[id] = true;
+        w->attempt[id] = d[0].starts[i].attempt;
+        w->end_at[id] = w->now + rnd(r, 1, 3000);
+    }
+    /* right after the pass: everyone, a few, or no one asks */
+    int64_t mode = rnd(r, 0, 2);
+    for (fg_job_id_t id = 1; id < w->next_id; id++)
+        if (mode == 0 || (mode == 1 && rnd(r, 0, 3) == 0))
+            ask(w, id);
+    if (mode == 1 && w->next_id > 1) {
+        fg_job_id_t id = (fg_job_id_t)rnd(r, 1, (int64_t)w->next_id - 1);
+        char b0[FG_REASON_MAX], b1[FG_REASON_MAX];
+        int rc0 = fg_sched_explain(w->s[0], id, w->now, b0, sizeof b0);
+        int rc1 = fg_sched_explain(w->s[1], id, w->now, b1, sizeof b1);
+        assert_int_equal(rc0, rc1);
+        if (rc0 >= 0 && strcmp(b0, b1) != 0)
+            fail_seed(w, "explanations differ", id);
+    }
+    /* preemptions are confirmed at once */
+    for (size_t i = 0; i < d[0].npreempts; i++)
+        end_attempt(w, d[0].preempts[i].job, FG_END_PREEMPTED);
+    for (int k = 0; k < 2; k++)
+        fg_decisions_free(&d[k]);
+}
+
+static void run_sequence(uint64_t seed)
+{
+    world_t w;
+    memset(&w, 0, sizeof w);
+    w.seed = seed;
+    w.rng = seed * 0x2545f4914f6cdd1dull + 7;
+    uint64_t *r = &w.rng;
+    fg_config_t c;
+    fg_config_default(&c);
+    c.policy = (fg_policy_t)rnd(r, 0, FG_POLICY_COUNT - 1);
+    c.estimate_depth = (int32_t)rnd(r, 0, 40);
+    c.reserve_depth = (int32_t)rnd(r, 0, 3);
+    const int32_t depths[4] = {0, 2, 16, 256};
+    c.backfill_depth = depths[rnd(r, 0, 3)];
+    c.backfill = rnd(r, 0, 4) != 0;
+    c.preemption = rnd(r, 0, 3) != 0;
+    c.preempt_jobs_per_pass = (int32_t)rnd(r, 1, 3);
+    c.preempt_wait_s = rnd(r, 0, 300);
+    c.min_run_s = rnd(r, 0, 300);
+    c.quantum_s = rnd(r, 100, 1000);
+    c.half_life_s = rnd(r, 0, 1) ? 3600 : 0;
+    assert_int_equal(fg_config_check(&c, NULL), FG_OK);
+    for (int k = 0; k < 2; k++) {
+        w.s[k] = fg_sched_new(&c);
+        assert_non_null(w.s[k]);
+        static const char *const accts[] = {"a", "b", "c"};
+        for (int a = 0; a < 3; a++) {
+            assert_true(fg_sched_account_set(w.s[k], accts[a], 1.0 + a, -1) >= 0);
+            assert_true(fg_sched_member_set(w.s[k], accts[a], "u", 1.0) >= 0);
+        }
+    }
+    fg_sched_set_estimates_on_demand(w.s[1], true);
+    int nodes = (int)rnd(r, 1, 8);
+    for (int n = 0; n < nodes; n++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", n);
+        int32_t gpus = rnd(r, 0, 3) ? 8 : 4;
+        const char *type = rnd(r, 0, 2) ? "a100" : "t4";
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(fg_sched_node_add(w.s[k], name, gpus, type, FG_NODE_UP), n);
+    }
+    w.next_id = 1;
+    for (int step = 0; step < 80; step++) {
+        int nsub = (int)rnd(r, 0, 4);
+        for (int e = 0; e < nsub; e++)
+            submit(&w);
+        for (fg_job_id_t id = 1; id < w.next_id; id++)
+            if (w.running[id] && w.end_at[id] <= w.now)
+                end_attempt(&w, id, rnd(r, 0, 9) ? FG_END_COMPLETED : FG_END_FAILED);
+        if (rnd(r, 0, 9) == 0 && w.next_id > 1) { /* a cancel (refused if running) */
+            fg_job_id_t id = (fg_job_id_t)rnd(r, 1, (int64_t)w.next_id - 1);
+            int rc0 = fg_sched_cancel(w.s[0], id, w.now);
+            assert_int_equal(rc0, fg_sched_cancel(w.s[1], id, w.now));
+        }
+        pass(&w);
+        w.now += rnd(r, 0, 400);
+    }
+    for (int k = 0; k < 2; k++)
+        fg_sched_free(w.s[k]);
+}
+
+static void test_estimates_on_demand_match_the_eager_ones_and_change_no_decision(void **state)
+{
+    (void)state;
+    const char *one = getenv("FG_ESTIMATES_SEED");
+    if (one) {
+        run_sequence(strtoull(one, NULL, 10));
+        return;
+    }
+    for (uint64_t seed = 1; seed <= 400; seed++)
+        run_sequence(seed);
+}
+
+/* One node, one running job; three pending jobs get estimates. Asked for before the next
+ * event, an on-demand estimate is the eager one; not asked for by then, it is unknown. */
+static void test_an_estimate_not_asked_for_before_the_next_event_stays_unknown(void **state)
+{
+    (void)state;
+    fg_config_t c;
+    fg_config_default(&c);
+    c.reserve_depth = 1;
+    c.preemption = false;
+    fg_sched_t *s = fg_sched_new(&c);
+    assert_non_null(s);
+    fg_sched_set_estimates_on_demand(s, true);
+    assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
+    assert_int_equal(fg_sched_node_add(s, "n0", 8, "gpu", FG_NODE_UP), 0);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    for (fg_job_id_t id = 1; id <= 4; id++) {
+        fg_job_spec_t j = {.id = id,
+                           .account = "a",
+                           .user = "u",
+                           .gpus = 8,
+                           .time_limit_s = 100,
+                           .prio = FG_PRIO_NORMAL,
+                           .submit_time = (fg_time_t)id};
+        assert_int_equal(fg_sched_submit(s, &j, 4), FG_OK);
+    }
+    /* job 1 runs until 104; job 2 is reserved at 104 (made by the pass), jobs 3 and 4
+     * are estimated at 204 and 304 (on demand) */
+    assert_int_equal(fg_sched_pass(s, 4, &d), FG_OK);
+    assert_int_equal(d.nstarts, 1);
+    fg_job_info_t ji;
+    assert_int_equal(fg_sched_job_info(s, 2, &ji), FG_OK);
+    assert_int_equal(ji.estimated_start, 104);
+    assert_int_equal(fg_sched_job_info(s, 4, &ji), FG_OK);
+    assert_int_equal(ji.estimated_start, 304);
+    assert_int_equal(fg_sched_job_info(s, 3, &ji), FG_OK);
+    assert_int_equal(ji.estimated_start, 204);
+    /* the next pass, then an event before anyone asks: unknown */
+    assert_int_equal(fg_sched_pass(s, 5, &d), FG_OK);
+    fg_job_spec_t j5 = {.id = 5,
+                        .account = "a",
+                        .user = "u",
+                        .gpus = 1,
+                        .time_limit_s = 10,
+                        .prio = FG_PRIO_LOW,
+                        .submit_time = 5};
+    assert_int_equal(fg_sched_submit(s, &j5, 5), FG_OK);
+    assert_int_equal(fg_sched_cancel(s, 5, 5), FG_OK);
+    assert_int_equal(fg_sched_job_info(s, 3, &ji), FG_OK);
+    assert_int_equal(ji.reason, FG_REASON_RESOURCES);
+    assert_int_equal(ji.estimated_start, FG_TIME_NEVER);
+    assert_int_equal(fg_sched_job_info(s, 2, &ji), FG_OK); /* made by the pass itself */
+    assert_int_equal(ji.estimated_start, 104);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_estimates_on_demand_match_the_eager_ones_and_change_no_decision),
+        cmocka_unit_test(test_an_estimate_not_asked_for_before_the_next_event_stays_unknown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
