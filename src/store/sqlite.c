@@ -18,8 +18,8 @@
  *   (one wake-up per finished unit, not a broadcast to every waiter). The writer takes the whole
  *   queue (at most max_batch units), runs BEGIN IMMEDIATE, every fn() in turn, COMMIT.
  *   If a unit fails, that pass is rolled back and the batch runs again with each unit
- *   in a SAVEPOINT (ROLLBACK TO + RELEASE for the failing one): see run_batch. With WAL and
- *   synchronous=FULL the COMMIT fsyncs the WAL, so when the writer marks the batch
+ *   in a SAVEPOINT (ROLLBACK TO + RELEASE for the failing one): see run_batch. With
+ *   WAL and synchronous=FULL the COMMIT fsyncs the WAL, so when the writer marks the batch
  *   done every unit of it is durable. While it commits, new units queue up and form
  *   the next batch: the more concurrent writers, the bigger the batches.
  *   Example: 64 HTTP threads each submit a job; the first batch holds 1 unit, while it

@@ -24,10 +24,11 @@
  *   back alone (the others commit) and fg_store_write returns its code: the batch is
  *   then rolled back and run again with each unit in its own savepoint, so a unit may
  *   run twice. It must be deterministic: derive its writes and outputs only from the
- *   store and arg, and overwrite (never accumulate into) what it leaves in arg. If the commit
- * fails, every unit of the batch gets FG_STORE_EIO and none of their changes exist. A unit runs on
- * the writer thread: it must only call fg_store_* functions on its tx and touch memory reachable
- * from arg; it must not block, take locks the caller holds, or call fg_store_write/read_begin.
+ *   store and arg, and overwrite (never accumulate into) what it leaves in arg. If the
+ *   commit fails, every unit of the batch gets FG_STORE_EIO and none of their changes
+ *   exist. A unit runs on the writer thread: it must only call fg_store_* functions on
+ *   its tx and touch memory reachable from arg; it must not block, take locks the
+ *   caller holds, or call fg_store_write/read_begin.
  *
  * RECORDS AND OWNERSHIP
  *   Records are plain structs. Input records (insert/update) are read, never kept:
@@ -122,17 +123,17 @@ int fg_store_schema_version(fg_store_t *st);
 int fg_store_ping(fg_store_t *st);
 
 typedef struct fg_store_stats {
-    uint64_t commits;       /* transactions committed (each one fsync) */
-    uint64_t units;         /* write units run */
-    uint64_t units_failed;  /* units rolled back (their fn returned non-zero) */
-    uint64_t reruns;        /* batches run a second time, with savepoints, after a unit failed */
-    uint64_t max_batch;     /* largest number of units in one commit so far */
-    uint64_t queue_len;     /* units waiting right now */
-    uint64_t batch_us;      /* total microseconds spent running batches (units + commit) */
-    uint64_t commit_us;     /* of which in COMMIT (the fsync) */
-    uint64_t checkpoints;   /* complete WAL checkpoints (the WAL then restarts) */
-    uint64_t wal_pages;     /* WAL frames after the last commit */
-    uint64_t checkpoint_us; /* total time the writer spent completing checkpoints */
+    uint64_t commits;           /* transactions committed (each one fsync) */
+    uint64_t units;             /* write units run */
+    uint64_t units_failed;      /* units rolled back (their fn returned non-zero) */
+    uint64_t reruns;            /* batches run again with savepoints (a unit failed) */
+    uint64_t max_batch;         /* largest number of units in one commit so far */
+    uint64_t queue_len;         /* units waiting right now */
+    uint64_t batch_us;          /* total microseconds spent running batches (units + commit) */
+    uint64_t commit_us;         /* of which in COMMIT (the fsync) */
+    uint64_t checkpoints;       /* complete WAL checkpoints (the WAL then restarts) */
+    uint64_t wal_pages;         /* WAL frames after the last commit */
+    uint64_t checkpoint_us;     /* total time the writer spent completing checkpoints */
     uint64_t max_checkpoint_us; /* the longest of them (a pause of the commit pipeline) */
 } fg_store_stats_t;
 
