@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
 # Controller benchmark: durable job submissions per second and latency, and GET job
-# requests per second, over loopback with wrk (64 connections, 2 threads).
+# requests per second, over loopback with bench/loadgen.c (64 connections kept alive, one
+# request in flight on each; one load generator thread: FG_BENCH_LG_THREADS).
 #
 #   bench/bench_server.sh [seconds]      (default 10 s per phase)
 #
 # Builds the release tree (build/server-rel), starts its own server on a free port with
 # a temporary data dir (rate limit and pending cap off, SQLite WAL synchronous=FULL as
-# always), registers its own user, then runs wrk. Only 201 answers count as durable
-# submissions: every one was committed and fsync'd before it was sent. Prints
-# `name value unit` lines.
+# always), registers its own user, then runs the load generator. Only 201 answers count
+# as durable submissions (fg_loadgen counts answers by status code): every one was
+# committed and fsync'd before it was sent. Prints `name value unit` lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
 conns=${FG_BENCH_CONNS:-64}
-command -v wrk >/dev/null || { echo "bench_server: wrk is missing (scripts/deps installs it)" >&2; exit 1; }
+lg_threads=${FG_BENCH_LG_THREADS:-1}
 # -Wno-error: a benchmark build must not fail on a warning another subsystem has at -O2
 cmake -S . -B build/server-rel -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=-Wno-error=format-truncation -Wno-error=maybe-uninitialized -Wno-error=stringop-truncation" >/dev/null
-cmake --build build/server-rel --target fairgpu >/dev/null
+cmake --build build/server-rel --target fairgpu fg_loadgen >/dev/null
 BIN=build/server-rel/fairgpu
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_bench_server.XXXXXX")
 pid=
@@ -38,52 +39,32 @@ curl -fsS -X POST "$url/v1/users" -d '{"username":"bench","email":"b@x.org","pas
 token=$(curl -fsS -X POST "$url/v1/sessions" -d '{"username":"bench","password":"bench-password"}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
-cat >"$tmp/post.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '{"name":"bench","command":["python3","train.py","--lr","3e-4"],"gpus":1,"time_limit_s":3600,"model":"m","dataset":"d"}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $token"
-LUA
-cat >>"$tmp/post.lua" <<'LUA'
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) created = 0; other = 0 end
-function response(status, headers, body)
-  if status == 201 then created = created + 1 else other = other + 1 end
-end
-function done(summary, latency, requests)
-  local c, o = 0, 0
-  for _, t in ipairs(threads) do c = c + t:get("created"); o = o + t:get("other") end
-  local secs = summary.duration / 1e6
-  io.write(string.format("RESULT created %d other %d secs %.3f p50 %.3f p99 %.3f max %.3f\n",
-    c, o, secs, latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
-end
-LUA
-cat >"$tmp/get.lua" <<LUA
-wrk.headers["Authorization"] = "Bearer $token"
-LUA
-cat >>"$tmp/get.lua" <<'LUA'
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
-function init(args) ok = 0; other = 0 end
-function response(status, headers, body)
-  if status == 200 then ok = ok + 1 else other = other + 1 end
-end
-function done(summary, latency, requests)
-  local c, o = 0, 0
-  for _, t in ipairs(threads) do c = c + t:get("ok"); o = o + t:get("other") end
-  io.write(string.format("RESULT ok %d other %d secs %.3f p50 %.3f p99 %.3f\n",
-    c, o, summary.duration / 1e6, latency:percentile(50) / 1000, latency:percentile(99) / 1000))
-end
-LUA
+body='{"name":"bench","command":["python3","train.py","--lr","3e-4"],"gpus":1,"time_limit_s":3600,"model":"m","dataset":"d"}'
+LG=build/server-rel/bench/fg_loadgen
+# lg_field FILE NAME: a value printed by fg_loadgen (0 when absent)
+lg_field() { awk -v k="$2" '$1 == k { v = $2 } END { print v ? v : 0 }' "$1"; }
 
-wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$tmp/post.lua" "$url/v1/jobs" >"$tmp/post.out" 2>&1 || true
+"$LG" -c "$conns" -t "$lg_threads" -d "$secs" -m POST -H "Content-Type: application/json" \
+    -H "Authorization: Bearer $token" -b "$body" "127.0.0.1:$port" /v1/jobs >"$tmp/post.out"
 cat "$tmp/post.out" >&2
-read -r _ _ created _ other _ psecs _ p50 _ p99 _ pmax < <(grep '^RESULT' "$tmp/post.out")
+created=$(lg_field "$tmp/post.out" status_201)
+other=$(awk '$1 == "requests" { r = $2 } $1 == "status_201" { c = $2 } $1 == "errors" { e = $2 }
+    END { print r - c + e }' "$tmp/post.out")
+psecs=$(lg_field "$tmp/post.out" seconds)
+p50=$(lg_field "$tmp/post.out" p50_ms)
+p99=$(lg_field "$tmp/post.out" p99_ms)
+pmax=$(lg_field "$tmp/post.out" max_ms)
 # check: every 201 is a job the server has (count them through the API)
 stored=$(curl -fsS "$url/metrics" | awk '/^fairgpu_submissions_total/ {print $2}')
-wrk -t2 -c"$conns" -d"${secs}s" --latency -s "$tmp/get.lua" "$url/v1/jobs/1" >"$tmp/get.out" 2>&1 || true
-read -r _ _ gok _ gother _ gsecs _ gp50 _ gp99 < <(grep '^RESULT' "$tmp/get.out")
+"$LG" -c "$conns" -t "$lg_threads" -d "$secs" -H "Authorization: Bearer $token" \
+    "127.0.0.1:$port" /v1/jobs/1 >"$tmp/get.out"
+cat "$tmp/get.out" >&2
+gok=$(lg_field "$tmp/get.out" status_200)
+gother=$(awk '$1 == "requests" { r = $2 } $1 == "status_200" { c = $2 } $1 == "errors" { e = $2 }
+    END { print r - c + e }' "$tmp/get.out")
+gsecs=$(lg_field "$tmp/get.out" seconds)
+gp50=$(lg_field "$tmp/get.out" p50_ms)
+gp99=$(lg_field "$tmp/get.out" p99_ms)
 commits=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commits_total/ {print $2}')
 maxbatch=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_max_batch/ {print $2}')
 commit_s=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commit_seconds_total/ {print $2}')
@@ -105,3 +86,4 @@ echo "server_get_job_latency_p50 $gp50 ms"
 echo "server_get_job_latency_p99 $gp99 ms"
 echo "server_get_job_non_200 $gother responses"
 echo "server_connections $conns connections"
+echo "server_load_generator_threads $lg_threads threads"

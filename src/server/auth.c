@@ -159,6 +159,21 @@ const char *srv_user_default_account(srv_t *s, int64_t user_id)
     return best ? best->r.account : NULL;
 }
 
+/* Makes r the request of t's user if t is live (not revoked, not expired) and the
+ * user exists and is enabled; otherwise r stays anonymous. mu held. */
+static void auth_accept(srv_req_t *r, srv_token_t *t, int64_t now)
+{
+    if (t->deleted || (t->expires_at != 0 && t->expires_at <= now))
+        return;
+    srv_user_t *u = srv_user_by_id(r->srv, t->user_id);
+    if (u && !u->r.disabled) {
+        r->user_id = u->r.id;
+        r->admin = u->r.role == FG_STORE_ROLE_ADMIN;
+        r->tok = t;
+        snprintf(r->username, sizeof r->username, "%s", u->r.username);
+    }
+}
+
 void srv_authenticate(srv_req_t *r)
 {
     srv_t *s = r->srv;
@@ -182,6 +197,11 @@ void srv_authenticate(srv_req_t *r)
     srv_token_t *t = srv_map_get(&s->token_by_hash, hash_key(hash));
     if (t && sodium_memcmp(t->hash, hash, SRV_TOKEN_HASH) != 0)
         t = NULL;
+    if (t) { /* the usual case, known credential: one lock for lookup and checks */
+        auth_accept(r, t, now);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     pthread_mutex_unlock(&s->mu);
     if (!t) {
         /* Not cached: a credential created before this process started. */
@@ -226,15 +246,7 @@ void srv_authenticate(srv_req_t *r)
     if (!t)
         return;
     pthread_mutex_lock(&s->mu);
-    if (!t->deleted && (t->expires_at == 0 || t->expires_at > now)) {
-        srv_user_t *u = srv_user_by_id(s, t->user_id);
-        if (u && !u->r.disabled) {
-            r->user_id = u->r.id;
-            r->admin = u->r.role == FG_STORE_ROLE_ADMIN;
-            r->tok = t;
-            snprintf(r->username, sizeof r->username, "%s", u->r.username);
-        }
-    }
+    auth_accept(r, t, now);
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -216,21 +216,25 @@ static int submit_finish(srv_req_t *r)
                    : srv_reply_error(r, 503, "unavailable", NULL, "the job could not be stored: %s",
                                      fg_store_strerror(rc));
     }
-    pthread_mutex_lock(&s->mu);
-    srv_user_t *u = srv_user_by_id(s, r->user_id);
-    u->inflight--;
-    x->reserved = false;
-    pthread_mutex_unlock(&s->mu);
-    if (x->idem && x->bt.ops[x->io_i].out)
+    if (x->idem && x->bt.ops[x->io_i].out) {
+        pthread_mutex_lock(&s->mu);
+        srv_user_by_id(s, r->user_id)->inflight--;
+        x->reserved = false;
+        pthread_mutex_unlock(&s->mu);
         return reply_existing(r, x->bt.ops[x->io_i].out);
+    }
     int64_t id = x->bt.ops[x->jo_i].out;
     x->ev.seq = x->bt.ops[x->eo_i].out;
     x->ev.job_id = id;
     srv_job_t *j = job_from_rec(&x->rec, id);
+    /* rendered before j is shared: no lock needed for it */
+    srv_buf_t reply = {0};
+    srv_job_render(s, j, true, r->username, &reply);
     pthread_mutex_lock(&s->mu);
+    srv_user_by_id(s, r->user_id)->inflight--;
+    x->reserved = false;
     srv_job_insert_mem(s, j);
     srv_event_mem(s, &x->ev);
-    json_t *jj = srv_job_json(s, j, true);
     pthread_mutex_unlock(&s->mu);
     atomic_fetch_add_explicit(&s->m.submissions, 1, memory_order_relaxed);
     srv_msg_t *m = srv_msg_new(MSG_SUBMIT);
@@ -238,7 +242,7 @@ static int submit_finish(srv_req_t *r)
     srv_sched_post(s, m);
     srv_wake_kind(s, WAIT_EVENTS);
     srv_wake_kind(s, WAIT_STREAM);
-    return srv_reply_json(r, 201, jj);
+    return srv_reply_buf(r, 201, &reply);
 }
 
 int h_jobs_create(srv_req_t *r)
@@ -533,13 +537,15 @@ int h_jobs_get(srv_req_t *r)
     uint64_t id;
     if (!srv_parse_job_id(r->seg[2], &id))
         return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
+    srv_buf_t b = {0};
     pthread_mutex_lock(&s->mu);
     srv_job_t *j = srv_job_get(s, id);
-    json_t *o = j ? srv_job_json(s, j, r->admin || j->r.user_id == r->user_id) : NULL;
+    if (j)
+        srv_job_render(s, j, r->admin || j->r.user_id == r->user_id, NULL, &b);
     pthread_mutex_unlock(&s->mu);
-    if (!o)
+    if (!j)
         return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
-    return srv_reply_json(r, 200, o);
+    return srv_reply_buf(r, 200, &b);
 }
 
 /* Looks up job seg[2] for an owner-or-admin route. Replies 404/403 and returns 0 on

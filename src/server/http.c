@@ -93,6 +93,15 @@ int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj)
     return srv_reply_text(r, status, "application/json; charset=utf-8", buf, n + 1, true);
 }
 
+int srv_reply_buf(srv_req_t *r, unsigned status, srv_buf_t *b)
+{
+    srv_buf_put(b, "\n", 1); /* as srv_reply_json: a trailing newline helps curl */
+    char *p = b->p;
+    size_t n = b->n;
+    memset(b, 0, sizeof *b);
+    return srv_reply_text(r, status, "application/json; charset=utf-8", p, n, true);
+}
+
 int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
                     const char *fmt, ...)
 {
@@ -310,6 +319,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             }
             if (n > SRV_MAX_BODY)
                 r->too_large = true;
+            else if (n > 0) {
+                /* the declared size at once: no regrowth, and a small body stays a small
+                 * allocation (glibc consolidates its fast bins on each one >= 1 KiB) */
+                r->cap = (size_t)n + 1;
+                r->body = fg_xmalloc(r->cap);
+            }
         }
         return MHD_YES;
     }
@@ -399,8 +414,9 @@ int srv_http_start(srv_t *s)
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)SRV_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
     if (!s->mhd) {
         fg_log(FG_LOG_ERROR, "cannot listen on %s:%d: %s", s->cfg.listen_host, s->cfg.listen_port,
                errno ? strerror(errno) : "address in use or not available");

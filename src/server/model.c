@@ -140,79 +140,170 @@ static json_t *json_or_null(const char *txt)
     return v ? v : json_null();
 }
 
-static json_t *time_or_null(int64_t t)
+/* Appends `"key":` (key is a literal: no escaping needed). */
+static void key(srv_buf_t *b, const char *k)
 {
-    return t ? json_integer(t) : json_null();
+    srv_buf_put(b, ",\"", 2);
+    srv_buf_puts(b, k);
+    srv_buf_put(b, "\":", 2);
 }
 
-json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full)
+/* Appends v compactly (as json_dumps does) and drops the reference. */
+static void put_json(srv_buf_t *b, json_t *v)
+{
+    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    srv_buf_puts(b, t ? t : "null");
+    free(t);
+    json_decref(v);
+}
+
+/* Appends stored JSON text (command, env): verbatim when it starts as the server
+ * writes it (`want`: '[', '"' or '{'; the text was validated and dumped compactly by
+ * the server, so it is what parsing and dumping again would give); otherwise through
+ * jansson, so a bad stored value renders as null (`absent` when there is none). */
+static void put_stored(srv_buf_t *b, const char *txt, const char *want, const char *absent)
+{
+    if (!txt)
+        srv_buf_puts(b, absent);
+    else if (strchr(want, txt[0]))
+        srv_buf_puts(b, txt);
+    else
+        put_json(b, json_or_null(txt));
+}
+
+/* Appends t, or null when it is 0 (unset times, absent cpus/memory). */
+static void put_or_null(srv_buf_t *b, int64_t t)
+{
+    if (t)
+        srv_buf_i64(b, t);
+    else
+        srv_buf_put(b, "null", 4);
+}
+
+/*
+ * Appends the API's JSON object of job j to b, the same fields in the same order as
+ * docs/api.md shows. full: with command and env (the owner and admins). username: the
+ * owner's name, or NULL to look it up (then mu must be held; otherwise j must not be
+ * shared yet, as in submit). Written directly as text: building a jansson tree of ~35
+ * fields and dumping it cost ~60 allocations per reply on the submit and get paths.
+ */
+void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *username, srv_buf_t *b)
 {
     const fg_store_job_t *r = &j->r;
-    char id[24];
-    snprintf(id, sizeof id, "%lld", (long long)r->id);
-    srv_user_t *u = srv_user_by_id(s, r->user_id);
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(id));
-    json_object_set_new(o, "name", json_string(r->name ? r->name : ""));
-    json_object_set_new(o, "user", u ? json_string(u->r.username) : json_null());
-    json_object_set_new(o, "account", json_string(r->account));
+    if (!username) {
+        srv_user_t *u = srv_user_by_id(s, r->user_id);
+        username = u ? u->r.username : NULL;
+    }
+    srv_buf_put(b, "{\"id\":\"", 7);
+    srv_buf_i64(b, r->id);
+    srv_buf_put(b, "\"", 1);
+    key(b, "name");
+    srv_buf_jstr(b, r->name ? r->name : "");
+    key(b, "user");
+    srv_buf_jstr(b, username);
+    key(b, "account");
+    srv_buf_jstr(b, r->account);
     if (full) {
-        json_object_set_new(o, "command", json_or_null(r->command_json));
-        json_object_set_new(o, "env", r->env_json ? json_or_null(r->env_json) : json_object());
+        key(b, "command");
+        put_stored(b, r->command_json, "[\"", "null");
+        key(b, "env");
+        put_stored(b, r->env_json, "{", "{}");
     }
-    json_object_set_new(o, "gpus", json_integer(r->gpus));
-    json_object_set_new(o, "gpu_type", r->gpu_type ? json_string(r->gpu_type) : json_null());
-    json_object_set_new(o, "model", r->model ? json_string(r->model) : json_null());
-    json_object_set_new(o, "dataset", r->dataset ? json_string(r->dataset) : json_null());
-    json_object_set_new(o, "priority", json_string(fg_prio_name((fg_prio_t)r->priority)));
-    json_object_set_new(o, "state", json_string(fg_job_state_name(j->state)));
+    key(b, "gpus");
+    srv_buf_i64(b, r->gpus);
+    key(b, "gpu_type");
+    srv_buf_jstr(b, r->gpu_type);
+    key(b, "model");
+    srv_buf_jstr(b, r->model);
+    key(b, "dataset");
+    srv_buf_jstr(b, r->dataset);
+    key(b, "priority");
+    srv_buf_jstr(b, fg_prio_name((fg_prio_t)r->priority));
+    key(b, "state");
+    srv_buf_jstr(b, fg_job_state_name(j->state));
     bool pending = j->state == FG_JOB_PENDING;
-    json_object_set_new(o, "reason_code",
-                        pending && r->reason_code > 0
-                            ? json_string(fg_reason_code((fg_reason_t)r->reason_code))
-                            : json_null());
-    json_object_set_new(o, "reason", r->reason ? json_string(r->reason) : json_null());
-    json_t *nodes = json_or_null(r->nodes_json);
-    if (!json_is_array(nodes)) {
+    key(b, "reason_code");
+    srv_buf_jstr(b, pending && r->reason_code > 0 ? fg_reason_code((fg_reason_t)r->reason_code)
+                                                  : NULL);
+    key(b, "reason");
+    srv_buf_jstr(b, r->reason);
+    /* nodes and GPU indices: absent for pending jobs; parsed when present */
+    json_t *nodes = r->nodes_json ? json_or_null(r->nodes_json) : NULL;
+    key(b, "node");
+    if (json_is_array(nodes) && json_array_size(nodes))
+        put_json(b, json_incref(json_array_get(nodes, 0)));
+    else
+        srv_buf_put(b, "null", 4);
+    key(b, "nodes");
+    if (json_is_array(nodes))
+        put_json(b, nodes);
+    else {
         json_decref(nodes);
-        nodes = json_array();
+        srv_buf_put(b, "[]", 2);
     }
-    json_object_set_new(
-        o, "node", json_array_size(nodes) ? json_incref(json_array_get(nodes, 0)) : json_null());
-    json_object_set_new(o, "nodes", nodes);
-    json_t *gi = json_or_null(r->gpu_indices_json);
+    json_t *gi = r->gpu_indices_json ? json_or_null(r->gpu_indices_json) : NULL;
     if (json_is_array(gi) && json_array_size(gi) > 0) {
-        json_object_set_new(o, "gpu_indices", json_incref(json_array_get(gi, 0)));
-        json_object_set_new(o, "gpu_indices_by_node", gi);
+        key(b, "gpu_indices");
+        put_json(b, json_incref(json_array_get(gi, 0)));
+        key(b, "gpu_indices_by_node");
+        put_json(b, gi);
     } else {
         json_decref(gi);
-        json_object_set_new(o, "gpu_indices", json_array());
-        json_object_set_new(o, "gpu_indices_by_node", json_array());
+        key(b, "gpu_indices");
+        srv_buf_put(b, "[]", 2);
+        key(b, "gpu_indices_by_node");
+        srv_buf_put(b, "[]", 2);
     }
-    json_object_set_new(o, "submit_time", json_integer(r->submit_time));
-    json_object_set_new(o, "start_time", time_or_null(r->start_time));
-    json_object_set_new(o, "end_time", time_or_null(r->end_time));
-    json_object_set_new(o, "time_limit_s", json_integer(r->time_limit_s));
-    json_object_set_new(o, "exit_code",
-                        r->has_exit_code ? json_integer(r->exit_code) : json_null());
-    json_object_set_new(o, "attempts", json_integer(r->attempts));
-    json_object_set_new(o, "max_retries", json_integer(r->max_retries));
-    json_object_set_new(o, "retries_used", json_integer(r->retries_used));
-    json_object_set_new(o, "cancel_requested", json_boolean(r->cancel_requested));
-    json_object_set_new(o, "estimated_start",
-                        pending ? time_or_null(r->estimated_start) : json_null());
+    key(b, "submit_time");
+    srv_buf_i64(b, r->submit_time);
+    key(b, "start_time");
+    put_or_null(b, r->start_time);
+    key(b, "end_time");
+    put_or_null(b, r->end_time);
+    key(b, "time_limit_s");
+    srv_buf_i64(b, r->time_limit_s);
+    key(b, "exit_code");
+    if (r->has_exit_code)
+        srv_buf_i64(b, r->exit_code);
+    else
+        srv_buf_put(b, "null", 4);
+    key(b, "attempts");
+    srv_buf_i64(b, r->attempts);
+    key(b, "max_retries");
+    srv_buf_i64(b, r->max_retries);
+    key(b, "retries_used");
+    srv_buf_i64(b, r->retries_used);
+    key(b, "cancel_requested");
+    srv_buf_puts(b, r->cancel_requested ? "true" : "false");
+    key(b, "estimated_start");
+    put_or_null(b, pending ? r->estimated_start : 0);
     /* Billing is a later issue: no cost is computed yet, so none is shown. */
-    json_object_set_new(o, "cost_micros", json_null());
+    key(b, "cost_micros");
+    srv_buf_put(b, "null", 4);
     int64_t gs = r->attained_gpu_s;
     if (j->state == FG_JOB_RUNNING && r->start_time) {
         int64_t run = srv_now() - r->start_time;
         if (run > 0)
             gs += run * r->gpus;
     }
-    json_object_set_new(o, "gpu_seconds", json_integer(gs));
-    json_object_set_new(o, "cpus", r->cpus ? json_integer(r->cpus) : json_null());
-    json_object_set_new(o, "memory_mb", r->memory_mb ? json_integer(r->memory_mb) : json_null());
-    return o;
+    key(b, "gpu_seconds");
+    srv_buf_i64(b, gs);
+    key(b, "cpus");
+    put_or_null(b, r->cpus);
+    key(b, "memory_mb");
+    put_or_null(b, r->memory_mb);
+    srv_buf_put(b, "}", 1);
+}
+
+/* The job as a jansson object (for replies that embed jobs: lists, events), parsed
+ * from srv_job_render's text so that there is one rendering of a job. mu held. */
+json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full)
+{
+    srv_buf_t b = {0};
+    srv_job_render(s, j, full, NULL, &b);
+    json_t *o = json_loadb(b.p, b.n, 0, NULL);
+    free(b.p);
+    return o ? o : json_object();
 }
 
 /* ------------------------------------------------------------------ events */

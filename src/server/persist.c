@@ -29,6 +29,10 @@ char *srv_strdup0(const char *p)
 
 srv_op_t *srv_batch_add(srv_batch_t *b, int kind, const void *rec)
 {
+    if (!b->cap) { /* most batches hold a few ops: start small (fg_xgrow starts at 16) */
+        b->cap = 4;
+        b->ops = fg_xmalloc(b->cap * sizeof *b->ops);
+    }
     b->ops = fg_xgrow(b->ops, &b->cap, b->n + 1, sizeof *b->ops);
     srv_op_t *o = &b->ops[b->n++];
     memset(o, 0, sizeof *o);

@@ -299,11 +299,14 @@ int h_metrics(srv_req_t *r)
         "# TYPE fairgpu_store_commit_seconds_total counter\nfairgpu_store_commit_seconds_total "
         "%.6f\n"
         "# TYPE fairgpu_store_checkpoints_total counter\nfairgpu_store_checkpoints_total %llu\n"
+        "# HELP fairgpu_store_batch_reruns_total Batches run again with savepoints after a unit "
+        "failed.\n"
+        "# TYPE fairgpu_store_batch_reruns_total counter\nfairgpu_store_batch_reruns_total %llu\n"
         "# HELP fairgpu_store_max_checkpoint_seconds Longest pause of the commit pipeline.\n"
         "# TYPE fairgpu_store_max_checkpoint_seconds gauge\nfairgpu_store_max_checkpoint_seconds "
         "%.6f\n",
         (double)st.batch_us / 1e6, (double)st.commit_us / 1e6, (unsigned long long)st.checkpoints,
-        (double)st.max_checkpoint_us / 1e6);
+        (unsigned long long)st.reruns, (double)st.max_checkpoint_us / 1e6);
     OUT("# TYPE fairgpu_event_seq gauge\nfairgpu_event_seq %lld\n"
         "# TYPE fairgpu_nodes gauge\nfairgpu_nodes{state=\"up\"} %lld\n"
         "fairgpu_nodes{state=\"down\"} %lld\n"

@@ -31,7 +31,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SRV_MAX_BODY     (1024 * 1024)
+#define SRV_MAX_BODY (1024 * 1024)
+/* libmicrohttpd's memory per connection: request line, headers and read buffer (bodies
+ * are copied out piece by piece). MHD zeroes the used part of it after every request
+ * on a kept-alive connection: its default, 32 KiB, was a 32 KiB memset per request. */
+#ifndef SRV_CONN_MEMORY
+#define SRV_CONN_MEMORY (16 * 1024)
+#endif
 #define SRV_TOKEN_HASH   32
 #define SRV_MAX_ACCOUNTS 4096
 #define SRV_EVENT_NODE   1
@@ -177,6 +183,16 @@ void srv_map_put(srv_map_t *m, uint64_t key, void *val);
 void srv_map_del(srv_map_t *m, uint64_t key);
 void srv_map_free(srv_map_t *m);
 uint64_t srv_hash_bytes(const void *p, size_t n);
+
+/* util.c: a growing text buffer (malloc'd; the owner frees p, or hands it to MHD). */
+typedef struct srv_buf {
+    char *p;
+    size_t n, cap;
+} srv_buf_t;
+void srv_buf_put(srv_buf_t *b, const char *s, size_t n);
+void srv_buf_puts(srv_buf_t *b, const char *s);
+void srv_buf_i64(srv_buf_t *b, int64_t v);
+void srv_buf_jstr(srv_buf_t *b, const char *s); /* a JSON string with quotes; NULL: null */
 
 /* ------------------------------------------------------------------ scheduler inbox */
 
@@ -352,6 +368,8 @@ typedef struct srv_req {
 int srv_http_start(srv_t *s);
 void srv_http_stop(srv_t *s);
 int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj); /* steals obj */
+/* Replies with b's JSON text (and a newline); takes b's memory and empties it. */
+int srv_reply_buf(srv_req_t *r, unsigned status, srv_buf_t *b);
 int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, size_t n,
                    bool must_free);
 int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
@@ -431,6 +449,7 @@ int h_agent_exited(srv_req_t *r);
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);
 json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
+void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *username, srv_buf_t *b);
 srv_job_t *srv_job_get(srv_t *s, uint64_t id);
 void srv_job_insert_mem(srv_t *s, srv_job_t *j);
 void srv_job_free(srv_job_t *j);

@@ -1,6 +1,7 @@
 /*
  * util.c - a small open-addressing hash map from 64-bit keys to pointers (the token
- * index, the idempotency index) and a byte hash.
+ * index, the idempotency index), a byte hash, and a growing text buffer for replies
+ * rendered without building a JSON tree first.
  *
  * Keys are never 0 (0 marks an empty slot; callers map a zero hash to 1). Deletion uses
  * backward-shift, so no tombstones accumulate.
@@ -117,4 +118,109 @@ void srv_map_free(srv_map_t *m)
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof *m);
+}
+
+/* ------------------------------------------------------------------ text buffer */
+
+/* Makes room for n more bytes plus a terminating NUL. The first allocation is 960
+ * bytes: a job's JSON fits, and it stays below glibc's large-chunk size (1024), whose
+ * allocation consolidates the fast bins. */
+static void buf_reserve(srv_buf_t *b, size_t n)
+{
+    if (b->n + n + 1 <= b->cap)
+        return;
+    size_t c = b->cap ? b->cap : 960;
+    while (c < b->n + n + 1)
+        c *= 2;
+    b->p = fg_xrealloc(b->p, c);
+    b->cap = c;
+}
+
+/* Appends n bytes of s; the buffer stays NUL-terminated. */
+void srv_buf_put(srv_buf_t *b, const char *s, size_t n)
+{
+    buf_reserve(b, n);
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+/* Appends the string s. */
+void srv_buf_puts(srv_buf_t *b, const char *s)
+{
+    srv_buf_put(b, s, strlen(s));
+}
+
+/* Appends v in decimal. */
+void srv_buf_i64(srv_buf_t *b, int64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        tmp[--i] = '-';
+    srv_buf_put(b, tmp + i, sizeof tmp - i);
+}
+
+/* Appends s as a JSON string, escaped as jansson's json_dumps does by default (", \\,
+ * and control characters; UTF-8 is copied as is: every string here passed jansson's
+ * UTF-8 check or is the server's own). NULL appends null. */
+void srv_buf_jstr(srv_buf_t *b, const char *s)
+{
+    if (!s) {
+        srv_buf_put(b, "null", 4);
+        return;
+    }
+    static const char hex[] = "0123456789ABCDEF"; /* jansson writes \u001F */
+    size_t n = strlen(s);
+    buf_reserve(b, n + 2);
+    b->p[b->n++] = '"';
+    const char *run = s;
+    for (const char *p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        srv_buf_put(b, run, (size_t)(p - run));
+        run = p + 1;
+        char e[6] = {'\\', 0};
+        size_t en = 2;
+        switch (c) {
+        case '"':
+            e[1] = '"';
+            break;
+        case '\\':
+            e[1] = '\\';
+            break;
+        case '\b':
+            e[1] = 'b';
+            break;
+        case '\f':
+            e[1] = 'f';
+            break;
+        case '\n':
+            e[1] = 'n';
+            break;
+        case '\r':
+            e[1] = 'r';
+            break;
+        case '\t':
+            e[1] = 't';
+            break;
+        default:
+            e[1] = 'u';
+            e[2] = '0';
+            e[3] = '0';
+            e[4] = hex[c >> 4];
+            e[5] = hex[c & 15];
+            en = 6;
+            break;
+        }
+        srv_buf_put(b, e, en);
+    }
+    srv_buf_put(b, run, strlen(run));
+    srv_buf_put(b, "\"", 1);
 }

@@ -16,9 +16,10 @@
  *   fg_store_write() links a unit (on the caller's stack) to the queue (queue_mu),
  *   wakes the writer and waits on the unit's own condition variable until unit.done
  *   (one wake-up per finished unit, not a broadcast to every waiter). The writer takes the whole
- *   queue (at most max_batch units), runs BEGIN IMMEDIATE; for each unit SAVEPOINT,
- *   fn(), RELEASE (or ROLLBACK TO + RELEASE when fn fails); COMMIT. With WAL and
- *   synchronous=FULL the COMMIT fsyncs the WAL, so when the writer marks the batch
+ *   queue (at most max_batch units), runs BEGIN IMMEDIATE, every fn() in turn, COMMIT.
+ *   If a unit fails, that pass is rolled back and the batch runs again with each unit
+ *   in a SAVEPOINT (ROLLBACK TO + RELEASE for the failing one): see run_batch. With
+ *   WAL and synchronous=FULL the COMMIT fsyncs the WAL, so when the writer marks the batch
  *   done every unit of it is durable. While it commits, new units queue up and form
  *   the next batch: the more concurrent writers, the bigger the batches.
  *   Example: 64 HTTP threads each submit a job; the first batch holds 1 unit, while it
@@ -757,38 +758,80 @@ static void *done_main(void *arg)
     return NULL;
 }
 
-static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
+/* Runs every unit of the batch inside the open transaction. Without savepoints (the
+ * fast pass) it stops at the first unit that fails and returns false: the caller then
+ * rolls the transaction back and runs the batch again with savepoints. With savepoints
+ * a failing unit is rolled back alone. Sets u->rc of each unit run; *aborted when SQLite
+ * rolled the whole transaction back (I/O error, full disk) or a savepoint statement
+ * failed; *failed counts the units that returned non-zero (savepoint pass only). */
+static bool run_units(sq_conn_t *c, unit_t *batch, bool savepoints, bool *aborted, uint64_t *failed)
 {
-    sq_conn_t *c = st->writer;
-    uint64_t failed = 0, t_begin = mono_us(), t_commit = 0;
-    if (exec_id(c, S_BEGIN_IMMEDIATE) != FG_STORE_OK) {
-        for (unit_t *u = batch; u; u = u->next)
-            u->rc = FG_STORE_EIO;
-        finish_batch(st, batch, n, n, t_begin, 0);
-        return;
-    }
-    bool aborted = false;
     for (unit_t *u = batch; u; u = u->next) {
-        if (aborted || exec_id(c, S_SAVEPOINT) != FG_STORE_OK) {
-            aborted = true;
+        if (*aborted || (savepoints && exec_id(c, S_SAVEPOINT) != FG_STORE_OK)) {
+            *aborted = true;
             u->rc = FG_STORE_EIO;
             continue;
         }
         int r = u->fn(&c->tx.base, u->arg);
         if (sqlite3_get_autocommit(c->db)) {
             /* SQLite rolled the whole transaction back (I/O error, full disk). */
-            aborted = true;
+            *aborted = true;
             u->rc = FG_STORE_EIO;
             continue;
         }
+        if (!savepoints) {
+            u->rc = r;
+            if (r != 0)
+                return false;
+            continue;
+        }
         if (r != 0) {
-            failed++;
+            (*failed)++;
             if (exec_id(c, S_ROLLBACK_TO) != FG_STORE_OK)
-                aborted = true;
+                *aborted = true;
         }
         if (exec_id(c, S_RELEASE) != FG_STORE_OK)
-            aborted = true;
-        u->rc = aborted ? FG_STORE_EIO : r;
+            *aborted = true;
+        u->rc = *aborted ? FG_STORE_EIO : r;
+    }
+    return true;
+}
+
+/*
+ * One batch, one transaction, one fsync. The units first run without savepoints: a
+ * savepoint makes SQLite copy every page a unit touches that earlier units of the
+ * transaction already changed (the tails of the job and event tables and their
+ * indexes: ~10 pages of 4 KiB per submission) into a statement journal, which was
+ * most of the writer's CPU per submission. Units almost never fail; when one does, the
+ * transaction is rolled back and the batch runs again, each unit in its own savepoint,
+ * so the failing unit (the same one: units are deterministic) is rolled back alone.
+ * A batch of one unit needs no second pass: its rollback is the transaction's.
+ */
+static void run_batch(sq_store_t *st, unit_t *batch, size_t n)
+{
+    sq_conn_t *c = st->writer;
+    uint64_t failed = 0, t_begin = mono_us(), t_commit = 0;
+    bool aborted = false;
+    bool savepoints = false;
+    for (;;) {
+        if (exec_id(c, S_BEGIN_IMMEDIATE) != FG_STORE_OK) {
+            for (unit_t *u = batch; u; u = u->next)
+                u->rc = FG_STORE_EIO;
+            finish_batch(st, batch, n, n, t_begin, 0);
+            return;
+        }
+        if (run_units(c, batch, savepoints, &aborted, &failed) || aborted)
+            break;
+        /* the fast pass met a failing unit: nothing of this pass is kept */
+        exec_id(c, S_ROLLBACK);
+        if (n == 1) {
+            finish_batch(st, batch, n, 1, t_begin, 0);
+            return;
+        }
+        pthread_mutex_lock(&st->queue_mu);
+        st->stats.reruns++;
+        pthread_mutex_unlock(&st->queue_mu);
+        savepoints = true;
     }
     if (!aborted) {
         t_commit = mono_us();

@@ -20,12 +20,15 @@
  *   fg_store_write(st, fn, arg) enqueues the unit `fn(tx, arg)` and blocks until the
  *   transaction holding it is committed and fsync'd (SQLite: WAL, synchronous=FULL).
  *   The writer thread takes every queued unit (up to opts.max_batch) into one
- *   transaction, runs each inside its own savepoint, then commits once. A unit that
- *   returns non-zero is rolled back alone (the others commit) and fg_store_write returns
- *   its code. If the commit fails, every unit of the batch gets FG_STORE_EIO and none
- *   of their changes exist. A unit runs on the writer thread: it must only call
- *   fg_store_* functions on its tx and touch memory reachable from arg; it must not
- *   block, take locks the caller holds, or call fg_store_write/read_begin.
+ *   transaction, runs each, then commits once. A unit that returns non-zero is rolled
+ *   back alone (the others commit) and fg_store_write returns its code: the batch is
+ *   then rolled back and run again with each unit in its own savepoint, so a unit may
+ *   run twice. It must be deterministic: derive its writes and outputs only from the
+ *   store and arg, and overwrite (never accumulate into) what it leaves in arg. If the
+ *   commit fails, every unit of the batch gets FG_STORE_EIO and none of their changes
+ *   exist. A unit runs on the writer thread: it must only call fg_store_* functions on
+ *   its tx and touch memory reachable from arg; it must not block, take locks the
+ *   caller holds, or call fg_store_write/read_begin.
  *
  * RECORDS AND OWNERSHIP
  *   Records are plain structs. Input records (insert/update) are read, never kept:
@@ -123,6 +126,7 @@ typedef struct fg_store_stats {
     uint64_t commits;           /* transactions committed (each one fsync) */
     uint64_t units;             /* write units run */
     uint64_t units_failed;      /* units rolled back (their fn returned non-zero) */
+    uint64_t reruns;            /* batches run again with savepoints (a unit failed) */
     uint64_t max_batch;         /* largest number of units in one commit so far */
     uint64_t queue_len;         /* units waiting right now */
     uint64_t batch_us;          /* total microseconds spent running batches (units + commit) */
@@ -144,7 +148,8 @@ int fg_store_read_begin(fg_store_t *st, fg_store_tx_t **tx);
 void fg_store_read_end(fg_store_tx_t *tx);
 
 /* A write unit. Runs on the writer thread with a write handle; returns 0 to commit
- * its changes or any non-zero value to roll back its changes only. */
+ * its changes or any non-zero value to roll back its changes only. It may run twice
+ * (see WRITES AND GROUP COMMIT): same store state and arg, same result. */
 typedef int (*fg_store_write_fn)(fg_store_tx_t *tx, void *arg);
 
 /* Runs `fn(tx, arg)` in the next group commit and waits until that commit is durable.

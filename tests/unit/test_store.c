@@ -1406,6 +1406,75 @@ static void test_write_async(void **state)
     fg_store_read_end(tx);
 }
 
+/* A unit that holds the writer until released, so that the units queued meanwhile
+ * form the next batch together. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool entered, open;
+} gate_t;
+
+static int unit_gate(fg_store_tx_t *tx, void *arg)
+{
+    (void)tx;
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->entered = true;
+    pthread_cond_broadcast(&g->cv);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+    return 0;
+}
+
+/* Scenario: one batch holds [submit, failing unit, submit]. Expected: the batch runs
+ * again with savepoints (one rerun); both submissions commit with the ids the second
+ * pass gave them, the failing unit's user does not exist, and it gets its own code. */
+static void test_failing_unit_in_batch(void **state)
+{
+    fx_t *f = *state;
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    async_ctx_t c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    fg_store_stats_t before, after;
+    fg_store_get_stats(f->st, &before);
+    assert_int_equal(fg_store_write_async(f->st, unit_gate, &g, async_done, &c), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    submit_t a = {.user = uid}, b = {.user = uid};
+    assert_int_equal(fg_store_write_async(f->st, unit_submit, &a, async_done, &c), 0);
+    assert_int_equal(fg_store_write_async(f->st, unit_fail_after_insert, "ghost", async_done, &c),
+                     0);
+    assert_int_equal(fg_store_write_async(f->st, unit_submit, &b, async_done, &c), 0);
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_lock(&c.mu);
+    while (c.done < 4)
+        pthread_cond_wait(&c.cv, &c.mu);
+    pthread_mutex_unlock(&c.mu);
+    fg_store_get_stats(f->st, &after);
+    assert_int_equal(c.ok, 3);
+    assert_int_equal(c.failed_with_7, 1);
+    assert_int_equal(after.commits - before.commits, 2);
+    assert_int_equal(after.reruns - before.reruns, 1);
+    assert_int_equal(after.units_failed - before.units_failed, 1);
+    assert_true(a.id > 0 && b.id == a.id + 1);
+    fg_store_tx_t *tx = rd(f->st);
+    fg_store_job_t j = {0};
+    assert_int_equal(fg_store_job_get(tx, a.id, &j), 0);
+    fg_store_job_clear(&j);
+    assert_int_equal(fg_store_job_get(tx, b.id, &j), 0);
+    fg_store_job_clear(&j);
+    fg_store_user_t u = {0};
+    assert_int_equal(fg_store_user_get_by_name(tx, "ghost", &u), FG_STORE_ENOENT);
+    fg_store_read_end(tx);
+}
+
 /* ------------------------------------------------------------------ crash */
 
 /* A child process submits from 8 threads and writes each acknowledged job id to a pipe
@@ -1686,6 +1755,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_commit_many_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_stays_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failing_unit_in_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_fault, setup, teardown),
