@@ -439,7 +439,7 @@ static const char *buf_take(const char **p, const char *end)
 /*
  * Monitors as processes that share the zygote's memory (clone with CLONE_VM, each on its
  * own stack): no page tables to copy at the start and none to tear down at the end (on
- * the development VM a fork + exit of even this small static process cost ~1.4 ms of
+ * the test machine a fork + exit of even this small static process cost ~1.4 ms of
  * CPU, a CLONE_VM clone ~0.15 ms). It is safe because a monitor touches only its own
  * block (its launch, copied there, and its stack) and makes system calls; it never
  * allocates and never returns (it _exits); the zygote frees a block only after reaping
