@@ -592,9 +592,11 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
 {
     if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
         return false;
-    if (v->start_pass == s->pass_no) { /* never start and stop a job in one pass... */
+    /* Never start and stop a job at the same time (in one pass, or in a second pass at
+     * that time: passes at one time decide what one pass would)... */
+    if (v->start_pass == s->pass_no || v->start_time >= now) {
         if (now + 1 < *wake)
-            *wake = now + 1; /* ...but it may be a victim from the next one */
+            *wake = now + 1; /* ...but it may be a victim a second later */
         return false;
     }
     if (why == FG_PREEMPT_PRIORITY)
@@ -725,6 +727,11 @@ static int int32_cmp(const void *a, const void *b)
 static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e,
                         fg_decisions_t *out, fg_time_t *wake)
 {
+    /* Victims already stopping for j: their GPUs go to j first (serve_claims), so it
+     * never frees a second set, even when the walk's plan lends those GPUs to a
+     * reservation ahead of j and its estimate stays in the future. */
+    if (j->claim > 0)
+        return;
     fg_preempt_why_t why;
     if (j->prio == FG_PRIO_HIGH) {
         why = FG_PREEMPT_PRIORITY;

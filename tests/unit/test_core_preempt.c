@@ -567,6 +567,67 @@ static void test_a_preemption_frees_gpus_its_job_can_use(void **state)
     fg_sched_free(s);
 }
 
+/* GPUs being freed for a job are never freed twice, even when the walk's plan lends them
+ * to a reservation ahead of it. las (one band: submit order, whatever the class),
+ * preempt_jobs_per_pass 2, two 8-GPU nodes. From t=0: job 1 and job 5 (a, low, 1 GPU,
+ * until 2500) and job 6 (a, normal, 6 GPUs, until 2000) fill n0; job 2 (a, low, 8 GPUs,
+ * until 3000) fills n1. At t=10 job 7 (b, normal, 8 GPUs) and job 8 (b, high, 2 GPUs,
+ * limit 5000) arrive.
+ *   job 7: reserves n0, whole from 2500 (it waits preempt_wait_s before it may preempt);
+ *   job 8: n0's GPUs are reserved for job 7 before job 8 could end, n1 frees at 3000:
+ *          estimate 3000, so it preempts: jobs 1 and 5 (20 GPU-s lost) rather than job 2
+ *          (80 GPU-s).
+ * A second pass at t=15: n0 now frees at 2000, and job 7's reservation takes the GPUs of
+ * jobs 1 and 5 too, so job 8's estimate is still 3000; it must not stop job 2 as well:
+ * its claim waits for jobs 1 and 5. Once they stop, job 8 starts on their GPUs. */
+static void test_gpus_being_freed_for_a_job_are_not_freed_twice(void **state)
+{
+    (void)state;
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.policy = FG_POLICY_LAS;
+    cfg.preempt_jobs_per_pass = 2;
+    fg_sched_t *s = sched_new(&cfg);
+    assert_int_equal(fg_sched_node_add(s, "n1", 8, "a100", FG_NODE_UP), 1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 1, FG_PRIO_LOW, 2500, 0, 0);
+    submit(s, 2, 'a', 8, FG_PRIO_LOW, 3000, 0, 0);
+    submit(s, 5, 'a', 1, FG_PRIO_LOW, 2500, 0, 0);
+    submit(s, 6, 'a', 6, FG_PRIO_NORMAL, 2000, 0, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 4);
+    assert_int_equal(info(s, 1).allocs[0].node, 0);
+    assert_int_equal(info(s, 2).allocs[0].node, 1);
+    assert_int_equal(info(s, 5).allocs[0].node, 0);
+    assert_int_equal(info(s, 6).allocs[0].node, 0);
+
+    submit(s, 7, 'b', 8, FG_PRIO_NORMAL, 5000, 0, 10);
+    submit(s, 8, 'b', 2, FG_PRIO_HIGH, 5000, 0, 10);
+    assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+    assert_int_equal(d.nstarts, 0);
+    assert_int_equal(d.npreempts, 2);
+    assert_int_equal(d.preempts[0].for_job, 8);
+    assert_int_equal(d.preempts[1].for_job, 8);
+    assert_true(info(s, 1).preempting);
+    assert_true(info(s, 5).preempting);
+    assert_false(info(s, 2).preempting);
+    assert_int_equal(info(s, 7).estimated_start, 2500);
+
+    expect_quiet_pass(s, 15);
+    assert_false(info(s, 2).preempting);
+
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_PREEMPTED, 20, NULL), FG_OK);
+    assert_int_equal(fg_sched_attempt_ended(s, 5, 1, FG_END_PREEMPTED, 20, NULL), FG_OK);
+    assert_int_equal(fg_sched_pass(s, 20, &d), FG_OK);
+    assert_int_equal(d.npreempts, 0);
+    const fg_start_t *st = find_start(&d, 8);
+    assert_non_null(st);
+    assert_int_equal(d.allocs[st->alloc_off].node, 0);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -584,6 +645,7 @@ int main(void)
         cmocka_unit_test(test_class_preemption_takes_only_low_jobs_after_another_jobs_attempt),
         cmocka_unit_test(test_under_fifo_the_freed_gpus_go_to_the_high_job),
         cmocka_unit_test(test_a_preemption_frees_gpus_its_job_can_use),
+        cmocka_unit_test(test_gpus_being_freed_for_a_job_are_not_freed_twice),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

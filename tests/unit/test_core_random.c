@@ -151,8 +151,12 @@ typedef struct world {
 static world_t *g_world; /* for failure messages */
 /* Restore a fourth scheduler mid-sequence (FG_RANDOM_LIGHT=1 turns it off). Sometimes
  * pass again with no event before next_wake: off until the core's quiet passes are quiet
- * (known: a few sequences still issue a preemption there, e.g. seeds 20 and 1000006);
- * FG_RUN_DISABLED=1 turns it on. */
+ * (known: a preemption changes the plan - the victims' GPUs count as free for the
+ * claimant - and the pass does not walk again, so a later pass may backfill on GPUs
+ * that are no longer held, e.g. seed 1000003; seed 52 still finds a fair-share
+ * preemption before next_wake); FG_RUN_DISABLED=1 turns it on. Fixed: a second set of
+ * victims for a job whose first set is still stopping, and a victim started at the same
+ * time by an earlier pass (seed 20). */
 static bool g_restore = true;
 static bool g_quiet_passes;
 
