@@ -606,8 +606,16 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
     fg_time_t ran = now - v->start_time;
     if (why == FG_PREEMPT_LAS) {
         int64_t att = v->attained_gpu_s + (int64_t)v->gpus * ran;
-        if (fg__las_level(s, att) <= j->band)
+        if (fg__las_level(s, att) <= j->band) {
+            /* its attained service grows while it runs: it may pass j's queue later */
+            if (j->band + 1 < s->cfg.las_levels && v->gpus > 0) {
+                int64_t need = s->cfg.las_thresholds_gpu_s[j->band] - att;
+                fg_time_t at = now + (need + v->gpus - 1) / v->gpus;
+                if (at > now && at < *wake)
+                    *wake = at;
+            }
             return false;
+        }
     } else {
         entitlements(s, e);
         if (v->account != j->account) {
@@ -1194,14 +1202,16 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     size_t done = 0;
     bool settled = false;
     for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
-        size_t before = out->nstarts;
+        size_t before = out->nstarts, pbefore = out->npreempts;
         wake = FG_TIME_NEVER;
         walk(s, now, out, &wake);
         /* Started jobs leave their queues now that the walk over them is over. */
         for (size_t k = done; k < out->nstarts; k++)
             fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
         done = out->nstarts;
-        settled = out->nstarts == before; /* (a full cluster makes the next walk short) */
+        /* A preemption changes the plan too: the victims' GPUs count as free for their
+         * job, so GPUs it held may go to others (a full cluster makes the next walk short) */
+        settled = out->nstarts == before && out->npreempts == pbefore;
         if (!settled) {
             if (w + 1 < FG__MAX_WALKS)
                 plan_next_walk(s, now);

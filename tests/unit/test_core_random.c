@@ -26,8 +26,8 @@
  *     the quantum, the minimum run time and the victim's checkpoint interval; none when
  *     preemption is off; never a job started in the same pass);
  * the account and member counters match the jobs; and all schedulers agree on decisions,
- * job tables, node tables and usage. Optionally (FG_RUN_DISABLED=1, see g_quiet_passes)
- * a pass with no event before next_wake must decide nothing.
+ * job tables, node tables and usage; and a pass with no event before next_wake decides
+ * nothing (see g_quiet_passes).
  *
  * A failure prints its seed; FG_RANDOM_SEED=<seed> replays just that sequence.
  * FG_RANDOM_SEQUENCES=<n> changes the number of short sequences (default 2000, 500 under
@@ -150,13 +150,14 @@ typedef struct world {
 
 static world_t *g_world; /* for failure messages */
 /* Restore a fourth scheduler mid-sequence (FG_RANDOM_LIGHT=1 turns it off). Sometimes
- * pass again with no event before next_wake: off until the core's quiet passes are quiet
- * (known: a preemption changes the plan - the victims' GPUs count as free for the
- * claimant - and the pass does not walk again, so a later pass may backfill on GPUs
- * that are no longer held, e.g. seed 1000003; seed 52 still finds a fair-share
- * preemption before next_wake); FG_RUN_DISABLED=1 turns it on. Fixed: a second set of
- * victims for a job whose first set is still stopping, and a victim started at the same
- * time by an earlier pass (seed 20). */
+ * pass again with no event before next_wake: it must decide nothing (on by default;
+ * FG_RANDOM_NO_QUIET=1 turns it off). Known exception, outside the default seeds:
+ * round-robin's turn moves with every start, so in rare sequences a second pass at a
+ * later time (before next_wake) starts a job the first did not reach (seed 3991 of
+ * FG_RANDOM_SEQUENCES=20000). Fixed for this check: a second set of victims for a job
+ * whose first set is still stopping; a victim started at the same time by an earlier
+ * pass; no walk after a preemption; a las victim that passes the waiting job's queue
+ * later while it runs (no wake-up for it). */
 static bool g_restore = true;
 static bool g_quiet_passes;
 
@@ -1150,9 +1151,10 @@ static world_t g_w; /* large: keep it off the stack */
 
 static void run_many(long n, bool big, uint64_t seed0)
 {
-    const char *light = getenv("FG_RANDOM_LIGHT"), *dis = getenv("FG_RUN_DISABLED");
+    const char *light = getenv("FG_RANDOM_LIGHT");
     g_restore = !(light && strcmp(light, "1") == 0);
-    g_quiet_passes = dis && strcmp(dis, "1") == 0;
+    const char *noq = getenv("FG_RANDOM_NO_QUIET");
+    g_quiet_passes = !(noq && strcmp(noq, "1") == 0);
     const char *one = getenv("FG_RANDOM_SEED");
     long starts = 0, preempts = 0, multi = 0, passes = 0, restores = 0;
     if (one && *one) {
