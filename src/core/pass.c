@@ -1195,11 +1195,15 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     fg_time_t wake = FG_TIME_NEVER;
 
     serve_claims(s, now, out);
+    /* Jobs the claims started leave their queues before the first walk: in the plan
+     * they would still take their member's turn or count twice in its key. */
+    for (size_t k = 0; k < out->nstarts; k++)
+        fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
     /* Walk again while a walk started something: starts change the keys, the free GPUs
      * and the blocked jobs the plan saw, so that a second pass at the same time, with no
      * event in between, decides nothing new (no start, no other preemption). At most FG__MAX_WALKS
      * walks; if the last one still started jobs, next_wake = now asks the caller to pass again. */
-    size_t done = 0;
+    size_t done = out->nstarts;
     bool settled = false;
     for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
         size_t before = out->nstarts, pbefore = out->npreempts;

@@ -152,12 +152,13 @@ static world_t *g_world; /* for failure messages */
 /* Restore a fourth scheduler mid-sequence (FG_RANDOM_LIGHT=1 turns it off). Sometimes
  * pass again with no event before next_wake: it must decide nothing (on by default;
  * FG_RANDOM_NO_QUIET=1 turns it off). Known exception, outside the default seeds:
- * round-robin's turn moves with every start, so in rare sequences a second pass at a
- * later time (before next_wake) starts a job the first did not reach (seed 3991 of
- * FG_RANDOM_SEQUENCES=20000). Fixed for this check: a second set of victims for a job
- * whose first set is still stopping; a victim started at the same time by an earlier
- * pass; no walk after a preemption; a las victim that passes the waiting job's queue
- * later while it runs (no wake-up for it). */
+ * wfq's keys decay continuously with time, which next_wake does not predict, so in
+ * rare sequences a later pass (before next_wake) starts a job the previous pass did not
+ * (seeds 5306 and 1000069 of FG_RANDOM_SEQUENCES=20000). Fixed for this check: a second
+ * set of victims for a job whose first set is still stopping; a victim started at the
+ * same time by an earlier pass; no walk after a preemption; a las victim that passes
+ * the waiting job's queue later while it runs (no wake-up for it); jobs started by
+ * claims still in the plan of the first walk (seed 3991). */
 static bool g_restore = true;
 static bool g_quiet_passes;
 
