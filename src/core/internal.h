@@ -45,7 +45,6 @@ typedef struct fg__job {
     int32_t live_pos; /* position in s->live */
     /* while RUNNING: in its account's list of running jobs of its class */
     int32_t rprev, rnext;
-    int64_t start_pass;  /* the pass that started the current attempt */
     int64_t victim_pass; /* == s->stamp: a legal victim in this search */
     int32_t claim;       /* PENDING: victims still stopping for it (see serve_claims) */
     bool claimed;        /* PENDING: a preemption was issued for it, not yet served */

@@ -594,7 +594,7 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
         return false;
     /* Never start and stop a job at the same time (in one pass, or in a second pass at
      * that time: passes at one time decide what one pass would)... */
-    if (v->start_pass == s->pass_no || v->start_time >= now) {
+    if (v->start_time >= now) {
         if (now + 1 < *wake)
             *wake = now + 1; /* ...but it may be a victim a second later */
         return false;
@@ -1176,6 +1176,13 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
     fg__plan_close(s);
 }
 
+/* Takes the jobs started by out->starts[from..] out of their pending queues. */
+static void leave_queues(fg_sched_t *s, const fg_decisions_t *out, size_t from)
+{
+    for (size_t k = from; k < out->nstarts; k++)
+        fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
+}
+
 int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
 {
     if (!s || !out)
@@ -1197,24 +1204,19 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     serve_claims(s, now, out);
     /* Jobs the claims started leave their queues before the first walk: in the plan
      * they would still take their member's turn or count twice in its key. */
-    for (size_t k = 0; k < out->nstarts; k++)
-        fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
-    /* Walk again while a walk started something: starts change the keys, the free GPUs
-     * and the blocked jobs the plan saw, so that a second pass at the same time, with no
-     * event in between, decides nothing new (no start, no other preemption). At most FG__MAX_WALKS
-     * walks; if the last one still started jobs, next_wake = now asks the caller to pass again. */
-    size_t done = out->nstarts;
+    leave_queues(s, out, 0);
+    /* Walk again while a walk started or preempted something: starts change the keys,
+     * the free GPUs and the blocked jobs the plan saw, and a preemption makes the
+     * victims' GPUs free for their job, so GPUs it held may go to others. So a second
+     * pass at the same time, with no event in between, decides nothing new. At most
+     * FG__MAX_WALKS walks; if the last one still decided something, next_wake = now asks
+     * the caller to pass again. (A full cluster makes the next walk short.) */
     bool settled = false;
     for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
         size_t before = out->nstarts, pbefore = out->npreempts;
         wake = FG_TIME_NEVER;
         walk(s, now, out, &wake);
-        /* Started jobs leave their queues now that the walk over them is over. */
-        for (size_t k = done; k < out->nstarts; k++)
-            fg__pending_del(s, (int32_t)(fg__job_by_id(s, out->starts[k].job) - s->jobs));
-        done = out->nstarts;
-        /* A preemption changes the plan too: the victims' GPUs count as free for their
-         * job, so GPUs it held may go to others (a full cluster makes the next walk short) */
+        leave_queues(s, out, before); /* now that the walk over them is over */
         settled = out->nstarts == before && out->npreempts == pbefore;
         if (!settled) {
             if (w + 1 < FG__MAX_WALKS)

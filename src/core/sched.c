@@ -600,7 +600,6 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     usage_touch(s, j->account, j->member, now);
     j->state = FG_JOB_RUNNING;
     j->start_time = now;
-    j->start_pass = s->pass_no;
     if (s->cfg.policy == FG_POLICY_RR && s->nmembers)
         s->rr_next = (int32_t)(((size_t)j->member + 1) % s->nmembers);
     j->claim = 0;
