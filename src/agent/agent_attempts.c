@@ -118,6 +118,12 @@ static void state_path(const fg_attempt_t *a, char *out, size_t outlen)
     snprintf(out, outlen, "%s/state/%s.json", a->node->work_dir, a->key);
 }
 
+/* WORK_DIR/spare: emptied logs and state files kept for reuse (fg_file_recycle). */
+static void spare_path(const fg_node_t *n, char *out, size_t outlen)
+{
+    snprintf(out, outlen, "%s/spare", n->work_dir);
+}
+
 /* Writes the attempt's state file (in place: a torn file is ignored at load, which only
  * loses the adoption of that rank after an agent crash); called under ag->mu. */
 static void state_save(const fg_attempt_t *a)
@@ -134,19 +140,40 @@ static void state_save(const fg_attempt_t *a)
                   a->proc.log_path, "status_path", a->proc.status_path, "cgroup", a->proc.cgroup);
     if (!o)
         return;
-    json_dump_file(o, path, JSON_COMPACT);
+    char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
+    if (!text)
+        return;
+    char spare[700];
+    spare_path(a->node, spare, sizeof spare);
+    /* A recycled file (empty: no inode to allocate) is written without O_TRUNC: ext4
+     * writes a file truncated to 0 back at its close (auto_da_alloc), a block I/O per
+     * rank. A new file is not truncated either (O_TRUNC does nothing on creation). */
+    int fd = -1;
+    if (fg_file_reuse(path, spare, "state") == 0)
+        fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        size_t len = strlen(text);
+        if (write(fd, text, len) != (ssize_t)len)
+            fg_log(FG_LOG_WARN, "node %s: cannot write %s", a->node->name, path);
+        close(fd);
+    }
+    free(text);
 }
 
 void fg_attempt_forget_files(fg_attempt_t *a, int drop_log)
 {
     char path[800];
+    char spare[700];
     state_path(a, path, sizeof path);
-    unlink(path);
+    spare_path(a->node, spare, sizeof spare);
+    fg_file_recycle(path, spare, "state");
     if (!drop_log || !a->launched)
         return;
     if (a->proc.log_path[0])
-        unlink(a->proc.log_path);
+        fg_file_recycle(a->proc.log_path, spare, "log");
     if (a->proc.status_path[0])
         unlink(a->proc.status_path);
     if (a->run_dir[0])
@@ -401,6 +428,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     char cvd[FG_GPU_MAX * 100] = "", idx[FG_GPU_MAX * 4] = "";
     char job_dir[700], unix_user[128] = "", cg[700] = "", runs[700];
     snprintf(runs, sizeof runs, "%s/runs", n->work_dir);
+    char spare[700];
+    spare_path(n, spare, sizeof spare);
     json_t *cmd = json_object_get(msg, "command");
     json_t *gpus = json_object_get(msg, "gpus");
     const char *shell = NULL;
@@ -506,6 +535,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .memory_mb = jint(msg, "memory_mb", 0),
             .log_limit_bytes = jint(msg, "log_limit_bytes", cfg->log_limit),
             .async_pgid = 1, /* the supervisor learns the pid: launches do not wait */
+            .spare_dir = spare,
         };
         ok = fg_launch_start(&l, &proc, err, sizeof err) == 0;
     }
@@ -718,6 +748,9 @@ void fg_agent_kill_all(fg_agent_t *ag)
 void fg_node_load_state(fg_node_t *n)
 {
     char dir[700];
+    spare_path(n, dir, sizeof dir);
+    fg_mkdir_p(dir, 0700);
+    fg_file_pool_scan(dir); /* recycled files of a previous run (fg_file_recycle) */
     snprintf(dir, sizeof dir, "%s/state", n->work_dir);
     fg_mkdir_p(dir, 0700);
     DIR *d = opendir(dir);

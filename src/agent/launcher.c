@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -78,6 +79,111 @@ int fg_mkdir_p(const char *dir, mode_t mode)
     if (mkdir(buf, mode) != 0 && errno != EEXIST)
         return -1;
     return 0;
+}
+
+/* ------------------------------------------------------------ recycled files */
+
+/*
+ * A rank's log and state file are not deleted when it is done but emptied and moved to
+ * SPARE_DIR/KIND.PID.N, and a later rank's file of the same kind is such a file moved
+ * back (rename). On ext4 without a journal (the development VM's file system) every new
+ * inode first skips each inode of its group freed in the last half minute or so
+ * (`recently_deleted`), so with files created and deleted per rank a busy agent spent
+ * half of its CPU in inode allocation; a rename allocates and frees nothing. The pool is
+ * per process and bounded.
+ */
+#define POOL_MAX 256
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static char *g_pool[POOL_MAX]; /* SPARE_DIR/KIND.PID.N */
+static int g_npool;
+static unsigned long g_pool_seq;
+
+/* Adds spare (a SPARE_DIR/KIND.* file) to the pool; deletes it when the pool is full. */
+static void pool_push(const char *spare)
+{
+    pthread_mutex_lock(&g_pool_mu);
+    if (g_npool < POOL_MAX) {
+        g_pool[g_npool++] = fg_xstrdup(spare);
+        spare = NULL;
+    }
+    pthread_mutex_unlock(&g_pool_mu);
+    if (spare)
+        unlink(spare);
+}
+
+void fg_file_recycle(const char *path, const char *spare_dir, const char *kind)
+{
+    char spare[800];
+    pthread_mutex_lock(&g_pool_mu);
+    int full = g_npool >= POOL_MAX;
+    unsigned long seq = g_pool_seq++;
+    pthread_mutex_unlock(&g_pool_mu);
+    if (full || !spare_dir ||
+        (size_t)snprintf(spare, sizeof spare, "%s/%s.%ld.%lu", spare_dir, kind, (long)getpid(),
+                         seq) >= sizeof spare) {
+        unlink(path);
+        return;
+    }
+    /* Emptied through a descriptor: ext4 flushes a file truncated to 0 at its next close
+     * (auto_da_alloc), which is this one, with nothing left to write. */
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        if (errno != ENOENT)
+            unlink(path);
+        return;
+    }
+    close(fd);
+    if (rename(path, spare) != 0) {
+        unlink(path);
+        return;
+    }
+    pool_push(spare);
+}
+
+int fg_file_reuse(const char *path, const char *spare_dir, const char *kind)
+{
+    if (!spare_dir)
+        return -1;
+    char prefix[800];
+    size_t pl = (size_t)snprintf(prefix, sizeof prefix, "%s/%s.", spare_dir, kind);
+    if (pl >= sizeof prefix)
+        return -1;
+    for (;;) {
+        char *got = NULL;
+        pthread_mutex_lock(&g_pool_mu);
+        for (int i = g_npool - 1; i >= 0; i--) {
+            if (!strncmp(g_pool[i], prefix, pl)) {
+                got = g_pool[i];
+                g_pool[i] = g_pool[--g_npool];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&g_pool_mu);
+        if (!got)
+            return -1;
+        int r = rename(got, path);
+        if (r != 0)
+            unlink(got);
+        free(got);
+        if (r == 0)
+            return 0;
+    }
+}
+
+void fg_file_pool_scan(const char *spare_dir)
+{
+    DIR *d = opendir(spare_dir);
+    if (!d)
+        return;
+    struct dirent *de;
+    char path[1200];
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", spare_dir, de->d_name);
+        pool_push(path);
+    }
+    closedir(d);
 }
 
 /* ------------------------------------------------------------ the zygote */
@@ -596,9 +702,24 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     pp.status_path = p->status_path;
     pp.job_dir = l->job_dir;
     unlink(p->status_path);
-    pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A recycled log (see fg_file_recycle), emptied of the exit attribute of its last
+     * rank; else a new file (an old one of the same name would keep its attribute). */
+    if (l->run_name && fg_file_reuse(p->log_path, l->spare_dir, "log") == 0) {
+        /* Already empty; O_TRUNC would make ext4 write the log back when the monitor
+         * closes it (auto_da_alloc), a block I/O per rank. */
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CLOEXEC);
+        if (pp.log_fd >= 0 && fremovexattr(pp.log_fd, FG_MON_EXIT_XATTR) != 0 && errno != ENODATA) {
+            close(pp.log_fd);
+            pp.log_fd = -1;
+            unlink(p->log_path);
+        }
+    }
+    if (pp.log_fd < 0)
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (pp.log_fd < 0 && errno == EEXIST && unlink(p->log_path) == 0)
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (pp.log_fd < 0 && errno == ENOENT && l->run_name && fg_mkdir_p(l->run_dir, 0700) == 0)
-        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     pp.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (pp.log_fd < 0 || pp.null_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", p->log_path, strerror(errno));
@@ -761,9 +882,28 @@ int fg_proc_group_alive(const fg_proc_t *p)
     return alive;
 }
 
+/* The exit status line the monitor left (the log's attribute, else the status file) into
+ * buf (NUL-terminated); 0, or -1 when there is none (yet). */
+static int read_status(const fg_proc_t *p, char *buf, size_t len)
+{
+    ssize_t n = p->log_path[0] ? getxattr(p->log_path, FG_MON_EXIT_XATTR, buf, len - 1) : -1;
+    if (n < 0) {
+        int fd = open(p->status_path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        n = read(fd, buf, len - 1);
+        close(fd);
+        if (n < 0)
+            n = 0; /* there, but unreadable: an incomplete status */
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
 int fg_proc_running(const fg_proc_t *p)
 {
-    return access(p->status_path, F_OK) != 0;
+    char buf[80];
+    return read_status(p, buf, sizeof buf) != 0;
 }
 
 int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
@@ -785,16 +925,15 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
         rmdir(p->cgroup);
         p->cgroup[0] = '\0';
     }
-    FILE *f = fopen(p->status_path, "re");
-    if (!f) {
+    char line[80];
+    if (read_status(p, line, sizeof line) != 0) {
         snprintf(ex->error, sizeof ex->error, "exit status lost (monitor vanished)");
         ex->end_ms = fg_now_ms();
         return -1;
     }
     char kind[16] = "";
     long long num = 0, end = 0;
-    int n = fscanf(f, "%15s %lld %lld", kind, &num, &end);
-    fclose(f);
+    int n = sscanf(line, "%15s %lld %lld", kind, &num, &end);
     ex->end_ms = n == 3 ? end : fg_now_ms();
     if (n >= 2 && !strcmp(kind, "exit")) {
         ex->code = (int)num;

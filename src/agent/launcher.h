@@ -48,6 +48,8 @@ typedef struct fg_launch {
     int64_t memory_mb;          /* cgroup memory.max; <= 0: no limit */
     int64_t log_limit_bytes;    /* <= 0: default 64 MiB */
     int async_pgid;             /* 1: return before the job's pid is known (see below) */
+    const char *spare_dir;      /* with run_name: recycled logs come from here (see
+                                   fg_file_recycle); NULL: a new file per rank */
 } fg_launch_t;
 
 typedef struct fg_proc {
@@ -84,6 +86,19 @@ void fg_launcher_shutdown(void);
  * (groups/ngroups may be NULL). Answers are reused for 2 s (bursts of launches of one
  * user). 0, or -1 when there is no such account. Thread-safe. */
 int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int *ngroups);
+
+/*
+ * Recycling of a rank's files (its log, its state file): fg_file_recycle(path) empties
+ * the file and moves it to spare_dir (as KIND.PID.N), remembering it;
+ * fg_file_reuse(path) moves such a file of the same kind back as path (0), or finds
+ * none (-1): no inode is freed or allocated per rank (see launcher.c). spare_dir must be
+ * on the file system of path; NULL: plain unlink / nothing to reuse.
+ * fg_file_pool_scan(spare_dir) takes in the files a previous agent process left there.
+ * The pool is bounded (files beyond it are deleted). Thread-safe.
+ */
+void fg_file_recycle(const char *path, const char *spare_dir, const char *kind);
+int fg_file_reuse(const char *path, const char *spare_dir, const char *kind);
+void fg_file_pool_scan(const char *spare_dir);
 
 /*
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns

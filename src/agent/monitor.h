@@ -18,6 +18,10 @@
 /* Fixed descriptor numbers inside the monitor. */
 enum { FG_MON_LIFE = 3, FG_MON_LOG = 4, FG_MON_NULL = 5, FG_MON_CG = 6, FG_MON_FIRST_FREE = 7 };
 
+/* The log's extended attribute that holds the exit status ("kind num end_ms\n"); the
+ * status file when the file system refuses it. */
+#define FG_MON_EXIT_XATTR "user.fairgpu.exit"
+
 /* Everything the monitor and the job need, prepared before fork. */
 typedef struct fg_mon_prep {
     const char *exec_path; /* resolved program */

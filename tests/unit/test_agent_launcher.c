@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -407,6 +408,75 @@ static void refuses_root_account(void **state)
     assert_non_null(strstr(err, "root"));
 }
 
+/* A rank's log is recycled for the next rank of the directory: same inode, renamed,
+ * empty, and the exit status of its previous rank (the log's attribute where the file
+ * system has user attributes, else the status file) does not leak into the new one. */
+static void recycled_log_is_reused_clean(void **state)
+{
+    (void)state;
+    char dir[300], spare[300], bufs[900];
+    snprintf(dir, sizeof dir, "%s/runs-shared", g_root);
+    snprintf(spare, sizeof spare, "%s/spare", g_root);
+    assert_int_equal(mkdir(spare, 0700), 0);
+    fg_launch_t l;
+    base_launch(&l, "rec1", bufs);
+    l.run_dir = dir;
+    l.run_name = "rec1.1.0";
+    l.spare_dir = spare;
+    char *const argv1[] = {"sh", "-c", "echo first; exit 7", NULL};
+    l.argv = argv1;
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 7);
+    char attr[80];
+    ssize_t an = getxattr(p.log_path, "user.fairgpu.exit", attr, sizeof attr - 1);
+    struct stat sb;
+    if (an >= 0) { /* no status file was created */
+        attr[an] = '\0';
+        assert_true(strncmp(attr, "exit 7 ", 7) == 0);
+        assert_int_not_equal(stat(p.status_path, &sb), 0);
+    } else {
+        assert_int_equal(stat(p.status_path, &sb), 0);
+    }
+    assert_string_equal(slurp(p.log_path, NULL), "first\n");
+    assert_int_equal(stat(p.log_path, &sb), 0);
+    ino_t ino = sb.st_ino;
+    unlink(p.status_path);
+    fg_file_recycle(p.log_path, spare, "log");
+    assert_int_not_equal(stat(p.log_path, &sb), 0); /* renamed away */
+
+    fg_launch_t l2;
+    char bufs2[900];
+    base_launch(&l2, "rec2", bufs2);
+    l2.run_dir = dir;
+    l2.run_name = "rec2.1.0";
+    l2.spare_dir = spare;
+    char *const argv2[] = {"sh", "-c", "sleep 0.3; echo second", NULL};
+    l2.argv = argv2;
+    fg_proc_t p2;
+    assert_int_equal(fg_launch_start(&l2, &p2, err, sizeof err), 0);
+    assert_int_equal(stat(p2.log_path, &sb), 0);
+    assert_true(sb.st_ino == ino);     /* the recycled file */
+    assert_true(fg_proc_running(&p2)); /* the old exit status is gone */
+    assert_true(wait_end(&p2, 10000));
+    assert_false(fg_proc_running(&p2));
+    assert_int_equal(fg_proc_reap(&p2, &ex), 0);
+    assert_int_equal(ex.code, 0);
+    assert_string_equal(slurp(p2.log_path, NULL), "second\n");
+    /* Recycled again: emptied, moved out of the run directory, reusable once. */
+    fg_file_recycle(p2.log_path, spare, "log");
+    assert_int_not_equal(stat(p2.log_path, &sb), 0);
+    assert_int_equal(fg_file_reuse(p.log_path, spare, "state"), -1); /* another kind */
+    assert_int_equal(fg_file_reuse(p.log_path, spare, "log"), 0);
+    assert_int_equal(stat(p.log_path, &sb), 0);
+    assert_int_equal(sb.st_size, 0);
+    assert_int_equal(fg_file_reuse(p2.log_path, spare, "log"), -1); /* the pool is empty */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -419,6 +489,7 @@ int main(void)
         cmocka_unit_test(preempt_notice_file),
         cmocka_unit_test(runs_as_the_mapped_unix_account),
         cmocka_unit_test(refuses_root_account),
+        cmocka_unit_test(recycled_log_is_reused_clean),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
