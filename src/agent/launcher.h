@@ -31,7 +31,8 @@ typedef struct fg_launch {
     const char *master_addr;
     int master_port;
     char *const *argv;                /* NULL-terminated argv, executed directly (PATH lookup) */
-    const char *shell;                /* used when argv is NULL: /bin/sh -c SHELL */
+    const char *shell;                /* used when argv is NULL: /bin/sh -c SHELL (its
+                                         words run directly when that is the same) */
     char *const *env;                 /* extra "KEY=VALUE" strings, NULL-terminated; may be NULL */
     const char *cuda_visible_devices; /* value of CUDA_VISIBLE_DEVICES ("" = none) */
     const char *gpu_indices;          /* FAIRGPU_GPU_INDICES, e.g. "0,1" */
@@ -99,6 +100,12 @@ int fg_user_lookup(const char *name, uid_t *uid, gid_t *gid, gid_t *groups, int 
 void fg_file_recycle(const char *path, const char *spare_dir, const char *kind);
 int fg_file_reuse(const char *path, const char *spare_dir, const char *kind);
 void fg_file_pool_scan(const char *spare_dir);
+
+/* 1 when the command string `cmd` (fg_launch_t.shell) runs as its blank-separated words
+ * without /bin/sh (no shell syntax, no sh built-in first: see launcher.c), 0 when sh
+ * runs it. Either way the job behaves as under /bin/sh -c: a direct exec that fails runs
+ * sh after all. */
+int fg_shell_is_plain(const char *cmd);
 
 /*
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns

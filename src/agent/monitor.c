@@ -170,6 +170,17 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w)
             _exit(126);
     }
     int e = exec_raw(pp->exec_path, pp->argv, pp->envp);
+    if (pp->shell && pp->shell[0]) {
+        /* A command string run directly (its words as argv) that could not be executed:
+         * sh runs it after all (builtins such as `exit 3` or `cd`, sh's own message and
+         * status for a missing program). */
+        char *sh_argv[] = {"sh", "-c", (char *)pp->shell, NULL};
+        e = exec_raw("/bin/sh", sh_argv, pp->envp);
+        s_puts(2, "fairgpu: cannot execute /bin/sh: ");
+        s_puts(2, s_errname(e));
+        s_puts(2, "\n");
+        _exit(e == ENOENT ? 127 : 126);
+    }
     s_puts(2, "fairgpu: cannot execute ");
     s_puts(2, pp->argv[0]);
     s_puts(2, ": ");
@@ -542,6 +553,7 @@ static pid_t spawn_monitor(const fg_mon_prep_t *pp, int sock, const char *strs, 
     b->pp.job_dir = REBASE(pp->job_dir);
     b->pp.status_path = REBASE(pp->status_path);
     b->pp.unix_user = REBASE(pp->unix_user);
+    b->pp.shell = REBASE(pp->shell);
     for (int i = 0; i < argc; i++)
         argv[i] = REBASE(pp->argv[i]);
     argv[argc] = NULL;
@@ -611,10 +623,11 @@ void fg_mon_zygote_main(int sock)
         pp.status_path = buf_take(&p, end);
         pp.unix_user = buf_take(&p, end);
         const char *marker = buf_take(&p, end);
+        pp.shell = buf_take(&p, end);
         char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
         char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
-        int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker && argv &&
-                  envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
+        int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker &&
+                  pp.shell && argv && envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
         for (int i = 0; okp && i < rq.argc; i++)
             okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
         for (int i = 0; okp && i < rq.envc; i++)

@@ -35,6 +35,8 @@ typedef struct fg_mon_prep {
     gid_t groups[64];
     int ngroups;
     const char *unix_user;
+    const char *shell; /* when the command string runs without sh (argv = its words): run
+                          /bin/sh -c SHELL if that exec fails; "" or NULL: none */
     int64_t log_limit;
     char marker[200];
     int life_w, log_fd, null_fd, cg_fd;

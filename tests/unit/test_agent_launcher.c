@@ -477,6 +477,89 @@ static void recycled_log_is_reused_clean(void **state)
     assert_int_equal(fg_file_reuse(p2.log_path, spare, "log"), -1); /* the pool is empty */
 }
 
+/* Runs command string cmd as job `id` to its end; the exit and the log. */
+static const char *run_shell(const char *id, const char *cmd, fg_exit_t *ex)
+{
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, id, bufs);
+    l.shell = cmd;
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    assert_int_equal(fg_proc_reap(&p, ex), 0);
+    return slurp(p.log_path, NULL);
+}
+
+/* A command string without shell syntax runs as its words, without sh (dash puts PWD in
+ * the environment, the agent does not); anything else, and a plain command that cannot
+ * be executed, behaves exactly as under /bin/sh -c. */
+static void command_string_without_shell_syntax_runs_directly(void **state)
+{
+    (void)state;
+    assert_true(fg_shell_is_plain("true"));
+    assert_true(fg_shell_is_plain("python train.py --lr=3e-4 --out=/data/x,y"));
+    assert_true(fg_shell_is_plain("  env  "));
+    assert_false(fg_shell_is_plain("true --help")); /* built-in with arguments */
+    assert_false(fg_shell_is_plain("exit 3"));
+    assert_false(fg_shell_is_plain("echo hi"));
+    assert_false(fg_shell_is_plain("cd /tmp"));
+    assert_false(fg_shell_is_plain("A=1 prog"));
+    assert_false(fg_shell_is_plain("ls *.txt"));
+    assert_false(fg_shell_is_plain("a; b"));
+    assert_false(fg_shell_is_plain("a | b"));
+    assert_false(fg_shell_is_plain("prog > out"));
+    assert_false(fg_shell_is_plain("prog $HOME"));
+    assert_false(fg_shell_is_plain("prog 'a b'"));
+    assert_false(fg_shell_is_plain("prog a\\ b"));
+    assert_false(fg_shell_is_plain("prog # comment"));
+    assert_false(fg_shell_is_plain("prog ~/x"));
+    assert_false(fg_shell_is_plain("a\nb"));
+    assert_false(fg_shell_is_plain(""));
+    assert_false(fg_shell_is_plain("   "));
+
+    fg_exit_t ex;
+    const char *log = run_shell("sh1", "env", &ex);
+    assert_int_equal(ex.code, 0);
+    assert_non_null(strstr(log, "FAIRGPU_JOB_ID=sh1\n"));
+    assert_null(strstr(log, "PWD=")); /* no shell in between */
+    log = run_shell("sh2", "env | grep -c ^PWD=", &ex);
+    assert_int_equal(ex.code, 0);
+    assert_string_equal(log, "1\n"); /* a pipe: through sh */
+    log = run_shell("sh3", "echo $FAIRGPU_JOB_ID", &ex);
+    assert_string_equal(log, "sh3\n");
+    run_shell("sh4", "exit 3", &ex);
+    assert_int_equal(ex.code, 3);
+    assert_int_equal(ex.signal, 0);
+    run_shell("sh5", "true", &ex);
+    assert_int_equal(ex.code, 0);
+    run_shell("sh6", "false", &ex);
+    assert_int_equal(ex.code, 1);
+    /* Missing program: sh's message and status, as with /bin/sh -c. */
+    log = run_shell("sh7", "no-such-program-fg arg", &ex);
+    assert_int_equal(ex.code, 127);
+    assert_non_null(strstr(log, "no-such-program-fg: not found"));
+    /* Found but not executable: sh's message and status 126. */
+    char path[400];
+    snprintf(path, sizeof path, "%s/noexec-fg", g_root);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("echo hi\n", f);
+    fclose(f);
+    chmod(path, 0644);
+    char cmd[500];
+    snprintf(cmd, sizeof cmd, "%s", path);
+    log = run_shell("sh8", cmd, &ex);
+    assert_int_equal(ex.code, 126);
+    assert_non_null(strstr(log, "Permission denied"));
+    /* A script without #! is run by sh, as sh -c would. */
+    chmod(path, 0755);
+    log = run_shell("sh9", cmd, &ex);
+    assert_int_equal(ex.code, 0);
+    assert_string_equal(log, "hi\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,6 +573,7 @@ int main(void)
         cmocka_unit_test(runs_as_the_mapped_unix_account),
         cmocka_unit_test(refuses_root_account),
         cmocka_unit_test(recycled_log_is_reused_clean),
+        cmocka_unit_test(command_string_without_shell_syntax_runs_directly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
