@@ -8,10 +8,11 @@
  * job's cgroup when there is one, switches to the job's Unix user when asked, and execs
  * the command. The monitor copies the job's stdout+stderr (one pipe, so in order) into the
  * rank's log file, up to the log limit followed by a truncation marker; when the job's
- * main process ends it kills what is left of the group, writes the exit status file and
- * exits. The agent learns the end through the "life" pipe (EOF when the monitor exits),
- * then reads the status file. The monitor survives an agent restart, which keeps jobs
- * running across agent upgrades; the restarted agent adopts them from its state files.
+ * main process ends it kills what is left of the group, records the exit status (the
+ * log's attribute FG_MON_EXIT_XATTR, else the status file) and exits. The agent learns
+ * the end through the "life" pipe (EOF when the monitor exits), then reads the status. The monitor
+ * survives an agent restart, which keeps jobs running across agent upgrades; the restarted agent
+ * adopts them from its state files.
  *
  * Thread safety: fg_launch_start may be called from any thread; launches are serialised
  * internally (one fork at a time).
@@ -128,12 +129,12 @@ void fg_proc_signal(const fg_proc_t *p, int sig);
 /* 1 while any process of the job's group still exists. */
 int fg_proc_group_alive(const fg_proc_t *p);
 
-/* 1 while the monitor has not finished (status file not yet written). */
+/* 1 while the monitor has not finished (no exit status recorded yet). */
 int fg_proc_running(const fg_proc_t *p);
 
 /*
- * Collects the end of a rank whose monitor finished (life pipe at EOF, or status file
- * present): reaps the monitor when it is our child, reads the status file into *ex,
+ * Collects the end of a rank whose monitor finished (life pipe at EOF, or exit status
+ * recorded): reaps the monitor when it is our child, reads the exit status into *ex,
  * closes life_fd and removes the cgroup. Returns 0, or -1 if the status is unknown
  * (monitor vanished: *ex says so in error).
  */
