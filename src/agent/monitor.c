@@ -174,7 +174,7 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w)
         /* A command string run directly (its words as argv) that could not be executed:
          * sh runs it after all (builtins such as `exit 3` or `cd`, sh's own message and
          * status for a missing program). */
-        char *sh_argv[] = {"sh", "-c", (char *)pp->shell, NULL};
+        char *sh_argv[] = {"/bin/sh", "-c", (char *)pp->shell, NULL};
         e = exec_raw("/bin/sh", sh_argv, pp->envp);
         s_puts(2, "fairgpu: cannot execute /bin/sh: ");
         s_puts(2, s_errname(e));
