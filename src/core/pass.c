@@ -288,8 +288,8 @@ static bool place_now(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc
         return false;
     bool ok =
         j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al) : place_whole(s, j, now, al);
-    if (!ok)
-        fail_record(fail_memo(s, (size_t)(j->type + 1)), j, end); /* (fail may have moved) */
+    if (!ok) /* (own is still in place: fail_memo(s, 0) never grows the array) */
+        fail_record(own, j, end);
     return ok;
 }
 
@@ -378,18 +378,21 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
                 break;
             T = fg__tree_min(t, FG__TREE_KEYS - 1);
             chosen[got++] = n;
-            s->nodes[n].excluded = true;
-            fg__node_leaf_update(s, n);
+            if (got < k) { /* out of the tree while the next ones are picked */
+                s->nodes[n].excluded = true;
+                fg__node_leaf_update(s, n);
+            }
         }
-        /* The best type's nodes stay excluded until they are claimed below. */
+        /* The best type's nodes stay excluded until they are claimed below (the last
+         * one picked never was: no pick came after it). */
         if (got == k && T < bestT) {
             if (bt >= 0)
-                unexclude(s, best, k);
+                unexclude(s, best, k - 1);
             memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
         } else {
-            unexclude(s, chosen, got);
+            unexclude(s, chosen, got < k ? got : k - 1);
         }
     }
     if (bt < 0)
@@ -414,8 +417,26 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
     return T;
 }
 
-/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. */
+static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why);
+
+/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
+ * size and type get the same answer until a node is added or changes state. */
 static bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
+{
+    fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
+    if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type) {
+        m->why = FG_REASON_NONE;
+        m->ok = feasible_count(s, j, &m->why);
+        m->gen = s->node_gen;
+        m->gpus = j->gpus;
+        m->type = j->type;
+    }
+    if (!m->ok)
+        *why = m->why;
+    return m->ok;
+}
+
+static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
     bool exists = false; /* some node, any state, could hold it */
     const int gi = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG_WHOLE_NODE_GPUS;
