@@ -225,7 +225,12 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
-    fg__order_t it2;                /* the next walk's first jobs (pass.c, plan_next_walk) */
+    fg__order_t it2; /* the next walk's first jobs (pass.c, plan_next_walk) */
+    /* plan_next_walk's look ahead: the next walk's first jobs in plan order, and it2
+     * advanced past them; that walk starts from them instead of ordering anew */
+    int32_t ahead[64];
+    int32_t nahead;
+    bool ahead_ok;
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;

@@ -96,8 +96,9 @@ static void touch(fg_sched_t *s, int32_t n)
         nd->res_from[i] = FG__INF;
         nd->res_job[i] = 0;
     }
-    s->touched_nodes =
-        fg__grow(s->touched_nodes, &s->touched_cap, s->ntouched + 1, sizeof *s->touched_nodes);
+    if (s->ntouched == s->touched_cap)
+        s->touched_nodes =
+            fg__grow(s->touched_nodes, &s->touched_cap, s->ntouched + 1, sizeof *s->touched_nodes);
     s->touched_nodes[s->ntouched++] = n;
 }
 
@@ -931,7 +932,9 @@ static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
 {
     if (!s->est_on_demand)
         return plan_claim(s, j, now, false);
-    s->deferred = fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
     s->deferred[s->ndeferred++] = (int32_t)(j - s->jobs);
     s->plan_now = now;
     return FG_TIME_NEVER;
@@ -1035,15 +1038,21 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     const bool no_backfill = c->policy == FG_POLICY_FIFO || !c->backfill;
     const int64_t K = c->estimate_depth;
     fg_time_t wake = *wakep;
-    fg__order_t *o = &s->it;
-    fg__order_prepare(s, o, now);
+    /* the order plan_next_walk began for this walk (nothing it reads changed since), or
+     * a new one (fg__order_next reads the queues, unchanged until the walk ends) */
+    const bool ahead = s->ahead_ok;
+    s->ahead_ok = false;
+    fg__order_t *o = ahead ? &s->it2 : &s->it;
+    if (!ahead)
+        fg__order_prepare(s, o, now);
+    int32_t apos = 0;
     int64_t idx = 0, after_block = 0;
     int32_t reserved = 0, nblk = 0;
     fg_job_id_t head_blocked = 0;
     int32_t slot;
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
 
-    while ((slot = fg__order_next(s, o)) >= 0) {
+    while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
         idx++;
         if (head_blocked) {
             after_block++;
@@ -1177,13 +1186,20 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
 {
     if (!s->plan_alive)
         return;
-    int32_t first[64];
+    const int32_t *first = s->ahead;
     int32_t nfirst = 0;
-    if (s->cfg.estimate_depth <= (int32_t)(sizeof first / sizeof first[0])) {
+    if (s->cfg.estimate_depth <= (int32_t)(sizeof s->ahead / sizeof s->ahead[0])) {
+        /* The next walk's order: the same inputs (usage, running GPUs, queues) as when
+         * that walk starts, since only the plan changes until then; so it starts from
+         * these jobs and it2 (walk). */
         fg__order_prepare(s, &s->it2, now);
         int32_t slot;
         while (nfirst < s->cfg.estimate_depth && (slot = fg__order_next(s, &s->it2)) >= 0)
-            first[nfirst++] = slot;
+            s->ahead[nfirst++] = slot;
+        s->nahead = nfirst;
+        /* (not under round-robin: a band begins at the member after the one whose job
+         * started last, and the walk's starts move that before it reaches a band) */
+        s->ahead_ok = s->cfg.policy != FG_POLICY_RR;
     }
     size_t upto = s->dhead;
     for (size_t k = s->dhead; k < s->ndeferred; k++) {
@@ -1217,6 +1233,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     out->next_wake = FG_TIME_NEVER;
     s->pass_no++;
     out->pass_no = s->pass_no;
+    s->ahead_ok = false;
     for (size_t t = 0; t < s->ntypes; t++)
         if (s->types[t].dirty)
             fg__type_rebuild(s, (int32_t)t);
