@@ -27,16 +27,25 @@ typedef struct fg__queue {
 } fg__queue_t;
 
 typedef struct fg__job {
+    /* What a walk of the plan reads or writes for every job it looks at comes first
+     * (order.c, pass.c: walk), in as few cache lines as the fields allow. */
     fg_job_id_t id; /* 0: free slot */
     int32_t account, member;
     int32_t gpus;
     int32_t type; /* GPU type index, -1 = any */
     fg_prio_t prio;
     fg_job_state_t state;
-    fg_time_t submit_time, time_limit, ckpt;
+    fg_time_t time_limit;
+    fg_time_t eligible_time;
+    /* what the last pass that looked at it said */
+    int64_t reason_pass;
+    fg_time_t est;
+    fg_reason_t reason;
+    fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
+    int64_t r_a, r_b;  /* numbers for the text */
+    fg_time_t submit_time, ckpt;
     fg_time_t queued_since; /* submit, or the last requeue */
     fg_time_t start_time;   /* current attempt */
-    fg_time_t eligible_time;
     int32_t attempt, retries_used, max_retries;
     int64_t attained_gpu_s;
     int64_t run_s; /* seconds run by ended attempts */
@@ -52,12 +61,6 @@ typedef struct fg__job {
     int32_t nallocs;
     fg_alloc_t alloc1;
     fg_alloc_t *allocm; /* when nallocs > 1 */
-    /* what the last pass that looked at it said */
-    int64_t reason_pass;
-    fg_reason_t reason;
-    fg_time_t est;
-    fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
-    int64_t r_a, r_b;  /* numbers for the text */
 } fg__job_t;
 
 typedef struct fg__account {
@@ -130,6 +133,15 @@ typedef struct fg__why_memo {
     fg_job_id_t r_job;
     int64_t r_a, r_b;
 } fg__why_memo_t;
+
+/* Memo of feasible (pass.c) for one job size and type: its answer depends only on the
+ * nodes' sizes, types and states, which node_gen numbers. */
+typedef struct fg__feas_memo {
+    int64_t gen; /* valid while == s->node_gen (0: empty) */
+    int32_t gpus, type;
+    bool ok;
+    fg_reason_t why;
+} fg__feas_memo_t;
 
 typedef struct fg__type {
     char name[FG_NAME_MAX];
@@ -213,7 +225,12 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
-    fg__order_t it2;                /* the next walk's first jobs (pass.c, plan_next_walk) */
+    fg__order_t it2; /* the next walk's first jobs (pass.c, plan_next_walk) */
+    /* plan_next_walk's look ahead: the next walk's first jobs in plan order, and it2
+     * advanced past them; that walk starts from them instead of ordering anew */
+    int32_t ahead[64];
+    int32_t nahead;
+    bool ahead_ok;
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
@@ -230,6 +247,7 @@ struct fg_sched {
     int64_t plan_ver;         /* bumped whenever what blocked_reason reads may have changed */
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
+    fg__feas_memo_t feas_memo[16];
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */

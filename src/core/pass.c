@@ -96,8 +96,9 @@ static void touch(fg_sched_t *s, int32_t n)
         nd->res_from[i] = FG__INF;
         nd->res_job[i] = 0;
     }
-    s->touched_nodes =
-        fg__grow(s->touched_nodes, &s->touched_cap, s->ntouched + 1, sizeof *s->touched_nodes);
+    if (s->ntouched == s->touched_cap)
+        s->touched_nodes =
+            fg__grow(s->touched_nodes, &s->touched_cap, s->ntouched + 1, sizeof *s->touched_nodes);
     s->touched_nodes[s->ntouched++] = n;
 }
 
@@ -288,8 +289,8 @@ static bool place_now(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc
         return false;
     bool ok =
         j->gpus <= FG_WHOLE_NODE_GPUS ? place_single(s, j, now, al) : place_whole(s, j, now, al);
-    if (!ok)
-        fail_record(fail_memo(s, (size_t)(j->type + 1)), j, end); /* (fail may have moved) */
+    if (!ok) /* (own is still in place: fail_memo(s, 0) never grows the array) */
+        fail_record(own, j, end);
     return ok;
 }
 
@@ -378,18 +379,21 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
                 break;
             T = fg__tree_min(t, FG__TREE_KEYS - 1);
             chosen[got++] = n;
-            s->nodes[n].excluded = true;
-            fg__node_leaf_update(s, n);
+            if (got < k) { /* out of the tree while the next ones are picked */
+                s->nodes[n].excluded = true;
+                fg__node_leaf_update(s, n);
+            }
         }
-        /* The best type's nodes stay excluded until they are claimed below. */
+        /* The best type's nodes stay excluded until they are claimed below (the last
+         * one picked never was: no pick came after it). */
         if (got == k && T < bestT) {
             if (bt >= 0)
-                unexclude(s, best, k);
+                unexclude(s, best, k - 1);
             memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
         } else {
-            unexclude(s, chosen, got);
+            unexclude(s, chosen, got < k ? got : k - 1);
         }
     }
     if (bt < 0)
@@ -414,8 +418,26 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
     return T;
 }
 
-/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. */
+static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why);
+
+/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
+ * size and type get the same answer until a node is added or changes state. */
 static bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
+{
+    fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
+    if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type) {
+        m->why = FG_REASON_NONE;
+        m->ok = feasible_count(s, j, &m->why);
+        m->gen = s->node_gen;
+        m->gpus = j->gpus;
+        m->type = j->type;
+    }
+    if (!m->ok)
+        *why = m->why;
+    return m->ok;
+}
+
+static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
     bool exists = false; /* some node, any state, could hold it */
     const int gi = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG_WHOLE_NODE_GPUS;
@@ -910,7 +932,9 @@ static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
 {
     if (!s->est_on_demand)
         return plan_claim(s, j, now, false);
-    s->deferred = fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
     s->deferred[s->ndeferred++] = (int32_t)(j - s->jobs);
     s->plan_now = now;
     return FG_TIME_NEVER;
@@ -1014,15 +1038,21 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     const bool no_backfill = c->policy == FG_POLICY_FIFO || !c->backfill;
     const int64_t K = c->estimate_depth;
     fg_time_t wake = *wakep;
-    fg__order_t *o = &s->it;
-    fg__order_prepare(s, o, now);
+    /* the order plan_next_walk began for this walk (nothing it reads changed since), or
+     * a new one (fg__order_next reads the queues, unchanged until the walk ends) */
+    const bool ahead = s->ahead_ok;
+    s->ahead_ok = false;
+    fg__order_t *o = ahead ? &s->it2 : &s->it;
+    if (!ahead)
+        fg__order_prepare(s, o, now);
+    int32_t apos = 0;
     int64_t idx = 0, after_block = 0;
     int32_t reserved = 0, nblk = 0;
     fg_job_id_t head_blocked = 0;
     int32_t slot;
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
 
-    while ((slot = fg__order_next(s, o)) >= 0) {
+    while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
         idx++;
         if (head_blocked) {
             after_block++;
@@ -1156,13 +1186,20 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
 {
     if (!s->plan_alive)
         return;
-    int32_t first[64];
+    const int32_t *first = s->ahead;
     int32_t nfirst = 0;
-    if (s->cfg.estimate_depth <= (int32_t)(sizeof first / sizeof first[0])) {
+    if (s->cfg.estimate_depth <= (int32_t)(sizeof s->ahead / sizeof s->ahead[0])) {
+        /* The next walk's order: the same inputs (usage, running GPUs, queues) as when
+         * that walk starts, since only the plan changes until then; so it starts from
+         * these jobs and it2 (walk). */
         fg__order_prepare(s, &s->it2, now);
         int32_t slot;
         while (nfirst < s->cfg.estimate_depth && (slot = fg__order_next(s, &s->it2)) >= 0)
-            first[nfirst++] = slot;
+            s->ahead[nfirst++] = slot;
+        s->nahead = nfirst;
+        /* (not under round-robin: a band begins at the member after the one whose job
+         * started last, and the walk's starts move that before it reaches a band) */
+        s->ahead_ok = s->cfg.policy != FG_POLICY_RR;
     }
     size_t upto = s->dhead;
     for (size_t k = s->dhead; k < s->ndeferred; k++) {
@@ -1196,6 +1233,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     out->next_wake = FG_TIME_NEVER;
     s->pass_no++;
     out->pass_no = s->pass_no;
+    s->ahead_ok = false;
     for (size_t t = 0; t < s->ntypes; t++)
         if (s->types[t].dirty)
             fg__type_rebuild(s, (int32_t)t);
