@@ -48,12 +48,15 @@ pid_gone() {
 
 # ------------------------------------------------ 1. disjoint CUDA_VISIBLE_DEVICES --
 
-CMD='echo CVD=$CUDA_VISIBLE_DEVICES; echo USER=$(id -un); sleep 3'
+# Each job holds its GPUs until the test says go, so all six surely overlap however slow
+# the machine is.
+CMD="echo CVD=\$CUDA_VISIBLE_DEVICES; echo USER=\$(id -un); while [ ! -e $TMP/go1 ]; do sleep 0.2; done"
 J=()
 for g in 1 1 1 4 8 1; do
     J+=("$(submit "{\"name\":\"cvd$g\",\"gpus\":$g,\"command\":\"$CMD\"}")")
 done
 check "six jobs (16 GPUs) run at the same time" wait_for 15 all_state RUNNING "${J[@]}"
+touch "$TMP/go1"
 check "the six jobs complete" wait_for 20 all_state COMPLETED "${J[@]}"
 : >"$TMP/uuids"
 for j in "${J[@]}"; do

@@ -72,7 +72,9 @@ check "the job on the draining node completes normally" wait_for 20 is_state "$O
 check "every fill job completes" wait_for 20 all_state COMPLETED "${D[@]}"
 check "n1 is drained once idle" wait_for 10 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state n1)\" = drained ]"
 E=()
-for _ in 1 2 3; do E+=("$(submit "{\"name\":\"after-drain\",\"gpus\":8,\"command\":\"sleep 5\"}")"); done
+# The jobs hold their nodes until the test says go, so the waiting one can only start on
+# n1 once it is resumed, however slow the machine is.
+for _ in 1 2 3; do E+=("$(submit "{\"name\":\"after-drain\",\"gpus\":8,\"command\":\"while [ ! -e $TMP/go2 ]; do sleep 0.2; done\"}")"); done
 sleep 2
 ran_n1=0
 pending=0
@@ -85,6 +87,8 @@ check "nothing starts on the drained node" test $ran_n1 = 0
 check "one 8-GPU job waits while n1 is drained" test $pending -ge 1
 AS=$ROOT api POST /v1/nodes/n1/resume >/dev/null
 check "n1 is up after resume" wait_for 5 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state n1)\" = up ]"
+check "after resume every job runs" wait_for 30 all_state RUNNING "${E[@]}"
+touch "$TMP/go2"
 check "after resume every job completes" wait_for 30 all_state COMPLETED "${E[@]}"
 on_n1=0
 for j in "${E[@]}"; do [ "$(api GET "/v1/jobs/$j" | jq -r .node)" = n1 ] && on_n1=1; done

@@ -229,6 +229,11 @@ has out '"user": "alice"'
 hasnt out '"user": "(root|bob)"'
 run 2 jobs --limit 0
 
+# Reasons are copied from the scheduler core about once a second; wait for J1's first.
+for _ in $(seq 1 100); do
+    "$FG" show "$J1" 2>/dev/null | grep -Eq '^reason: +[a-z_]+' && break
+    sleep 0.1
+done
 run 0 show "$J1"
 has out "^id: +$J1"
 has out '^state: +PENDING'
