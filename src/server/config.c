@@ -30,6 +30,7 @@ void srv_config_default(srv_config_t *c)
     c->rate_limit_rps = 50;
     c->rate_limit_burst = 200;
     c->max_pending_per_user = 10000;
+    c->commit_delay_us = 1000;
     c->max_connections = 4096;
     c->heartbeat_interval_s = 2;
     c->heartbeat_misses = 3;
@@ -154,6 +155,10 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
         if (parse_int(v, 0, 100000000, &n))
             BAD("max-pending-per-user '%s' must be an integer, 0 = no cap", v);
         c->max_pending_per_user = (int)n;
+    } else if (!strcmp(key, "commit-delay-us")) {
+        if (parse_int(v, 0, 100000, &n))
+            BAD("commit-delay-us '%s' must be microseconds 0..100000, 0 = none", v);
+        c->commit_delay_us = (int)n;
     } else if (!strcmp(key, "shed-pending")) {
         if (parse_int(v, 0, 100000000, &n))
             BAD("shed-pending '%s' must be an integer, 0 = never", v);
@@ -311,6 +316,7 @@ static void usage(FILE *f)
           "  --rate-burst N             token bucket size (default 200)\n"
           "  --max-pending-per-user N   pending job cap per user, 0 = none (default 10000)\n"
           "  --shed-pending N           refuse new low jobs at this many pending (0 = never)\n"
+          "  --commit-delay-us N        group commit delay under load (default 1000, 0 = none)\n"
           "  --heartbeat-interval DUR   agent heartbeat period (default 2s)\n"
           "  --heartbeat-misses N       node down after N missed heartbeats (default 3)\n"
           "  --longpoll-max DUR         longest long-poll wait (default 60s)\n"
@@ -341,6 +347,7 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"rate-burst", required_argument, 0, 0},
         {"max-pending-per-user", required_argument, 0, 0},
         {"shed-pending", required_argument, 0, 0},
+        {"commit-delay-us", required_argument, 0, 0},
         {"heartbeat-interval", required_argument, 0, 0},
         {"heartbeat-misses", required_argument, 0, 0},
         {"longpoll-max", required_argument, 0, 0},

@@ -275,7 +275,13 @@ int srv_persist_open(srv_t *s)
     char path[1200];
     snprintf(path, sizeof path, "%s/fairgpu.db", s->cfg.data_dir);
     char *err = NULL;
-    fg_store_opts_t opts = {.read_conns = 8, .max_batch = 1024, .busy_timeout_ms = 5000};
+    /* The commit delay applies once batches hold 4 units or more (the server is busy):
+     * a lone client's submission is committed at once. */
+    fg_store_opts_t opts = {.read_conns = 8,
+                            .max_batch = 1024,
+                            .busy_timeout_ms = 5000,
+                            .commit_delay_us = s->cfg.commit_delay_us,
+                            .commit_siblings = 4};
     int rc = fg_store_open_sqlite(path, &opts, &s->store, &err);
     if (rc) {
         fprintf(stderr, "fairgpu server: cannot open the database '%s': %s\n", path,

@@ -57,6 +57,7 @@ typedef struct srv_config {
     double rate_limit_rps; /* per token; 0 = off */
     double rate_limit_burst;
     int max_pending_per_user; /* 0 = off */
+    int commit_delay_us;      /* the store's group commit delay under load; 0 = none */
     int max_connections;
     bool fast_password_hash; /* INSECURE, tests only: minimal Argon2id cost */
     int heartbeat_interval_s;

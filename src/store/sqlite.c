@@ -109,6 +109,16 @@ static const char *const MIGRATIONS[] = {
     "CREATE INDEX jobs_model ON jobs (model, id) WHERE model IS NOT NULL;"
     "CREATE INDEX jobs_dataset ON jobs (dataset, id) WHERE dataset IS NOT NULL;"
     "CREATE INDEX audit_admin ON audit_log (admin_user_id, id);",
+    /* 3: no job indexes but the idempotency key's. The controller keeps every job in
+     * memory and answers listings and filters from there; it reads jobs from the store
+     * only at start (all of them, in id order) and by idempotency key. Each of these
+     * indexes cost a B-tree insert and a dirty page per commit on every submission;
+     * store-side listings still work, by a scan in id order. */
+    "DROP INDEX jobs_state;"
+    "DROP INDEX jobs_user;"
+    "DROP INDEX jobs_account;"
+    "DROP INDEX jobs_model;"
+    "DROP INDEX jobs_dataset;",
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -431,6 +441,7 @@ typedef struct unit {
     pthread_cond_t cv; /* fg_store_write: its caller waits here (no thundering herd) */
     fg_store_done_fn cb;
     void *cb_arg;
+    uint64_t t_enqueued; /* mono_us() when queued (the commit delay counts from it) */
     struct unit *next;
 } unit_t;
 
@@ -448,6 +459,8 @@ struct sq_store {
     unit_t *head, *tail;
     size_t queue_len;
     bool closing;
+    bool delaying;          /* the writer waits out the commit delay: wake it only when full */
+    size_t last_batch;      /* units in the writer's previous batch */
     fg_store_stats_t stats; /* under queue_mu */
 
     pthread_mutex_t pool_mu;
@@ -870,6 +883,36 @@ static void writer_checkpoint(sq_store_t *st)
     pthread_mutex_unlock(&st->queue_mu);
 }
 
+/*
+ * The commit delay (queue_mu held, a unit queued). Under load, when the previous batch
+ * held at least opts.commit_siblings units, the writer waits until the oldest queued
+ * unit is opts.commit_delay_us old (or the queue holds max units, or the store
+ * closes) before it starts the batch: more units share one transaction and its fsync,
+ * whose cost is mostly per commit (measured: ~19 us of CPU per job+event unit in
+ * batches of 20, ~8 us in batches of 60). Nothing is acknowledged earlier than before;
+ * a unit waits at most the delay longer. Meanwhile enqueues do not wake the writer
+ * (no wake-up per request) unless the queue is full.
+ */
+static void writer_delay(sq_store_t *st, size_t max)
+{
+    if (st->opts.commit_delay_us <= 0 || st->last_batch < (size_t)st->opts.commit_siblings)
+        return;
+    uint64_t deadline = st->head->t_enqueued + (uint64_t)st->opts.commit_delay_us;
+    st->delaying = true;
+    while (!st->closing && st->queue_len < max) {
+        uint64_t now = mono_us();
+        if (now >= deadline)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (deadline - now) * 1000u;
+        ts.tv_sec += (time_t)(ns / 1000000000u);
+        ts.tv_nsec = (long)(ns % 1000000000u);
+        pthread_cond_timedwait(&st->work_cv, &st->queue_mu, &ts);
+    }
+    st->delaying = false;
+}
+
 static void *writer_main(void *arg)
 {
     sq_store_t *st = arg;
@@ -880,6 +923,7 @@ static void *writer_main(void *arg)
             pthread_cond_wait(&st->work_cv, &st->queue_mu);
         if (!st->head)
             break; /* closing and drained */
+        writer_delay(st, max);
         unit_t *batch = st->head, *last = batch;
         size_t n = 1;
         while (last->next && n < max) {
@@ -891,6 +935,7 @@ static void *writer_main(void *arg)
             st->tail = NULL;
         last->next = NULL;
         st->queue_len -= n;
+        st->last_batch = n;
         pthread_mutex_unlock(&st->queue_mu);
         run_batch(st, batch, n);
         writer_checkpoint(st);
@@ -911,7 +956,9 @@ static int enqueue_locked(sq_store_t *st, unit_t *u)
         st->head = u;
     st->tail = u;
     st->queue_len++;
-    pthread_cond_signal(&st->work_cv);
+    u->t_enqueued = mono_us();
+    if (!st->delaying || st->queue_len >= (size_t)st->opts.max_batch)
+        pthread_cond_signal(&st->work_cv);
     return FG_STORE_OK;
 }
 
@@ -1029,9 +1076,17 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
         st->opts.busy_timeout_ms = 5000;
     if (st->opts.wal_checkpoint_pages <= 0)
         st->opts.wal_checkpoint_pages = 4000;
+    if (st->opts.commit_delay_us < 0)
+        st->opts.commit_delay_us = 0;
+    if (st->opts.commit_siblings <= 0)
+        st->opts.commit_siblings = 1;
     st->ckpt_next = st->opts.wal_checkpoint_pages;
     pthread_mutex_init(&st->queue_mu, NULL);
-    pthread_cond_init(&st->work_cv, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the commit delay's deadline */
+    pthread_cond_init(&st->work_cv, &ca);
+    pthread_condattr_destroy(&ca);
     pthread_mutex_init(&st->pool_mu, NULL);
     pthread_cond_init(&st->pool_cv, NULL);
     pthread_mutex_init(&st->ckpt_mu, NULL);

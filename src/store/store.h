@@ -95,6 +95,10 @@ typedef struct fg_store_opts {
     int busy_timeout_ms;      /* waiting on another process's lock; 0 = 5000 */
     int wal_checkpoint_pages; /* WAL size (pages) at which the writer completes a checkpoint
                                  so the WAL restarts from its beginning; 0 = 4000 */
+    int commit_delay_us;      /* group commit delay: under load the writer starts a batch
+                                 when its oldest unit is this old; 0 = none */
+    int commit_siblings;      /* "under load": the previous batch held at least this many
+                                 units; 0 = 1 */
 } fg_store_opts_t;
 
 /* Opens (creating if needed) the SQLite store at `path`, runs pending schema

@@ -1427,6 +1427,106 @@ static int unit_gate(fg_store_tx_t *tx, void *arg)
     return 0;
 }
 
+/* Waits until c->done reaches n. */
+static void async_wait(async_ctx_t *c, int n)
+{
+    pthread_mutex_lock(&c->mu);
+    while (c->done < n)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Scenario: a store with a commit delay of 1 s that applies after batches of 2 units or
+ * more, and batches of at most 4. Expected: a lone write after an idle store commits at
+ * once; once a batch held 3 units, a unit waits for company (units queued 50 ms apart
+ * share one commit, started no earlier than the delay); a full queue starts its batch
+ * without waiting; a lone write after a batch of one commits at once again; closing
+ * ends a wait at once, and every unit is durable. */
+static void test_commit_delay(void **state)
+{
+    fx_t *f = *state;
+    fg_store_close(f->st);
+    fg_store_opts_t opts = {.max_batch = 4, .commit_delay_us = 1000000, .commit_siblings = 2};
+    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
+    int64_t uid = 0;
+    double t0 = now_s();
+    WRITE_OK(f->st, unit_one_user, &uid);
+    assert_true(now_s() - t0 < 0.9); /* the previous batch (none) held fewer than 2 */
+    /* a batch of 3: the gate holds the writer while three units queue behind it */
+    gate_t g = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    async_ctx_t c = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    assert_int_equal(fg_store_write_async(f->st, unit_gate, &g, async_done, &c), 0);
+    pthread_mutex_lock(&g.mu);
+    while (!g.entered)
+        pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    static submit_t sub[17];
+    for (int i = 0; i < 3; i++) {
+        sub[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &sub[i], async_done, &c), 0);
+    }
+    pthread_mutex_lock(&g.mu);
+    g.open = true;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
+    async_wait(&c, 4);
+    /* under load: three units 50 ms apart share one commit after the delay */
+    fg_store_stats_t before, after;
+    fg_store_get_stats(f->st, &before);
+    t0 = now_s();
+    for (int i = 3; i < 6; i++) {
+        sub[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &sub[i], async_done, &c), 0);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    async_wait(&c, 7);
+    double waited = now_s() - t0;
+    fg_store_get_stats(f->st, &after);
+    assert_int_equal(after.commits - before.commits, 1);
+    assert_true(waited >= 0.99);
+    /* a full queue (4 units) does not wait */
+    fg_store_get_stats(f->st, &before);
+    t0 = now_s();
+    for (int i = 6; i < 10; i++) {
+        sub[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &sub[i], async_done, &c), 0);
+    }
+    async_wait(&c, 11);
+    assert_true(now_s() - t0 < 0.9);
+    fg_store_get_stats(f->st, &after);
+    assert_int_equal(after.commits - before.commits, 1);
+    assert_int_equal(after.max_batch, 4);
+    /* a lone unit after a batch of 4 waits; the next, after a batch of 1, does not */
+    sub[10] = (submit_t){.user = uid};
+    t0 = now_s();
+    WRITE_OK(f->st, unit_submit, &sub[10]);
+    assert_true(now_s() - t0 >= 0.99);
+    sub[11] = (submit_t){.user = uid};
+    t0 = now_s();
+    WRITE_OK(f->st, unit_submit, &sub[11]);
+    assert_true(now_s() - t0 < 0.9);
+    /* after another full batch a unit waits; closing the store ends the wait at once
+     * and commits it */
+    for (int i = 12; i < 16; i++) {
+        sub[i] = (submit_t){.user = uid};
+        assert_int_equal(fg_store_write_async(f->st, unit_submit, &sub[i], async_done, &c), 0);
+    }
+    async_wait(&c, 15);
+    sub[16] = (submit_t){.user = uid};
+    assert_int_equal(fg_store_write_async(f->st, unit_submit, &sub[16], async_done, &c), 0);
+    t0 = now_s();
+    fx_reopen(f);
+    assert_true(now_s() - t0 < 0.9);
+    assert_int_equal(c.done, 16);
+    assert_int_equal(c.ok, 16);
+    fg_store_tx_t *tx = rd(f->st);
+    int64_t n = 0;
+    assert_int_equal(fg_store_job_count(tx, NULL, &n), 0);
+    assert_int_equal(n, 17);
+    fg_store_read_end(tx);
+}
+
 /* Scenario: one batch holds [submit, failing unit, submit]. Expected: the batch runs
  * again with savepoints (one rerun); both submissions commit with the ids the second
  * pass gave them, the failing unit's user does not exist, and it gets its own code. */
@@ -1639,16 +1739,22 @@ static void test_migration_from_v1(void **state)
     fg_store_read_end(tx);
     fg_store_close(st);
 
-    /* the version-2 index now exists */
+    /* version 2 created jobs_model and version 3 dropped it with the other job indexes
+     * that no query of the controller needs; the idempotency key's and the per-job
+     * events' indexes remain (the listing above ran without jobs_model) */
     assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
     sqlite3_stmt *s = NULL;
     assert_int_equal(sqlite3_prepare_v2(db,
-                                        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'index'"
-                                        " AND name = 'jobs_model'",
+                                        "SELECT group_concat(name, ' ') FROM (SELECT name FROM"
+                                        " sqlite_master WHERE type = 'index' AND name IN"
+                                        " ('jobs_model', 'jobs_dataset', 'jobs_state', 'jobs_user',"
+                                        " 'jobs_account', 'jobs_idem', 'events_job', 'audit_admin')"
+                                        " ORDER BY name)",
                                         -1, &s, NULL),
                      SQLITE_OK);
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    assert_int_equal(sqlite3_column_int(s, 0), 1);
+    assert_string_equal((const char *)sqlite3_column_text(s, 0),
+                        "audit_admin events_job jobs_idem");
     sqlite3_finalize(s);
     /* a file from a newer fairgpu is refused with a clear message */
     assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
@@ -1756,6 +1862,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_wal_stays_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failing_unit_in_batch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_commit_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_fault, setup, teardown),
