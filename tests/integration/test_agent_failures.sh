@@ -19,7 +19,9 @@
 #
 # usage: bash test_agent_failures.sh /path/to/fairgpu      (needs curl and jq)
 FG_TEST_NAME=test_agent_failures
-SERVER_EXTRA=(--retry-backoff 1s)
+# Five missed 1 s heartbeats make a node down: a loaded test machine can stall a live
+# agent for three.
+SERVER_EXTRA=(--retry-backoff 1s --heartbeat-misses 5)
 source "$(dirname "$0")/lib_agent.sh"
 declare -A AGENT_OF
 start_agent() { # start_agent NAME
@@ -190,7 +192,7 @@ kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
 sleep 2
 "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
-    --heartbeat-interval 1s --retry-backoff 1s --insecure-fast-password-hash >>"$TMP/server.log" 2>&1 &
+    --heartbeat-interval 1s --heartbeat-misses 5 --retry-backoff 1s --insecure-fast-password-hash >>"$TMP/server.log" 2>&1 &
 SERVER_PID=$!
 check "the controller is back" wait_for 10 bash -c "curl -sf $URL/healthz >/dev/null"
 ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)

@@ -159,7 +159,7 @@ static void start_messages_get_exactly_their_gpus(void **state)
     /* A GPU index the node does not have: not started, reported as failed. */
     start("{\"type\":\"start\",\"job_id\":\"jbad\",\"attempt\":1,\"epoch\":1,"
           "\"command\":\"true\",\"gpus\":[8],\"user\":\"alice\"}");
-    fg_attempt_t *c = wait_exited("jbad", 2000);
+    fg_attempt_t *c = wait_exited("jbad", 10000);
     assert_non_null(c);
     assert_false(c->launched);
     assert_string_equal(fg_attempt_end_cause(c), "failed");
