@@ -128,11 +128,21 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
     order_size(o, nm, na);
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
+    o->band = -1;
+    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
+    o->nah = 0;
+    for (size_t i = 0; i < s->naccounts; i++)
+        o->a_picked[i] = 0;
+    for (size_t i = 0; i < s->nmembers; i++)
+        o->m_picked[i] = 0;
+    /* the keys (decayed usage, running GPUs, weights) and the members grouped by
+     * account order only wfq; the other policies never read them */
+    if (s->cfg.policy != FG_POLICY_WFQ)
+        return;
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
-        o->a_picked[i] = 0;
         o->a_run0[i] = a->running;
         o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now) +
                        o->run_w * (double)a->running;
@@ -140,7 +150,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
-        o->m_picked[i] = 0;
         o->m_run0[i] = m->running;
         o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now) +
                        o->run_w * (double)m->running;
@@ -156,9 +165,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         int32_t a = s->members[i].account;
         o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
     }
-    o->band = -1;
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    o->nah = 0;
 }
 
 /* ------------------------------------------------------------------ heaps */
