@@ -87,7 +87,17 @@ void fg_fair_waterfill(int32_t n, const double *weight, const int64_t *demand, d
         k[i].u = order[i];
         k[i].key = (double)demand[order[i]] / weight[order[i]];
     }
-    qsort(k, (size_t)m, sizeof *k, cmp_keyed);
+    if (m <= 32) { /* insertion sort: the order is total, so the same as qsort's */
+        for (int32_t i = 1; i < m; i++) {
+            keyed_t v = k[i];
+            int32_t j = i;
+            for (; j > 0 && cmp_keyed(&v, &k[j - 1]) < 0; j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
+    } else {
+        qsort(k, (size_t)m, sizeof *k, cmp_keyed);
+    }
     double left = capacity;
     int32_t i = 0;
     for (; i < m; i++) {
