@@ -161,6 +161,12 @@ typedef struct fg__type {
     int64_t fit_gen;
 } fg__type_t;
 
+/* A member's head job as the oldest-first orders compare it. */
+typedef struct fg__head {
+    fg_time_t submit_time;
+    fg_job_id_t id;
+} fg__head_t;
+
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
@@ -180,6 +186,7 @@ typedef struct fg__order {
     int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
+    fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
     /* sizes the arrays above were made for, and per account / member the last inputs
      * of its usage term and the result (the term is recomputed only when one changed) */
     size_t cap_m, cap_a;

@@ -55,6 +55,7 @@ void fg__order_free(fg__order_t *o)
     free(o->members_by_acct);
     free(o->a_memo);
     free(o->m_memo);
+    free(o->m_head);
     memset(o, 0, sizeof *o);
 }
 
@@ -99,6 +100,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->mh = re(o->mh, nm * sizeof *o->mh);
         o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
+        o->m_head = re(o->m_head, nm * sizeof *o->m_head);
         for (size_t i = o->cap_m; i < nm; i++)
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
         o->cap_m = nm;
@@ -169,53 +171,40 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 
 /* ------------------------------------------------------------------ heaps */
 
-enum { H_ACCT, H_MEMBER, H_OLDEST };
-
-static bool job_before(const fg__job_t *a, const fg__job_t *b)
+/* Member m's head job in the band (m has jobs left in it). */
+static fg__head_t head_of(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
-    if (a->submit_time != b->submit_time)
-        return a->submit_time < b->submit_time;
-    return a->id < b->id;
+    const fg__job_t *j = &s->jobs[s->members[m].q[o->band].v[o->cursor[m]]];
+    return (fg__head_t){j->submit_time, j->id};
 }
 
-static const fg__job_t *head_job(const fg_sched_t *s, const fg__order_t *o, int32_t m)
+static bool head_before(fg__head_t a, fg__head_t b)
 {
-    return &s->jobs[s->members[m].q[o->band].v[o->cursor[m]]];
+    if (a.submit_time != b.submit_time)
+        return a.submit_time < b.submit_time;
+    return a.id < b.id;
 }
 
-/* Strict order of heap entries x, y (distinct): by key, then index. */
-static bool less(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t x, int32_t y)
+/* sift_down for the oldest-first heap: by head job (submit time, then id; distinct). */
+static void sift_oldest(const fg__head_t *head, int32_t *h, int32_t n, int32_t i)
 {
-    switch (kind) {
-    case H_ACCT:
-        if (o->a_key[x] != o->a_key[y])
-            return o->a_key[x] < o->a_key[y];
-        return x < y;
-    case H_MEMBER:
-        if (o->m_key[x] != o->m_key[y])
-            return o->m_key[x] < o->m_key[y];
-        return x < y;
-    default:
-        return job_before(head_job(s, o, x), head_job(s, o, y));
-    }
-}
-
-static void sift_down(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n,
-                      int32_t i)
-{
+    int32_t v = h[i];
+    const fg__head_t hv = head[v];
     for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < n && less(s, o, kind, h[l], h[m]))
+        int32_t l = 2 * i + 1, r = l + 1, m = -1;
+        fg__head_t hm = hv;
+        if (l < n && head_before(head[h[l]], hm)) {
             m = l;
-        if (r < n && less(s, o, kind, h[r], h[m]))
+            hm = head[h[l]];
+        }
+        if (r < n && head_before(head[h[r]], hm))
             m = r;
-        if (m == i)
-            return;
-        int32_t t = h[i];
+        if (m < 0)
+            break;
         h[i] = h[m];
-        h[m] = t;
         i = m;
     }
+    h[i] = v;
 }
 
 /* sift_down for the key heaps (H_ACCT, H_MEMBER): by key, then index. */
@@ -242,25 +231,11 @@ static void sift_key(const double *key, int32_t *h, int32_t n, int32_t i)
     h[i] = v;
 }
 
-static void heapify(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h, int32_t n)
+/* Orders h[0..n) as a heap of keys (by key, then index). */
+static void heapify_keys(const double *key, int32_t *h, int32_t n)
 {
-    if (kind != H_OLDEST) {
-        const double *key = kind == H_ACCT ? o->a_key : o->m_key;
-        for (int32_t i = n / 2 - 1; i >= 0; i--)
-            sift_key(key, h, n, i);
-        return;
-    }
     for (int32_t i = n / 2 - 1; i >= 0; i--)
-        sift_down(s, o, kind, h, n, i);
-}
-
-/* The root's key grew (or it has nothing left): restore the heap. */
-static void root_changed(const fg_sched_t *s, const fg__order_t *o, int kind, int32_t *h,
-                         int32_t *n, bool gone)
-{
-    if (gone)
-        h[0] = h[--*n];
-    sift_down(s, o, kind, h, *n, 0);
+        sift_key(key, h, n, i);
 }
 
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
@@ -307,18 +282,21 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                 }
             }
             o->mh_cnt[a] = n;
-            heapify(s, o, H_MEMBER, h, n);
+            heapify_keys(o->m_key, h, n);
             if (o->a_left[a]) {
                 o->a_key[a] = acct_key(s, o, (int32_t)a);
                 o->ah[o->nah++] = (int32_t)a;
             }
         }
-        heapify(s, o, H_ACCT, o->ah, o->nah);
+        heapify_keys(o->a_key, o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
         for (size_t i = 0; i < s->nmembers; i++)
-            if (o->m_left[i])
+            if (o->m_left[i]) {
+                o->m_head[i] = head_of(s, o, (int32_t)i);
                 o->mh[o->nah++] = (int32_t)i;
-        heapify(s, o, H_OLDEST, o->mh, o->nah);
+            }
+        for (int32_t i = o->nah / 2 - 1; i >= 0; i--)
+            sift_oldest(o->m_head, o->mh, o->nah, i);
     }
     return total;
 }
@@ -382,7 +360,12 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                     if (o->nah > 1)
                         sift_key(o->a_key, o->ah, o->nah, 0);
                 } else if (s->cfg.policy != FG_POLICY_RR) {
-                    root_changed(s, o, H_OLDEST, o->mh, &o->nah, o->m_left[m] == 0);
+                    /* the root's head job moved on (or it has none left) */
+                    if (o->m_left[m] == 0)
+                        o->mh[0] = o->mh[--o->nah];
+                    else
+                        o->m_head[m] = head_of(s, o, m);
+                    sift_oldest(o->m_head, o->mh, o->nah, 0);
                 }
                 return slot;
             }
