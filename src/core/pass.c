@@ -1178,6 +1178,14 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     plan_restore(s);
 }
 
+static bool slot_in(const int32_t *v, int32_t n, int32_t slot)
+{
+    for (int32_t i = 0; i < n; i++)
+        if (v[i] == slot)
+            return true;
+    return false;
+}
+
 /* Before another walk of the same pass: the queued estimates of the walk that ended are
  * made now, except those the next walk will replace. That walk looks at least at the
  * first estimate_depth jobs of its plan order (it stops only past them) and gives each
@@ -1201,14 +1209,11 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
          * started last, and the walk's starts move that before it reaches a band) */
         s->ahead_ok = s->cfg.policy != FG_POLICY_RR;
     }
-    size_t upto = s->dhead;
-    for (size_t k = s->dhead; k < s->ndeferred; k++) {
-        bool moot = false;
-        for (int32_t i = 0; i < nfirst && !moot; i++)
-            moot = first[i] == s->deferred[k];
-        if (!moot)
-            upto = k + 1;
-    }
+    /* up to the last queued estimate that is not moot (from the end: the first jobs of
+     * the next order are mostly the first of this walk's queue) */
+    size_t upto = s->ndeferred;
+    while (upto > s->dhead && slot_in(first, nfirst, s->deferred[upto - 1]))
+        upto--;
     deferred_run(s, upto);
     fg__plan_close(s);
 }
