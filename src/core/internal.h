@@ -188,7 +188,8 @@ typedef struct fg__order {
     int32_t *members_by_acct;
     fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
     /* sizes the arrays above were made for, and per account / member the last inputs
-     * of its usage term and the result (the term is recomputed only when one changed) */
+     * of its usage term and the result (the term is recomputed only when one changed;
+     * every order of a scheduler uses the memo of s->it) */
     size_t cap_m, cap_a;
     struct fg__base_memo *a_memo, *m_memo;
 } fg__order_t;

@@ -141,19 +141,24 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
      * account order only wfq; the other policies never read them */
     if (s->cfg.policy != FG_POLICY_WFQ)
         return;
+    /* one memo of the usage terms for every order of s (they all compute the same
+     * terms, a walk's and plan_next_walk's at the same time) */
+    fg__order_t *mo = &s->it;
+    if (mo != o)
+        order_size(mo, nm, na);
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
         o->a_run0[i] = a->running;
-        o->a_base[i] = base_at(s, &o->a_memo[i], a->usage, a->usage_at, a->running, now) +
+        o->a_base[i] = base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
                        o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_run0[i] = m->running;
-        o->m_base[i] = base_at(s, &o->m_memo[i], m->usage, m->usage_at, m->running, now) +
+        o->m_base[i] = base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
                        o->run_w * (double)m->running;
         o->m_w[i] = m->weight;
         o->mh_off[m->account + 1]++;
