@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
+#include "splitmix.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -82,20 +83,6 @@ static void end_job(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
     fg_job_info_t ji = info(s, id);
     assert_int_equal(ji.state, FG_JOB_RUNNING);
     assert_int_equal(fg_sched_attempt_ended(s, id, ji.attempt, FG_END_COMPLETED, now, NULL), FG_OK);
-}
-
-/* splitmix64: a small deterministic PRNG so that the stream test is reproducible. */
-static uint64_t rng_next(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int64_t rng_range(uint64_t *x, int64_t lo, int64_t hi) /* inclusive */
-{
-    return lo + (int64_t)(rng_next(x) % (uint64_t)(hi - lo + 1));
 }
 
 /* ------------------------------------------------------------------ hand-computed cases */
@@ -359,7 +346,7 @@ static void test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs(void **state
         expect_start_on(&d, 1, n0, 0xff);
         for (fg_job_id_t id = 2; id <= 9; id++) {
             assert_non_null(find_start(&d, id));
-            end_at[id] = rng_range(&rng, 100, 1000);
+            end_at[id] = rnd(&rng, 100, 1000);
         }
 
         submit(s, 100, 8, 600, 10);
@@ -378,7 +365,7 @@ static void test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs(void **state
                     end_at[id] = 0;
                 }
             assert_true(next_id < MAXJ);
-            submit(s, next_id++, 1, rng_range(&rng, 50, 1500), t);
+            submit(s, next_id++, 1, rnd(&rng, 50, 1500), t);
             assert_int_equal(fg_sched_pass(s, t, &d), FG_OK);
             for (size_t i = 0; i < d.nstarts; i++) {
                 const fg_start_t *st = &d.starts[i];
@@ -393,7 +380,7 @@ static void test_an_8_gpu_job_beats_an_endless_stream_of_1_gpu_jobs(void **state
                                 (long long)(ji.start_time + ji.time_limit_s), (long long)reserved);
                     fail();
                 }
-                end_at[st->job] = t + rng_range(&rng, 1, ji.time_limit_s);
+                end_at[st->job] = t + rnd(&rng, 1, ji.time_limit_s);
                 backfilled++;
             }
             if (big_start == FG_TIME_NEVER)
@@ -481,7 +468,7 @@ static void test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs(void **s
             assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
             assert_int_equal(d.nstarts, 16);
             for (size_t i = 0; i < d.nstarts; i++)
-                end_at[d.starts[i].job] = rng_range(&rng, 100, 1000);
+                end_at[d.starts[i].job] = rnd(&rng, 100, 1000);
 
             submit_as(s, "a", 100, 8, 600, 10);
             assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
@@ -500,7 +487,7 @@ static void test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs(void **s
                     }
                 for (int k = own_stream ? 0 : 1; k < 3; k++) {
                     assert_true(next_id < MAXJ);
-                    submit_as(s, acct[k], next_id++, 1, rng_range(&rng, 50, 1500), t);
+                    submit_as(s, acct[k], next_id++, 1, rnd(&rng, 50, 1500), t);
                 }
                 assert_int_equal(fg_sched_pass(s, t, &d), FG_OK);
                 assert_int_equal(d.npreempts, 0);
@@ -512,7 +499,7 @@ static void test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs(void **s
                         continue;
                     }
                     fg_job_info_t ji = info(s, st->job);
-                    end_at[st->job] = t + rng_range(&rng, 1, ji.time_limit_s);
+                    end_at[st->job] = t + rnd(&rng, 1, ji.time_limit_s);
                     backfilled++;
                 }
                 if (big_start == FG_TIME_NEVER && info(s, 100).estimated_start > reserved) {

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
+#include "splitmix.h"
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -91,14 +92,6 @@ static void assert_close(double got, double want, double tol)
         print_error("got %.6f, want %.6f (relative tolerance %g)\n", got, want, tol);
         fail();
     }
-}
-
-static uint64_t rng_next(uint64_t *x) /* splitmix64 */
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 /* ------------------------------------------------------------------ a contended cluster */

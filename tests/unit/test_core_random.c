@@ -43,6 +43,7 @@
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
+#include "splitmix.h"
 
 #define NSCHED   4 /* at most: the fourth is restored mid-sequence */
 #define MAXNODES 64
@@ -51,19 +52,6 @@
 #define MAXJOBS  2048
 
 /* ------------------------------------------------------------------ the PRNG */
-
-static uint64_t rng_next(uint64_t *x) /* splitmix64 */
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static int64_t rnd(uint64_t *x, int64_t lo, int64_t hi) /* uniform in [lo, hi] */
-{
-    return lo + (int64_t)(rng_next(x) % (uint64_t)(hi - lo + 1));
-}
 
 static bool chance(uint64_t *x, int percent)
 {
