@@ -44,6 +44,7 @@ typedef struct fg_attempt {
     int64_t start_ms;    /* when it was launched */
     int64_t deadline_ms; /* local time limit; 0: none */
     int64_t kill_at_ms;  /* SIGKILL due (grace over); 0: none */
+    int64_t reaped_ms;   /* when the supervisor saw its end; 0: not (or not by it) */
     int grace_s;
     const char *stop_cause; /* end_cause forced by a stop ("cancelled", ...); NULL: none */
     int silent;             /* stale: killed without an exited report */
@@ -84,6 +85,7 @@ struct fg_node {
     int hb_interval_s;
     char state[16];
     int need_register;
+    int batch_reports; /* the controller takes POST /v1/agent/reports (from register) */
     uint64_t reg_gen;
     pthread_cond_t reg_cond;    /* reg_gen changed / need_register set */
     pthread_cond_t report_cond; /* reporter has work */

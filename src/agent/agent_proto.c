@@ -23,6 +23,10 @@
 
 #define LOG_CHUNK        (256 * 1024)
 #define STARTED_DELAY_MS 100
+/* With batched reports, an `exited` waits this long for others to share its request. */
+#ifndef REPORT_GATHER_MS
+#define REPORT_GATHER_MS 20
+#endif
 
 static pthread_mutex_t g_token_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -152,6 +156,7 @@ static void do_register(fg_node_t *n, fg_http_t *h)
                 n->hb_interval_s = hb;
             const char *state = json_string_value(json_object_get(resp, "node_state"));
             snprintf(n->state, sizeof n->state, "%s", state ? state : "up");
+            n->batch_reports = json_is_true(json_object_get(resp, "batch_reports"));
             json_t *stop = json_object_get(resp, "stop");
             size_t i;
             json_t *s;
@@ -388,8 +393,8 @@ static int refusal_confirmed(fg_node_t *n, fg_attempt_t *a)
     return confirmed;
 }
 
-/* Sends `started` for a. Returns 1 if done (delivered or refused), 0 to retry. */
-static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
+/* The body of a's `started` report. */
+static json_t *started_body(fg_node_t *n, fg_attempt_t *a)
 {
     pthread_mutex_lock(&n->ag->mu);
     json_t *warnings = json_array();
@@ -410,9 +415,13 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
     if (a->unix_user[0])
         json_object_set_new(body, "unix_user", json_string(a->unix_user));
     pthread_mutex_unlock(&n->ag->mu);
-    char err[256];
-    long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
-    json_decref(body);
+    return body;
+}
+
+/* What the controller's answer st (err: its text) to a's `started` means: 1 done
+ * (delivered or refused for good), 0 retry. */
+static int started_result(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, long st, const char *err)
+{
     if ((st == 409 || st == 404) && !refusal_confirmed(n, a)) {
         fg_log(FG_LOG_INFO, "node %s: start of %s refused (%ld): registering again to check",
                n->name, a->key, st);
@@ -431,6 +440,16 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
         fg_log(FG_LOG_WARN, "node %s: started %s: %s", n->name, a->key, err);
     }
     return final_status(st);
+}
+
+/* Sends `started` for a. Returns 1 if done (delivered or refused), 0 to retry. */
+static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
+{
+    json_t *body = started_body(n, a);
+    char err[256];
+    long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
+    json_decref(body);
+    return started_result(n, h, a, st, err);
 }
 
 /*
@@ -498,8 +517,8 @@ static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size,
     return done;
 }
 
-/* Sends `exited` for a. Returns 1 if done, 0 to retry. */
-static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_bytes)
+/* The body of a's `exited` report. */
+static json_t *exited_body(fg_node_t *n, fg_attempt_t *a, int64_t log_bytes)
 {
     pthread_mutex_lock(&n->ag->mu);
     json_t *body =
@@ -514,9 +533,12 @@ static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_
     if (a->error[0] || a->ex.error[0])
         json_object_set_new(body, "error", json_string(a->error[0] ? a->error : a->ex.error));
     pthread_mutex_unlock(&n->ag->mu);
-    char err[256];
-    long st = fg_http_json(h, "POST", "/v1/agent/exited", body, 10000, NULL, err, sizeof err);
-    json_decref(body);
+    return body;
+}
+
+/* What the controller's answer st to a's `exited` means: 1 done, 0 retry. */
+static int exited_result(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, long st, const char *err)
+{
     if (st == 401)
         refresh_token(n->ag, h);
     else if (st < 0 || st >= 500)
@@ -527,6 +549,16 @@ static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_
         fg_log(FG_LOG_INFO, "node %s: exit of %s not needed by the controller (%ld)", n->name,
                a->key, st);
     return final_status(st);
+}
+
+/* Sends `exited` for a. Returns 1 if done, 0 to retry. */
+static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_bytes)
+{
+    json_t *body = exited_body(n, a, log_bytes);
+    char err[256];
+    long st = fg_http_json(h, "POST", "/v1/agent/exited", body, 10000, NULL, err, sizeof err);
+    json_decref(body);
+    return exited_result(n, h, a, st, err);
 }
 
 static int64_t file_size(const char *path)
@@ -554,7 +586,12 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
         int work = 0;
         if (a->silent)
             work = a->exited; /* only to be removed */
-        else if (a->exited)
+        else if (a->exited && !a->exit_sent && n->batch_reports &&
+                 a->reaped_ms + REPORT_GATHER_MS > now) {
+            /* batched: let a few more ends gather for the same request */
+            if (a->reaped_ms + REPORT_GATHER_MS - now < *wait_ms)
+                *wait_ms = a->reaped_ms + REPORT_GATHER_MS - now;
+        } else if (a->exited)
             work = !a->exit_sent;
         else if (a->launched && !a->started_sent && a->proc.pgid_known) {
             /* `started` waits a moment: a rank that ends within it is reported by its
@@ -619,6 +656,146 @@ static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, unsigned char
     return 1;
 }
 
+/*
+ * Batched reporting (a controller that answered register with batch_reports): the
+ * attempts a worker holds are reported together, their `started` and `exited` reports in
+ * one POST /v1/agent/reports, each entry with its own job id, attempt and epoch and its
+ * own result (a stale entry is refused alone; the others apply). Per attempt the order
+ * is the same as report_one's: started, then the log, then (log complete) exited.
+ * rcs[i] gets report_one's answer for claimed[i].
+ */
+#define REPORT_BATCH 64
+
+enum { R_NONE, R_STARTED, R_EXITED };
+
+static void report_many(fg_node_t *n, fg_http_t *h, fg_attempt_t **as, int k, int *rcs,
+                        unsigned char *buf)
+{
+    fg_agent_t *ag = n->ag;
+    int kind[REPORT_BATCH];
+    int64_t size[REPORT_BATCH];
+    json_t *reports = json_array();
+    for (int i = 0; i < k; i++) {
+        fg_attempt_t *a = as[i];
+        kind[i] = R_NONE;
+        size[i] = 0;
+        pthread_mutex_lock(&ag->mu);
+        int launched = a->launched, exited = a->exited, silent = a->silent;
+        int started = a->started_sent, log_done = a->log_done, pgid_known = a->proc.pgid_known;
+        pthread_mutex_unlock(&ag->mu);
+        if (silent) {
+            if (exited)
+                fg_attempt_forget_files(a, !ag->cfg.keep_logs);
+            rcs[i] = exited ? 1 : 0;
+            continue;
+        }
+        if (launched && !started && !exited && pgid_known) {
+            kind[i] = R_STARTED;
+            json_t *b = started_body(n, a);
+            json_object_set_new(b, "type", json_string("started"));
+            json_array_append_new(reports, b);
+            continue;
+        }
+        size[i] = launched ? file_size(a->proc.log_path) : 0;
+        if (!log_done && size[i] > a->log_acked && !ship_log(n, h, a, size[i], buf)) {
+            rcs[i] = -1;
+            continue;
+        }
+        if (!exited) {
+            rcs[i] = 0;
+            continue;
+        }
+        kind[i] = R_EXITED;
+        json_t *b = exited_body(n, a, size[i]);
+        json_object_set_new(b, "type", json_string("exited"));
+        json_array_append_new(reports, b);
+    }
+    size_t nrep = json_array_size(reports);
+    if (!nrep) {
+        json_decref(reports);
+        return;
+    }
+    json_t *body = json_pack("{s:s, s:o}", "node", n->name, "reports", reports);
+    json_t *resp = NULL;
+    char err[256];
+    long st = fg_http_json(h, "POST", "/v1/agent/reports", body, 10000, &resp, err, sizeof err);
+    json_decref(body);
+    json_t *results = st == 200 ? json_object_get(resp, "results") : NULL;
+    if (!json_is_array(results) || json_array_size(results) != nrep) {
+        if (st == 401)
+            refresh_token(ag, h);
+        else if (st < 0 || st >= 500 || st == 429)
+            fg_log(FG_LOG_WARN, "node %s: reports: %s", n->name, err);
+        else {
+            /* refused as a whole (an old or confused controller): report one by one */
+            fg_log(FG_LOG_WARN, "node %s: batched reports refused (%ld): sending them singly",
+                   n->name, st);
+            pthread_mutex_lock(&ag->mu);
+            n->batch_reports = 0;
+            pthread_mutex_unlock(&ag->mu);
+        }
+        for (int i = 0; i < k; i++)
+            if (kind[i] != R_NONE)
+                rcs[i] = -1;
+        json_decref(resp);
+        return;
+    }
+    size_t e = 0;
+    for (int i = 0; i < k; i++) {
+        if (kind[i] == R_NONE)
+            continue;
+        fg_attempt_t *a = as[i];
+        json_t *res = json_array_get(results, e++);
+        long ist = json_is_integer(json_object_get(res, "status"))
+                       ? (long)json_integer_value(json_object_get(res, "status"))
+                       : 500;
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(res, "error"), "message"));
+        if (kind[i] == R_STARTED) {
+            if (!started_result(n, h, a, ist, msg ? msg : "")) {
+                rcs[i] = -1;
+                continue;
+            }
+            pthread_mutex_lock(&ag->mu);
+            a->started_sent = 1;
+            int log_done = a->log_done;
+            pthread_mutex_unlock(&ag->mu);
+            int64_t sz = file_size(a->proc.log_path);
+            rcs[i] = !log_done && sz > a->log_acked && !ship_log(n, h, a, sz, buf) ? -1 : 0;
+        } else {
+            if (!exited_result(n, h, a, ist, msg ? msg : "")) {
+                rcs[i] = -1;
+                continue;
+            }
+            pthread_mutex_lock(&ag->mu);
+            a->exit_sent = 1;
+            pthread_mutex_unlock(&ag->mu);
+            fg_attempt_forget_files(a,
+                                    !ag->cfg.keep_logs && (a->log_done || a->log_acked >= size[i]));
+            rcs[i] = 1;
+        }
+    }
+    json_decref(resp);
+}
+
+/* Claims, besides the first, attempts whose work is a `started` or an `exited` report,
+ * for the same batch. Under ag->mu. */
+static int claim_more(fg_node_t *n, int64_t now, fg_attempt_t **as, int k)
+{
+    for (fg_attempt_t *a = n->attempts; a && k < REPORT_BATCH; a = a->next) {
+        if (a->busy || a->silent || a->retry_at_ms > now)
+            continue;
+        int work = a->exited ? !a->exit_sent
+                             : a->launched && !a->started_sent && a->proc.pgid_known &&
+                                   a->start_ms + STARTED_DELAY_MS <= now;
+        if (work) {
+            a->busy = 1;
+            as[k++] = a;
+        }
+    }
+    return k;
+}
+
 void *fg_node_report_main(void *arg)
 {
     fg_node_t *n = arg;
@@ -641,22 +818,43 @@ void *fg_node_report_main(void *arg)
             timed_wait(&n->report_cond, &ag->mu, now + wait_ms);
             continue;
         }
+        fg_attempt_t *as[REPORT_BATCH];
+        int rcs[REPORT_BATCH];
+        int k = 1;
+        as[0] = a;
+        int batch = n->batch_reports;
+        if (batch)
+            k = claim_more(n, now, as, 1);
         pthread_mutex_unlock(&ag->mu);
-        int rc = report_one(n, &h, a, buf);
+        if (batch)
+            report_many(n, &h, as, k, rcs, buf);
+        else
+            rcs[0] = report_one(n, &h, a, buf);
         pthread_mutex_lock(&ag->mu);
-        a->busy = 0;
-        if (rc < 0) {
+        int failed = 0;
+        for (int i = 0; i < k; i++) {
+            a = as[i];
+            a->busy = 0;
+            if (rcs[i] < 0) {
+                failed = 1;
+                continue;
+            }
+            if (rcs[i] == 1)
+                fg_attempt_remove(a);
+            else
+                a->log_next_ms = fg_now_ms() + 250; /* a live log: look again soon */
+        }
+        if (failed) {
             bo.ms = bo.ms ? bo.ms * 2 : 100;
             if (bo.ms > 5000)
                 bo.ms = 5000;
-            a->retry_at_ms = fg_now_ms() + bo.ms / 2 + rand() % (bo.ms / 2 + 1);
-            continue;
+            int64_t at = fg_now_ms() + bo.ms / 2 + rand() % (bo.ms / 2 + 1);
+            for (int i = 0; i < k; i++)
+                if (rcs[i] < 0)
+                    as[i]->retry_at_ms = at;
+        } else {
+            bo.ms = 0;
         }
-        bo.ms = 0;
-        if (rc == 1)
-            fg_attempt_remove(a);
-        else
-            a->log_next_ms = fg_now_ms() + 250; /* a live log: look again soon */
     }
     pthread_mutex_unlock(&ag->mu);
     free(buf);

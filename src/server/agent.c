@@ -240,34 +240,27 @@ int h_agent_assignments(srv_req_t *r)
                                     st, "messages", msgs));
 }
 
-int h_agent_started(srv_req_t *r)
+/* Parses a started report (body b) into a message; NULL when refused (replied on r). */
+static srv_msg_t *parse_started(srv_req_t *r, json_t *b)
 {
-    json_t *b = srv_body_object(r);
-    if (!b)
-        return MHD_YES;
     srv_msg_t *m = srv_msg_new(MSG_STARTED);
     long long st = 0;
     bool has;
     if (!report_ids(r, b, m) || !v_int(r, b, "start_time_ms", false, 0, INT64_MAX, &st, &has)) {
         free(m);
-        json_decref(b);
-        return MHD_YES;
+        return NULL;
     }
     m->start_ms = st;
-    json_decref(b);
-    return srv_sched_call(r, m);
+    return m;
 }
 
-int h_agent_exited(srv_req_t *r)
+/* Parses an exited report (body b) into a message; NULL when refused (replied on r). */
+static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
 {
-    json_t *b = srv_body_object(r);
-    if (!b)
-        return MHD_YES;
     srv_msg_t *m = srv_msg_new(MSG_EXITED);
     const char *cause;
     long long st = 0, en = 0, lb = 0, code = 0, sig = 0;
     bool has;
-    int ret = MHD_YES;
     if (!report_ids(r, b, m) || !v_string(r, b, "end_cause", true, 32, &cause) ||
         !v_int(r, b, "exit_code", false, -1024, 1024, &code, &m->has_exit) ||
         !v_int(r, b, "signal", false, 0, 1024, &sig, &m->has_signal) ||
@@ -275,7 +268,7 @@ int h_agent_exited(srv_req_t *r)
         !v_int(r, b, "end_time_ms", false, 0, INT64_MAX, &en, &has) ||
         !v_int(r, b, "log_bytes", false, 0, INT64_MAX, &lb, &has)) {
         free(m);
-        goto out;
+        return NULL;
     }
     static const struct {
         const char *name;
@@ -289,10 +282,10 @@ int h_agent_exited(srv_req_t *r)
             ci = (int)causes[i].c;
     if (ci < 0) {
         free(m);
-        ret = srv_reply_error(r, 400, "invalid_argument", "end_cause",
-                              "end_cause must be completed, failed, cancelled, timeout or "
-                              "preempted");
-        goto out;
+        srv_reply_error(r, 400, "invalid_argument", "end_cause",
+                        "end_cause must be completed, failed, cancelled, timeout or "
+                        "preempted");
+        return NULL;
     }
     m->cause = ci;
     m->exit_code = (int32_t)code;
@@ -300,11 +293,96 @@ int h_agent_exited(srv_req_t *r)
     m->start_ms = st;
     m->end_ms = en;
     m->log_bytes = lb;
+    return m;
+}
+
+int h_agent_started(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    srv_msg_t *m = parse_started(r, b);
     json_decref(b);
-    return srv_sched_call(r, m);
-out:
+    return m ? srv_sched_call(r, m) : MHD_YES;
+}
+
+int h_agent_exited(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    srv_msg_t *m = parse_exited(r, b);
     json_decref(b);
-    return ret;
+    return m ? srv_sched_call(r, m) : MHD_YES;
+}
+
+srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body)
+{
+    json_t *reps = json_object_get(body, "reports");
+    if (!json_is_array(reps) || json_array_size(reps) < 1 ||
+        json_array_size(reps) > SRV_REPORTS_MAX) {
+        srv_reply_error(r, 400, "invalid_argument", "reports",
+                        "reports must be an array of 1..%d reports", SRV_REPORTS_MAX);
+        return NULL;
+    }
+    srv_msg_t *m = srv_msg_new(MSG_REPORTS);
+    m->nslots = json_array_size(reps);
+    m->slots = fg_xcalloc(m->nslots, sizeof *m->slots);
+    /* each entry is validated by the code of its own route; what that code would have
+     * answered is kept as the entry's result */
+    srv_req_t sub;
+    memset(&sub, 0, sizeof sub);
+    sub.srv = r->srv;
+    sub.capture = true;
+    for (size_t i = 0; i < m->nslots; i++) {
+        json_t *e = json_array_get(reps, i);
+        const char *type = json_string_value(json_object_get(e, "type"));
+        srv_msg_t *im = NULL;
+        if (!json_is_object(e))
+            srv_reply_error(&sub, 400, "invalid_argument", "reports",
+                            "reports[%zu] must be an object", i);
+        else if (type && !strcmp(type, "started"))
+            im = parse_started(&sub, e);
+        else if (type && !strcmp(type, "exited"))
+            im = parse_exited(&sub, e);
+        else
+            srv_reply_error(&sub, 400, "invalid_argument", "type",
+                            "reports[%zu].type must be \"started\" or \"exited\"", i);
+        srv_report_slot_t *sl = &m->slots[i];
+        if (im) {
+            sl->m = im;
+        } else {
+            sl->status = (int)sub.captured_status;
+            json_t *err = json_object_get(sub.captured, "error");
+            sl->error = err ? json_incref(err) : json_pack("{s:s}", "code", "internal");
+        }
+        json_decref(sub.captured);
+        sub.captured = NULL;
+    }
+    return m;
+}
+
+int h_agent_reports(srv_req_t *r)
+{
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return MHD_YES;
+    srv_msg_t *m = srv_agent_parse_reports(r, b);
+    json_decref(b);
+    if (!m)
+        return MHD_YES;
+    bool any = false;
+    for (size_t i = 0; i < m->nslots; i++)
+        any = any || m->slots[i].m;
+    if (any)
+        return srv_sched_call(r, m);
+    /* every entry refused at parsing: nothing for the scheduler */
+    json_t *results = json_array();
+    for (size_t i = 0; i < m->nslots; i++)
+        json_array_append_new(results, json_pack("{s:i,s:O}", "status", m->slots[i].status, "error",
+                                                 m->slots[i].error));
+    srv_msg_free(m);
+    return srv_reply_json(r, 200, json_pack("{s:o}", "results", results));
 }
 
 /* ------------------------------------------------------------------ logs */

@@ -81,6 +81,12 @@ int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, 
 
 int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj)
 {
+    if (r->capture) {
+        json_decref(r->captured);
+        r->captured = obj;
+        r->captured_status = status;
+        return MHD_YES;
+    }
     char *txt = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
     if (!txt)

@@ -63,6 +63,7 @@ static const route_t routes[] = {
     {M_POST, "v1/agent/started", A_AGENT, h_agent_started},
     {M_POST, "v1/agent/logs", A_AGENT, h_agent_logs},
     {M_POST, "v1/agent/exited", A_AGENT, h_agent_exited},
+    {M_POST, "v1/agent/reports", A_AGENT, h_agent_reports},
 };
 
 static bool match(const char *pat, srv_req_t *r)

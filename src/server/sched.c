@@ -101,10 +101,17 @@ srv_msg_t *srv_msg_new(int kind)
     return m;
 }
 
-static void msg_free(srv_msg_t *m)
+void srv_msg_free(srv_msg_t *m)
 {
+    if (!m)
+        return;
     if (m->json)
         json_decref(m->json);
+    for (size_t i = 0; i < m->nslots; i++) {
+        srv_msg_free(m->slots[i].m);
+        json_decref(m->slots[i].error);
+    }
+    free(m->slots);
     free(m);
 }
 
@@ -167,7 +174,7 @@ int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job)
     atomic_fetch_add(&s->async_inflight, 1);
     if (atomic_load(&s->stopping)) {
         atomic_fetch_sub(&s->async_inflight, 1);
-        msg_free(m);
+        srv_msg_free(m);
         return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
     }
     srv_sync_t *y = fg_xmalloc(sizeof *y);
@@ -690,7 +697,8 @@ static void do_started(sctx_t *c, srv_msg_t *m)
         sync_ok(m->sync, 200, json_object());
     }
     pthread_mutex_unlock(&s->mu);
-    add_sync(c, m->sync);
+    if (!m->batched)
+        add_sync(c, m->sync);
 }
 
 static void do_exited(sctx_t *c, srv_msg_t *m)
@@ -735,6 +743,43 @@ static void do_exited(sctx_t *c, srv_msg_t *m)
         sync_ok(m->sync, 200, json_object());
     }
     pthread_mutex_unlock(&s->mu);
+    if (!m->batched)
+        add_sync(c, m->sync);
+}
+
+/*
+ * Several started/exited reports of one request (POST /v1/agent/reports): each entry is
+ * fenced and applied exactly as if it had come alone, in request order, in this
+ * iteration (one commit for all of them); the request is answered after the commit with
+ * one result per entry. A refused entry (stale, unknown job) changes nothing.
+ */
+static void do_reports(sctx_t *c, srv_msg_t *m)
+{
+    json_t *results = json_array();
+    for (size_t i = 0; i < m->nslots; i++) {
+        srv_report_slot_t *sl = &m->slots[i];
+        if (sl->m) {
+            srv_sync_t y;
+            memset(&y, 0, sizeof y); /* only its answer fields are used */
+            sl->m->sync = &y;
+            sl->m->batched = true;
+            if (sl->m->kind == MSG_STARTED)
+                do_started(c, sl->m);
+            else
+                do_exited(c, sl->m);
+            sl->m->sync = NULL;
+            if (y.reply)
+                json_decref(y.reply);
+            sl->status = y.status ? y.status : 200;
+            if (sl->status >= 400)
+                sl->error = json_pack("{s:s,s:s}", "code", y.code, "message", y.msg);
+        }
+        json_t *o = json_pack("{s:i}", "status", sl->status);
+        if (sl->error)
+            json_object_set(o, "error", sl->error);
+        json_array_append_new(results, o);
+    }
+    sync_ok(m->sync, 200, json_pack("{s:o}", "results", results));
     add_sync(c, m->sync);
 }
 
@@ -939,9 +984,9 @@ static void do_register(sctx_t *c, srv_msg_t *m)
     }
     free(run_);
     json_t *reply =
-        json_pack("{s:I,s:s,s:i,s:I,s:o}", "epoch", (json_int_t)s->epoch, "node_state",
+        json_pack("{s:I,s:s,s:i,s:I,s:o,s:b}", "epoch", (json_int_t)s->epoch, "node_state",
                   node_state_name(n, s), "heartbeat_interval_s", s->cfg.heartbeat_interval_s,
-                  "after", (json_int_t)after, "stop", stops);
+                  "after", (json_int_t)after, "stop", stops, "batch_reports", 1);
     pthread_mutex_unlock(&s->mu);
     sync_ok(m->sync, 200, reply);
     add_sync(c, m->sync);
@@ -1390,6 +1435,9 @@ static void *sched_main(void *arg)
             case MSG_EXITED:
                 do_exited(c, m);
                 break;
+            case MSG_REPORTS:
+                do_reports(c, m);
+                break;
             case MSG_REGISTER:
                 do_register(c, m);
                 break;
@@ -1460,7 +1508,7 @@ static void *sched_main(void *arg)
         }
         while (batch) {
             srv_msg_t *nx = batch->next;
-            msg_free(batch);
+            srv_msg_free(batch);
             batch = nx;
         }
         if (stop)

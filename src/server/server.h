@@ -206,7 +206,19 @@ enum srv_msg_kind {
     MSG_NODE_STATE, /* admin drain / resume of node `node` (cause: 1 drain, 0 resume) */
     MSG_ACCOUNT,    /* account or membership changed: refresh the core's view */
     MSG_KICK,       /* just run a pass */
+    MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
 };
+
+#define SRV_REPORTS_MAX 256 /* entries of one POST /v1/agent/reports */
+
+/* One entry of a MSG_REPORTS batch: the parsed report (NULL when the entry was refused
+ * at parsing), and the answer to it (status 0: not answered yet; error: {code, message,
+ * field} of a refusal). */
+typedef struct srv_report_slot {
+    struct srv_msg *m;
+    int status;
+    json_t *error;
+} srv_report_slot_t;
 
 /* A caller waiting for its message to be processed and persisted. */
 typedef struct srv_sync {
@@ -235,6 +247,9 @@ typedef struct srv_msg {
     char node[FG_NAME_MAX + 1];
     json_t *json;
     srv_sync_t *sync;
+    bool batched;             /* an entry of a MSG_REPORTS: answered through its slot */
+    srv_report_slot_t *slots; /* MSG_REPORTS: nslots entries, in request order */
+    size_t nslots;
     struct srv_msg *next;
 } srv_msg_t;
 
@@ -363,6 +378,11 @@ typedef struct srv_req {
     void (*ctx_free)(void *ctx);
     int (*resume)(struct srv_req *r); /* when set, runs instead of the route on resumption */
     srv_waiter_t *waiter;
+    /* capture: replies are not sent but kept here (one entry of a batched request is
+     * validated by the same code as a request of its own) */
+    bool capture;
+    unsigned captured_status;
+    json_t *captured;
 } srv_req_t;
 
 /* http.c */
@@ -446,6 +466,11 @@ int h_agent_assignments(srv_req_t *r);
 int h_agent_started(srv_req_t *r);
 int h_agent_logs(srv_req_t *r);
 int h_agent_exited(srv_req_t *r);
+int h_agent_reports(srv_req_t *r);
+/* Parses the body of POST /v1/agent/reports into a MSG_REPORTS message; NULL when the
+ * request as a whole is refused (replied on r). Entries refused alone are answered in
+ * their slots. */
+srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body);
 
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);
@@ -528,6 +553,7 @@ int srv_sched_start(srv_t *s);
 void srv_sched_stop(srv_t *s);
 void srv_sched_post(srv_t *s, srv_msg_t *m); /* takes m */
 srv_msg_t *srv_msg_new(int kind);
+void srv_msg_free(srv_msg_t *m);
 /* Posts m and waits until the scheduler thread processed and persisted it; replies
  * from y (status, code, msg or reply JSON). */
 /* Posts m and suspends the connection (no thread waits); the scheduler thread resumes

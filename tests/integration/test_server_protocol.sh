@@ -4,7 +4,9 @@
 # epoch 409), the assignments long-poll (held, woken by a start within milliseconds,
 # acknowledged by `after`), started/exited fencing (wrong epoch, wrong attempt, wrong node,
 # twice: 409; unknown job: 404), offset-idempotent logs (append, duplicate, gap -> 409 with
-# the stored length), and a reconcile that stops a rank the controller does not know.
+# the stored length), a reconcile that stops a rank the controller does not know, and
+# batched reports (one stale entry refused alone, the others applied, a retry not applied
+# twice, malformed entries answered per entry, a malformed batch refused whole).
 set -euo pipefail
 BIN=${1:?usage: test_server_protocol.sh /path/to/fairgpu}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_protocol.XXXXXX")
@@ -158,6 +160,50 @@ for _ in range(100):
 st, r3 = req("POST", "/v1/agent/register", dict(reg, instance="dddd", running=[]))
 st, j = req("GET", "/v1/jobs/%s/events" % j3["id"], token=TA)
 check(("RUNNING", "PENDING", "node_lost") in [(e["from"], e["to"], e["reason"]) for e in j["items"]], "omitted rank lost: %s" % j)
+# several reports in one request (POST /v1/agent/reports): each entry fenced alone
+check(r3.get("batch_reports") is True, "register advertises batch_reports: %s" % r3)
+st, j4 = req("POST", "/v1/jobs", {"name": "b4", "command": "sleep 100", "gpus": 1}, TA)
+st, j5 = req("POST", "/v1/jobs", {"name": "b5", "command": "sleep 100", "gpus": 1}, TA)
+starts, pos = {}, r3["after"]
+for _ in range(50):
+    st, msgs = req("GET", "/v1/agent/assignments?node=t1&instance=dddd&after=%d&wait=2" % pos)
+    for x in msgs["messages"]:
+        pos = max(pos, x["seq"])
+        if x["type"] == "start":
+            starts[x["job_id"]] = x
+    if j4["id"] in starts and j5["id"] in starts: break
+check(j4["id"] in starts and j5["id"] in starts, "both batch jobs started: %s" % list(starts))
+def ident(j):
+    s_ = starts[j["id"]]
+    return {"node": "t1", "job_id": j["id"], "attempt": s_["attempt"], "epoch": s_["epoch"], "rank": 0}
+now = int(time.time() * 1000)
+ex4 = dict(ident(j4), type="exited", exit_code=3, signal=None, end_cause="failed", start_time_ms=now - 5, end_time_ms=now, log_bytes=0)
+stale5 = dict(ident(j5), type="exited", exit_code=0, signal=None, end_cause="completed", end_time_ms=now, log_bytes=0)
+stale5["epoch"] -= 1
+st5 = dict(ident(j5), type="started", pid=77, start_time_ms=now - 7)
+batch = [ex4, stale5, st5, dict(ex4, job_id="999999"), dict(ex4, end_cause="exploded"), {"type": "other"}, 5]
+st, b = req("POST", "/v1/agent/reports", {"node": "t1", "reports": batch})
+codes = [x["status"] for x in b["results"]] if st == 200 else []
+check(codes == [200, 409, 200, 404, 400, 400, 400], "batch results: %s %s" % (st, b))
+check(st == 200 and b["results"][1]["error"]["code"] == "conflict" and "stale" in b["results"][1]["error"]["message"], "stale entry refused: %s" % b)
+check(st == 200 and b["results"][4]["error"]["field"] == "end_cause" and b["results"][5]["error"]["field"] == "type", "bad entries name their field: %s" % b)
+st, j = req("GET", "/v1/jobs/" + j4["id"], token=TA)
+check(j["state"] == "FAILED" and j["exit_code"] == 3, "batch exit applied: %s" % j["state"])
+st, j = req("GET", "/v1/jobs/" + j5["id"], token=TA)
+check(j["state"] == "RUNNING", "stale entry changed nothing: %s" % j["state"])
+st, at = req("GET", "/v1/jobs/%s/attempts" % j5["id"], token=TA)
+check(at["items"][0]["start_time_ms"] == now - 7, "batch started applied: %s" % at)
+# a retried batch: the recorded exit is refused as already recorded, not applied twice
+st, b = req("POST", "/v1/agent/reports", {"node": "t1", "reports": [ex4, dict(ident(j5), type="exited", exit_code=0, signal=None, end_cause="completed", end_time_ms=now, log_bytes=0)]})
+check(st == 200 and [x["status"] for x in b["results"]] == [409, 200], "retried batch: %s" % b)
+st, j = req("GET", "/v1/jobs/" + j5["id"], token=TA)
+check(j["state"] == "COMPLETED", "second batch completed j5: %s" % j["state"])
+st, ev = req("GET", "/v1/jobs/%s/events" % j4["id"], token=TA)
+check(sum(1 for e in ev["items"] if e["to"] == "FAILED") == 1, "one end event for j4: %s" % ev)
+for bad in ({"node": "t1"}, {"node": "t1", "reports": []}, {"node": "t1", "reports": [ex4] * 257}, {"node": "t1", "reports": {}}):
+    st, b = req("POST", "/v1/agent/reports", bad)
+    check(st == 400 and b["error"]["field"] == "reports", "bad batch refused whole: %s %s" % (st, b))
+check(req("POST", "/v1/agent/reports", {"reports": [ex4]}, token=TA)[0] == 401, "user token refused on reports")
 if fails:
     sys.exit("%d failures" % len(fails))
 print("test_server_protocol: all checks passed")
