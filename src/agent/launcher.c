@@ -282,10 +282,15 @@ void fg_launcher_shutdown(void)
     pthread_mutex_unlock(&g_fork_mu);
 }
 
-/* Asks the zygote to start the monitor of pp. 0 with p filled, or -1 (use fork). */
+/* Hands the launch pp to the zygote without waiting for it: the agent makes the life
+ * pipe and sends its write end along; the monitor's pids arrive on the read end
+ * (fg_proc_poll_pgid). 0 with p filled, or -1 (use fork). */
 static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
 {
     if (g_zy_fd < 0 && fg_launcher_init() != 0)
+        return -1;
+    int life[2];
+    if (pipe2(life, O_CLOEXEC) != 0)
         return -1;
     fg_mon_req_t rq;
     memset(&rq, 0, sizeof rq);
@@ -309,16 +314,14 @@ static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
     memcpy(rq.groups, pp->groups, sizeof rq.groups);
     rq.log_limit = pp->log_limit;
     rq.has_cg = pp->cg_fd >= 0;
-    int fds[3] = {pp->log_fd, pp->null_fd, pp->cg_fd};
-    fg_mon_rep_t rep;
-    int lfd[1] = {-1};
+    int fds[4] = {pp->log_fd, pp->null_fd, life[1], pp->cg_fd};
     pthread_mutex_lock(&g_fork_mu);
     int ok = g_zy_fd >= 0 &&
-             fg_mon_send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 3 : 2) == 0 &&
-             fg_mon_write_full(g_zy_fd, b, n) == 0 &&
-             fg_mon_recv_fds(g_zy_fd, &rep, sizeof rep, lfd, 1) == 0;
+             fg_mon_send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 4 : 3) == 0 &&
+             fg_mon_write_full(g_zy_fd, b, n) == 0;
     if (!ok && g_zy_fd >= 0) {
-        /* The zygote died: forget it (the next launch starts a new one). */
+        /* The zygote died: forget it (the next launch starts a new one). A request it
+         * may have half read is answered by the life pipe's EOF. */
         close(g_zy_fd);
         g_zy_fd = -1;
         waitpid(g_zy_pid, NULL, WNOHANG);
@@ -326,15 +329,15 @@ static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
     }
     pthread_mutex_unlock(&g_fork_mu);
     free(b);
-    if (!ok || rep.err || lfd[0] < 0) {
-        if (lfd[0] >= 0)
-            close(lfd[0]);
+    close(life[1]);
+    if (!ok) {
+        close(life[0]);
         return -1;
     }
-    p->monitor = rep.monitor;
+    p->monitor = 0; /* its record says */
     p->pgid = 0;
     p->pgid_known = 0;
-    p->life_fd = lfd[0];
+    p->life_fd = life[0];
     p->child = 0; /* the zygote reaps it */
     return 0;
 }
@@ -904,11 +907,16 @@ int fg_proc_poll_pgid(fg_proc_t *p, int timeout_ms)
         ;
     if (pr <= 0)
         return 0;
-    pid_t job = 0;
-    /* One 4-byte write by the monitor: atomic on a pipe. EOF: it never started one. */
-    if (fg_mon_read_full(p->life_fd, &job, sizeof job) != 0 || job < 0)
-        job = 0;
-    p->pgid = job;
+    /* One 8-byte write by the monitor (or the zygote): atomic on a pipe. EOF: no
+     * monitor ever wrote it (it died first). */
+    fg_mon_life_t rec = {0, 0};
+    if (fg_mon_read_full(p->life_fd, &rec, sizeof rec) != 0)
+        rec.job = 0;
+    if (rec.monitor > 0 && p->monitor <= 0)
+        p->monitor = rec.monitor;
+    if (rec.job < 0)
+        p->launch_err = -rec.job;
+    p->pgid = rec.job > 0 ? rec.job : 0;
     p->pgid_known = 1;
     return 1;
 }
@@ -1009,6 +1017,12 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
         p->cgroup[0] = '\0';
     }
     char line[80];
+    if (p->launch_err) {
+        snprintf(ex->error, sizeof ex->error, "could not start the job's monitor: %s",
+                 strerror(p->launch_err));
+        ex->end_ms = fg_now_ms();
+        return -1;
+    }
     if (read_status(p, line, sizeof line) != 0) {
         snprintf(ex->error, sizeof ex->error, "exit status lost (monitor vanished)");
         ex->end_ms = fg_now_ms();

@@ -64,6 +64,7 @@ typedef struct fg_proc {
     char status_path[512];
     char cgroup[512];   /* "" if none */
     char warnings[512]; /* what could not be applied, "; "-separated; "" if none */
+    int launch_err;     /* errno: the zygote could not start the monitor; 0: none */
 } fg_proc_t;
 
 typedef struct fg_exit {
@@ -117,9 +118,10 @@ int fg_shell_is_plain(const char *cmd);
 int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen);
 
 /*
- * With async_pgid, fg_launch_start returns as soon as the monitor exists; the job's pid
- * then arrives on life_fd (readable). Reads it, waiting at most timeout_ms (0: do not
- * wait). Returns 1 when pgid is known (pgid 0: the job could not start), 0 if not yet.
+ * With async_pgid, fg_launch_start returns as soon as the launch is handed over (to the
+ * zygote, or a forked monitor); the monitor's and the job's pids then arrive on life_fd
+ * (readable). Reads them, waiting at most timeout_ms (0: do not wait). Returns 1 when
+ * pgid is known (pgid 0: the job could not start), 0 if not yet.
  */
 int fg_proc_poll_pgid(fg_proc_t *p, int timeout_ms);
 

@@ -262,10 +262,11 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
         if (sig != SIGKILL && sig != SIGSTOP)
             signal(sig, SIG_DFL);
 
+    /* The life record: this monitor's pid and the job's (0: none), one 8-byte write. */
+    fg_mon_life_t rec = {(int32_t)getpid(), 0};
     int pfd[2];
     if (pipe(pfd) != 0) {
-        pid_t zero = 0;
-        s_write_all(FG_MON_LIFE, (const char *)&zero, sizeof zero);
+        s_write_all(FG_MON_LIFE, (const char *)&rec, sizeof rec);
         monitor_status(pp, "error", errno);
         _exit(1);
     }
@@ -281,14 +282,14 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     close(pfd[1]);
     if (job < 0) {
         int e = errno;
-        pid_t zero = 0;
-        s_write_all(FG_MON_LIFE, (const char *)&zero, sizeof zero);
+        s_write_all(FG_MON_LIFE, (const char *)&rec, sizeof rec);
         monitor_status(pp, "error", e);
         _exit(1);
     }
     /* Both sides set the group, so it exists before the agent learns the pgid. */
     setpgid(job, job);
-    s_write_all(FG_MON_LIFE, (const char *)&job, sizeof job);
+    rec.job = (int32_t)job;
+    s_write_all(FG_MON_LIFE, (const char *)&rec, sizeof rec);
     signal(SIGPIPE, SIG_IGN);
 
     int64_t written = 0;
@@ -387,7 +388,7 @@ int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfd
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -418,7 +419,7 @@ int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds)
         fds[i] = -1;
     struct iovec iov = {.iov_base = buf, .iov_len = n};
     union {
-        char buf[CMSG_SPACE(3 * sizeof(int))];
+        char buf[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -608,11 +609,10 @@ void fg_mon_zygote_main(int sock)
         if (poll(&pf, 1, 1000) == 0)
             continue;
         fg_mon_req_t rq;
-        int fds[3];
-        if (fg_mon_recv_fds(sock, &rq, sizeof rq, fds, 3) != 0)
+        int fds[4]; /* log, /dev/null, the life pipe's write end, the cgroup (has_cg) */
+        if (fg_mon_recv_fds(sock, &rq, sizeof rq, fds, 4) != 0)
             _exit(0); /* the agent is gone */
         char *strs = malloc(rq.len + 1);
-        fg_mon_rep_t rep = {0, 0, 0};
         if (!strs || rq.len > (64u << 20) || fg_mon_read_full(sock, strs, rq.len) != 0)
             _exit(1);
         const char *p = strs, *end = strs + rq.len;
@@ -632,11 +632,11 @@ void fg_mon_zygote_main(int sock)
             okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
         for (int i = 0; okp && i < rq.envc; i++)
             okp = (envp[i] = (char *)buf_take(&p, end)) != NULL;
-        int life[2] = {-1, -1};
-        if (!okp || fds[0] < 0 || fds[1] < 0) {
-            rep.err = EINVAL;
-        } else if (pipe2(life, O_CLOEXEC) != 0) {
-            rep.err = errno;
+        /* No reply: the agent made the life pipe and reads the monitor's record (its pid
+         * and the job's) from it. If no monitor starts, the record says why. */
+        int err = 0;
+        if (!okp || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
+            err = EINVAL;
         } else {
             snprintf(pp.marker, sizeof pp.marker, "%s", marker);
             pp.argv = argv;
@@ -649,8 +649,8 @@ void fg_mon_zygote_main(int sock)
             pp.log_limit = rq.log_limit;
             pp.log_fd = fds[0];
             pp.null_fd = fds[1];
-            pp.cg_fd = rq.has_cg ? fds[2] : -1;
-            pp.life_w = life[1];
+            pp.life_w = fds[2];
+            pp.cg_fd = rq.has_cg ? fds[3] : -1;
 #if FG_MON_SHARED_VM
             pid_t mon = spawn_monitor(&pp, sock, strs, rq.len, rq.argc, rq.envc);
 #else
@@ -660,19 +660,14 @@ void fg_mon_zygote_main(int sock)
                 fg_mon_monitor_main(&pp);
             }
 #endif
-            close(life[1]);
-            if (mon < 0) {
-                rep.err = errno;
-            } else {
-                rep.monitor = mon; /* the job's pid follows on the life pipe */
-                rep.job = 0;
-            }
+            if (mon < 0)
+                err = errno ? errno : EAGAIN;
         }
-        int lfd = life[0];
-        fg_mon_send_fds(sock, &rep, sizeof rep, &lfd, lfd >= 0 && !rep.err ? 1 : 0);
-        if (life[0] >= 0)
-            close(life[0]);
-        for (int i = 0; i < 3; i++)
+        if (err && fds[2] >= 0) {
+            fg_mon_life_t rec = {0, -err};
+            fg_mon_write_full(fds[2], &rec, sizeof rec);
+        }
+        for (int i = 0; i < 4; i++)
             if (fds[i] >= 0)
                 close(fds[i]);
         free(argv);

@@ -50,18 +50,22 @@ typedef struct fg_mon_req {
     int64_t log_limit;
 } fg_mon_req_t;
 
-typedef struct fg_mon_rep {
-    int32_t monitor, job, err;
-} fg_mon_rep_t;
+/* The life record: what a monitor writes into its life pipe (one 8-byte write) once the
+ * job runs: its own pid and the job's (0: the job could not be started). A zygote that
+ * could not start the monitor writes {0, -errno}. */
+typedef struct fg_mon_life {
+    int32_t monitor, job;
+} fg_mon_life_t;
 
 /* The monitor of one launch: never returns. Called in a fresh child (of the zygote, or
  * of the agent when there is no zygote) with pp's descriptors open; touches no memory
  * but pp and its own stack. */
 void fg_mon_monitor_main(const fg_mon_prep_t *pp);
 
-/* The zygote's loop on socket `sock`: one request (fg_mon_req_t + strings, descriptors
- * by SCM_RIGHTS) -> start a monitor -> one reply (fg_mon_rep_t + the life pipe's read
- * end). Reaps finished monitors. Exits when the socket closes. Never returns. */
+/* The zygote's loop on socket `sock`: one request (fg_mon_req_t + strings; the log,
+ * /dev/null, the life pipe's write end and the cgroup by SCM_RIGHTS) -> start a monitor.
+ * No reply: the agent does not wait (the monitor's life record tells it the pids).
+ * Reaps finished monitors. Exits when the socket closes. Never returns. */
 void fg_mon_zygote_main(int sock);
 
 /* Closes every descriptor >= first. */
@@ -69,7 +73,7 @@ void fg_mon_close_from(int first);
 /* Reads/writes exactly n bytes (EINTR retried); 0 or -1. */
 int fg_mon_read_full(int fd, void *buf, size_t n);
 int fg_mon_write_full(int fd, const void *buf, size_t n);
-/* Sends n bytes with up to 3 descriptors attached; 0 or -1. */
+/* Sends n bytes with up to 4 descriptors attached; 0 or -1. */
 int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds);
 /* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
 int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds);
