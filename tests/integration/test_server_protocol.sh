@@ -180,7 +180,8 @@ now = int(time.time() * 1000)
 ex4 = dict(ident(j4), type="exited", exit_code=3, signal=None, end_cause="failed", start_time_ms=now - 5, end_time_ms=now, log_bytes=0)
 stale5 = dict(ident(j5), type="exited", exit_code=0, signal=None, end_cause="completed", end_time_ms=now, log_bytes=0)
 stale5["epoch"] -= 1
-st5 = dict(ident(j5), type="started", pid=77, start_time_ms=now - 7)
+# (earlier than the placement, so it becomes the attempt's start)
+st5 = dict(ident(j5), type="started", pid=77, start_time_ms=now - 60000)
 batch = [ex4, stale5, st5, dict(ex4, job_id="999999"), dict(ex4, end_cause="exploded"), {"type": "other"}, 5]
 st, b = req("POST", "/v1/agent/reports", {"node": "t1", "reports": batch})
 codes = [x["status"] for x in b["results"]] if st == 200 else []
@@ -192,7 +193,7 @@ check(j["state"] == "FAILED" and j["exit_code"] == 3, "batch exit applied: %s" %
 st, j = req("GET", "/v1/jobs/" + j5["id"], token=TA)
 check(j["state"] == "RUNNING", "stale entry changed nothing: %s" % j["state"])
 st, at = req("GET", "/v1/jobs/%s/attempts" % j5["id"], token=TA)
-check(at["items"][0]["start_time_ms"] == now - 7, "batch started applied: %s" % at)
+check(at["items"][0]["start_time_ms"] == now - 60000, "batch started applied: %s" % at)
 # a retried batch: the recorded exit is refused as already recorded, not applied twice
 st, b = req("POST", "/v1/agent/reports", {"node": "t1", "reports": [ex4, dict(ident(j5), type="exited", exit_code=0, signal=None, end_cause="completed", end_time_ms=now, log_bytes=0)]})
 check(st == 200 and [x["status"] for x in b["results"]] == [409, 200], "retried batch: %s" % b)
