@@ -38,10 +38,12 @@ void fg_agent_wake(fg_agent_t *ag)
     }
 }
 
+/* Wakes one reporter worker (it wakes another if it leaves work behind: a broadcast
+ * woke every worker of the node twice per rank, most of them for nothing). */
 static void kick(fg_node_t *n)
 {
     n->report_kick = 1;
-    pthread_cond_broadcast(&n->report_cond);
+    pthread_cond_signal(&n->report_cond);
 }
 
 const char *fg_why_to_cause(const char *why)

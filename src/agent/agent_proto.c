@@ -825,6 +825,12 @@ void *fg_node_report_main(void *arg)
         int batch = n->batch_reports;
         if (batch)
             k = claim_more(n, now, as, 1);
+        int64_t w2;
+        fg_attempt_t *more = claim(n, now, &w2);
+        if (more) { /* work left for another worker */
+            more->busy = 0;
+            pthread_cond_signal(&n->report_cond);
+        }
         pthread_mutex_unlock(&ag->mu);
         if (batch)
             report_many(n, &h, as, k, rcs, buf);
