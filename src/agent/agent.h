@@ -44,7 +44,6 @@ typedef struct fg_attempt {
     int64_t start_ms;    /* when it was launched */
     int64_t deadline_ms; /* local time limit; 0: none */
     int64_t kill_at_ms;  /* SIGKILL due (grace over); 0: none */
-    int64_t reaped_ms;   /* when the supervisor saw its end; 0: not (or not by it) */
     int grace_s;
     const char *stop_cause; /* end_cause forced by a stop ("cancelled", ...); NULL: none */
     int silent;             /* stale: killed without an exited report */

@@ -623,7 +623,6 @@ static void reap(fg_attempt_t *a)
 {
     fg_proc_reap(&a->proc, &a->ex);
     a->exited = 1;
-    a->reaped_ms = fg_now_ms();
     a->kill_at_ms = 0;
     if (a->proc.pgid > 0 && fg_proc_group_alive(&a->proc))
         fg_proc_signal(&a->proc, SIGKILL); /* belt and braces: nothing may survive */

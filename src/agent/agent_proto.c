@@ -23,10 +23,6 @@
 
 #define LOG_CHUNK        (256 * 1024)
 #define STARTED_DELAY_MS 100
-/* With batched reports, an `exited` waits this long for others to share its request. */
-#ifndef REPORT_GATHER_MS
-#define REPORT_GATHER_MS 20
-#endif
 
 static pthread_mutex_t g_token_mu = PTHREAD_MUTEX_INITIALIZER;
 
@@ -586,12 +582,7 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
         int work = 0;
         if (a->silent)
             work = a->exited; /* only to be removed */
-        else if (a->exited && !a->exit_sent && n->batch_reports &&
-                 a->reaped_ms + REPORT_GATHER_MS > now) {
-            /* batched: let a few more ends gather for the same request */
-            if (a->reaped_ms + REPORT_GATHER_MS - now < *wait_ms)
-                *wait_ms = a->reaped_ms + REPORT_GATHER_MS - now;
-        } else if (a->exited)
+        else if (a->exited)
             work = !a->exit_sent;
         else if (a->launched && !a->started_sent && a->proc.pgid_known) {
             /* `started` waits a moment: a rank that ends within it is reported by its
