@@ -324,6 +324,8 @@ typedef struct srv {
     pthread_mutex_t wait_mu;
     srv_waiter_t *waiters;
     pthread_t timer_thread;
+    pthread_t accept_thread; /* accepts and hands connections to the daemon (http.c) */
+    int listen_fd;
     atomic_bool stopping;
     atomic_ulong wake_gen;      /* incremented by every srv_wake_kind */
     atomic_long async_inflight; /* suspended submissions waiting for their commit */
