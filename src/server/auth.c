@@ -187,7 +187,7 @@ void srv_authenticate(srv_req_t *r)
     if (n == 0 || n > 256)
         return;
     unsigned char hash[SRV_TOKEN_HASH];
-    srv_token_hash(tok, hash);
+    srv_conn_token_hash(r->conn, tok, n, hash);
     if (sodium_memcmp(hash, s->agent_token_hash, SRV_TOKEN_HASH) == 0) {
         r->agent = true;
         return;

@@ -8,6 +8,7 @@
  * (a queue push, never a wait) and answer 201. A 201 is only sent after the fsync.
  */
 #include "server/server.h"
+#include "server/submit_body.h"
 #include "server/valid.h"
 
 #include "common/log.h"
@@ -24,99 +25,6 @@
 #include <unistd.h>
 
 /* ------------------------------------------------------------------ submit */
-
-static bool env_name_ok(const char *k)
-{
-    if (!*k || strlen(k) > 256 || isdigit((unsigned char)*k))
-        return false;
-    for (const char *p = k; *p; p++)
-        if (!(isalnum((unsigned char)*p) || *p == '_'))
-            return false;
-    return true;
-}
-
-/* Validates `command`; returns its compact JSON text (caller frees) or NULL (replied). */
-static char *v_command(srv_req_t *r, json_t *b)
-{
-    json_t *c = json_object_get(b, "command");
-    if (!c || json_is_null(c)) {
-        srv_reply_error(r, 400, "invalid_argument", "command", "'command' is required");
-        return NULL;
-    }
-    if (json_is_string(c)) {
-        size_t n = json_string_length(c);
-        if (n == 0 || n > 65536 || strlen(json_string_value(c)) != n) {
-            srv_reply_error(r, 400, "invalid_argument", "command",
-                            "'command' must be a non-empty string of at most 65536 bytes");
-            return NULL;
-        }
-    } else if (json_is_array(c)) {
-        size_t n = json_array_size(c), total = 0;
-        if (n == 0 || n > 4096) {
-            srv_reply_error(r, 400, "invalid_argument", "command",
-                            "'command' must be a non-empty array of at most 4096 strings");
-            return NULL;
-        }
-        size_t i;
-        json_t *e;
-        json_array_foreach(c, i, e)
-        {
-            if (!json_is_string(e) || strlen(json_string_value(e)) != json_string_length(e)) {
-                srv_reply_error(r, 400, "invalid_argument", "command",
-                                "'command' array items must be strings");
-                return NULL;
-            }
-            total += json_string_length(e);
-        }
-        if (json_string_length(json_array_get(c, 0)) == 0 || total > 262144) {
-            srv_reply_error(r, 400, "invalid_argument", "command",
-                            "'command' needs a program name and at most 256 KiB of arguments");
-            return NULL;
-        }
-    } else {
-        srv_reply_error(r, 400, "invalid_argument", "command",
-                        "'command' must be an array of strings or a string");
-        return NULL;
-    }
-    return json_dumps(c, JSON_COMPACT | JSON_ENCODE_ANY);
-}
-
-/* Validates `env`; *out gets its JSON text or NULL when absent. false: replied. */
-static bool v_env(srv_req_t *r, json_t *b, char **out)
-{
-    *out = NULL;
-    json_t *e = json_object_get(b, "env");
-    if (!e || json_is_null(e))
-        return true;
-    if (!json_is_object(e) || json_object_size(e) > 256) {
-        srv_reply_error(r, 400, "invalid_argument", "env",
-                        "'env' must be an object of at most 256 string values");
-        return false;
-    }
-    const char *k;
-    json_t *v;
-    size_t total = 0;
-    json_object_foreach(e, k, v)
-    {
-        if (!env_name_ok(k)) {
-            srv_reply_error(r, 400, "invalid_argument", "env",
-                            "env name '%.64s' must be letters, digits and _", k);
-            return false;
-        }
-        if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
-            srv_reply_error(r, 400, "invalid_argument", "env",
-                            "env value of '%.64s' must be a string", k);
-            return false;
-        }
-        total += strlen(k) + json_string_length(v);
-    }
-    if (total > 262144) {
-        srv_reply_error(r, 400, "invalid_argument", "env", "'env' is over 256 KiB");
-        return false;
-    }
-    *out = json_dumps(e, JSON_COMPACT);
-    return true;
-}
 
 static srv_job_t *job_from_rec(const fg_store_job_t *rec, int64_t id)
 {
@@ -260,55 +168,25 @@ int h_jobs_create(srv_req_t *r)
     srv_t *s = r->srv;
     if (r->ctx)
         return submit_finish(r);
-    json_t *b = srv_body_object(r);
-    if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
-    char *cmd = NULL, *env = NULL;
-    const char *name, *gpu_type, *model, *dataset, *prio_s, *account;
-    long long gpus = 0, tl = s->cfg.default_time_limit_s, retries = 0, cpus = 0, mem = 0, ckpt = 0;
-    bool has;
-    bool reserved = false;
+    /* The body: the tree-free parser for the plain bodies clients send, else jansson,
+     * which gives every error answer (submit_body.h: both give the same fields). */
+    srv_submit_in_t in;
+    srv_submit_err_t perr;
+    const srv_submit_limits_t lim = {.default_time_limit_s = s->cfg.default_time_limit_s,
+                                     .max_time_limit_s = s->cfg.max_time_limit_s};
     const char *idem = srv_header(r, "Idempotency-Key");
-    if (idem && (strlen(idem) == 0 || strlen(idem) > 256)) {
-        ret = srv_reply_error(r, 400, "invalid_argument", "Idempotency-Key",
-                              "Idempotency-Key must be 1..256 bytes");
-        goto out;
+    if (!srv_submit_parse_fast(r->body, r->len, idem, &lim, &in) &&
+        !srv_submit_parse_json(r->body, r->len, idem, &lim, &in, &perr)) {
+        srv_reply_error(r, perr.status, perr.code, perr.field, "%s", perr.msg);
+        return MHD_YES;
     }
-    if (!v_string(r, b, "name", false, 128, &name))
-        goto out;
-    if (!(cmd = v_command(r, b)))
-        goto out;
-    if (!v_int(r, b, "gpus", true, 1, FG_MAX_JOB_GPUS, &gpus, &has))
-        goto out;
-    if (gpus > FG_WHOLE_NODE_GPUS && gpus % FG_WHOLE_NODE_GPUS) {
-        ret = srv_reply_error(r, 400, "invalid_argument", "gpus",
-                              "'gpus' must be 1..8, or a multiple of 8 (whole nodes); got %lld",
-                              gpus);
-        goto out;
-    }
-    if (!v_string(r, b, "gpu_type", false, FG_NAME_MAX, &gpu_type) ||
-        !v_string(r, b, "model", false, 256, &model) ||
-        !v_string(r, b, "dataset", false, 256, &dataset) ||
-        !v_int(r, b, "time_limit_s", false, 1, s->cfg.max_time_limit_s, &tl, &has) ||
-        !v_string(r, b, "priority", false, 16, &prio_s) ||
-        !v_int(r, b, "max_retries", false, 0, 100, &retries, &has) || !v_env(r, b, &env) ||
-        !v_string(r, b, "account", false, 64, &account) ||
-        !v_int(r, b, "cpus", false, 1, 1000000, &cpus, &has) ||
-        !v_int(r, b, "memory_mb", false, 1, (long long)1 << 40, &mem, &has) ||
-        !v_int(r, b, "checkpoint_interval_s", false, 0, (long long)1 << 40, &ckpt, &has))
-        goto out;
-    if (gpu_type && (!*gpu_type || !v_name_ok(gpu_type))) {
-        ret = srv_reply_error(r, 400, "invalid_argument", "gpu_type",
-                              "'gpu_type' must match [a-z0-9_.-]{1,64}");
-        goto out;
-    }
-    int prio = FG_PRIO_NORMAL;
-    if (prio_s && (prio = fg_prio_parse(prio_s)) < 0) {
-        ret = srv_reply_error(r, 400, "invalid_argument", "priority",
-                              "'priority' must be high, normal or low");
-        goto out;
-    }
+    int ret = MHD_YES;
+    const char *name = in.name, *gpu_type = in.gpu_type, *model = in.model, *dataset = in.dataset,
+               *account = in.account;
+    long long gpus = in.gpus, tl = in.time_limit_s, retries = in.max_retries, cpus = in.cpus,
+              mem = in.memory_mb, ckpt = in.checkpoint_interval_s;
+    int prio = in.prio;
+    bool reserved = false;
     /* account, membership, allowed classes, caps: under the lock */
     char acct[80];
     pthread_mutex_lock(&s->mu);
@@ -360,10 +238,10 @@ int h_jobs_create(srv_req_t *r)
         goto out;
     }
     int64_t now = srv_now();
-    /* The request's JSON tree is freed now, not after the commit: the strings the job
-     * record needs are copied into the context. Freed at once, its many small blocks
-     * are what the next request's parse allocates again (glibc's per-thread cache),
-     * instead of dozens of trees waiting out their commit together. */
+    /* The request's JSON tree (if the reference parser made one) is freed now, not after
+     * the commit: the strings the job record needs are copied into the context. Freed at once, its
+     * many small blocks are what the next request's parse allocates again (glibc's per-thread
+     * cache), instead of dozens of trees waiting out their commit together. */
     size_t sn = (name ? strlen(name) + 1 : 0) + (gpu_type ? strlen(gpu_type) + 1 : 0) +
                 (model ? strlen(model) + 1 : 0) + (dataset ? strlen(dataset) + 1 : 0);
     submit_ctx_t *x = fg_xcalloc(1, sizeof *x + sn);
@@ -372,12 +250,12 @@ int h_jobs_create(srv_req_t *r)
     gpu_type = ctx_str(&sp, gpu_type);
     model = ctx_str(&sp, model);
     dataset = ctx_str(&sp, dataset);
-    json_decref(b);
-    b = NULL;
     x->s = s;
     x->conn = r->conn;
-    x->cmd = cmd;
-    x->env = env;
+    x->cmd = in.cmd;
+    x->env = in.env;
+    in.cmd = in.env = NULL;
+    srv_submit_in_clear(&in);
     x->idem = idem ? fg_xstrdup(idem) : NULL;
     x->reserved = true;
     reserved = false;
@@ -385,8 +263,8 @@ int h_jobs_create(srv_req_t *r)
     x->rec = (fg_store_job_t){.name = (char *)(name ? name : ""),
                               .user_id = r->user_id,
                               .account = x->acct,
-                              .command_json = cmd,
-                              .env_json = env,
+                              .command_json = x->cmd,
+                              .env_json = x->env,
                               .gpus = (int32_t)gpus,
                               .gpu_type = (char *)gpu_type,
                               .model = (char *)model,
@@ -437,9 +315,7 @@ out:
         srv_user_by_id(s, r->user_id)->inflight--;
         pthread_mutex_unlock(&s->mu);
     }
-    free(cmd);
-    free(env);
-    json_decref(b);
+    srv_submit_in_clear(&in);
     return ret;
 }
 

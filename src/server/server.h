@@ -339,6 +339,8 @@ typedef struct srv {
     pthread_mutex_t wait_mu;
     srv_waiter_t *waiters;
     pthread_t timer_thread;
+    pthread_t accept_thread; /* accepts and hands connections to the daemon (http.c) */
+    int listen_fd;
     atomic_bool stopping;
     atomic_ulong wake_gen;      /* incremented by every srv_wake_kind */
     atomic_long async_inflight; /* suspended submissions waiting for their commit */
@@ -415,6 +417,10 @@ int srv_password_hash(srv_t *s, const char *pw, char **out);
 bool srv_password_verify(srv_t *s, const char *hash, const char *pw);
 void srv_token_new(char *out, size_t n, const char *prefix);
 void srv_token_hash(const char *tok, unsigned char out[SRV_TOKEN_HASH]);
+/* srv_token_hash of the n-byte token tok presented on conn; reuses the hash when the
+ * connection's previous request presented the same token (http.c). */
+void srv_conn_token_hash(struct MHD_Connection *conn, const char *tok, size_t n,
+                         unsigned char out[SRV_TOKEN_HASH]);
 void srv_token_hex(const unsigned char h[SRV_TOKEN_HASH], char out[2 * SRV_TOKEN_HASH + 1]);
 srv_token_t *srv_token_add(srv_t *s, int64_t id, int64_t user_id, bool session, const char *name,
                            const unsigned char hash[SRV_TOKEN_HASH], int64_t created_at,

@@ -3,17 +3,7 @@
 
 #include <string.h>
 
-bool v_name_ok(const char *s)
-{
-    size_t n = strlen(s);
-    if (n < 1 || n > 64)
-        return false;
-    for (const char *p = s; *p; p++)
-        if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
-              *p == '-'))
-            return false;
-    return true;
-}
+/* v_name_ok is in submit_body.c (the fast parser of submissions uses it too). */
 
 bool v_string(srv_req_t *r, json_t *o, const char *key, bool required, size_t maxlen,
               const char **out)
