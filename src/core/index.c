@@ -57,9 +57,43 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
 }
 
 /* Sorts the n availabilities of v into the tree keys of a node of n GPUs. */
+static inline void cswap(fg_time_t *a, int x, int y)
+{
+    fg_time_t lo = a[x] < a[y] ? a[x] : a[y], hi = a[x] < a[y] ? a[y] : a[x];
+    a[x] = lo;
+    a[y] = hi;
+}
+
 static void keys_of(const fg_time_t *v, int n, int64_t *key)
 {
     fg_time_t a[FG_MAX_NODE_GPUS];
+    if (n == FG_WHOLE_NODE_GPUS) {
+        /* the common node: Batcher's odd-even merge sort of 8 (19 compare-exchanges,
+         * no branches) */
+        memcpy(a, v, sizeof *a * FG_WHOLE_NODE_GPUS);
+        cswap(a, 0, 1);
+        cswap(a, 2, 3);
+        cswap(a, 4, 5);
+        cswap(a, 6, 7);
+        cswap(a, 0, 2);
+        cswap(a, 1, 3);
+        cswap(a, 4, 6);
+        cswap(a, 5, 7);
+        cswap(a, 1, 2);
+        cswap(a, 5, 6);
+        cswap(a, 0, 4);
+        cswap(a, 3, 7);
+        cswap(a, 1, 5);
+        cswap(a, 2, 6);
+        cswap(a, 1, 4);
+        cswap(a, 3, 6);
+        cswap(a, 2, 4);
+        cswap(a, 3, 5);
+        cswap(a, 3, 4);
+        memcpy(key, a, sizeof *a * FG_WHOLE_NODE_GPUS);
+        key[FG__TREE_KEYS - 1] = a[FG_WHOLE_NODE_GPUS - 1];
+        return;
+    }
     for (int i = 0; i < n; i++) { /* insertion sort: n is small */
         fg_time_t x = v[i];
         int p = i;
@@ -111,26 +145,28 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
 
 /* Sets leaf `pos` of t's tree to `key` and recomputes the minima above it, key by key,
  * only as far up as each key still changes (an inner minimum that comes out the same
- * leaves its ancestors as they are). */
+ * leaves its ancestors as they are). The tree is key-major (one segment tree per key,
+ * FG__TREE_KEYS x 2 x tsize), so each key climbs its own tree in a tight loop: the
+ * sibling is next to the node. */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
-    size_t i = (size_t)t->tsize + (size_t)pos;
-    int64_t *leaf = &t->tree[i * FG__TREE_KEYS];
-    unsigned changed = 0;
+    const size_t span = 2 * (size_t)t->tsize;
+    const size_t leaf = (size_t)t->tsize + (size_t)pos;
     for (int k = 0; k < FG__TREE_KEYS; k++) {
-        changed |= (unsigned)(leaf[k] != key[k]) << k;
-        leaf[k] = key[k];
-    }
-    for (i /= 2; i >= 1 && changed; i /= 2) {
-        int64_t *p = &t->tree[i * FG__TREE_KEYS];
-        const int64_t *l = &t->tree[2 * i * FG__TREE_KEYS];
-        const int64_t *r = &t->tree[(2 * i + 1) * FG__TREE_KEYS];
-        for (unsigned m = changed; m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            int64_t v = l[k] <= r[k] ? l[k] : r[k];
-            if (v == p[k])
-                changed &= ~(1u << k);
-            p[k] = v;
+        int64_t *tk = &t->tree[(size_t)k * span];
+        int64_t v = key[k];
+        size_t i = leaf;
+        if (tk[i] == v)
+            continue;
+        tk[i] = v;
+        while (i > 1) {
+            int64_t sib = tk[i ^ 1];
+            int64_t m = v <= sib ? v : sib;
+            i >>= 1;
+            if (tk[i] == m)
+                break;
+            tk[i] = m;
+            v = m;
         }
     }
 }
@@ -150,18 +186,18 @@ int64_t fg__tree_min(const fg__type_t *t, int key)
 {
     if (t->n == 0)
         return FG__INF;
-    return t->tree[1 * FG__TREE_KEYS + key];
+    return t->tree[(size_t)key * 2 * (size_t)t->tsize + 1];
 }
 
 int32_t fg__tree_argmin(const fg__type_t *t, int key)
 {
-    if (t->n == 0 || t->tree[FG__TREE_KEYS + key] == FG__INF)
+    const int64_t *tk = &t->tree[(size_t)key * 2 * (size_t)t->tsize];
+    if (t->n == 0 || tk[1] == FG__INF)
         return -1;
     size_t i = 1;
     while (i < (size_t)t->tsize) {
-        const int64_t l = t->tree[2 * i * FG__TREE_KEYS + key];
-        const int64_t r = t->tree[(2 * i + 1) * FG__TREE_KEYS + key];
-        i = l <= r ? 2 * i : 2 * i + 1;
+        i *= 2;
+        i += tk[i] > tk[i + 1]; /* ties to the left: the lower node index */
     }
     return t->nodes[i - (size_t)t->tsize];
 }

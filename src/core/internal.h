@@ -152,7 +152,7 @@ typedef struct fg__type {
     int32_t words;     /* bitmap words */
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
     int32_t tsize;     /* leaves (power of two) */
-    int64_t *tree;     /* 2*tsize x FG__TREE_KEYS */
+    int64_t *tree;     /* FG__TREE_KEYS x 2*tsize: one segment tree per key */
     int32_t up_gpus;   /* GPUs on up nodes */
     int32_t free_gpus; /* free GPUs on up nodes */
     /* nodes with >= g GPUs (g = 1..8): up, and in any state; valid while fit_gen ==
