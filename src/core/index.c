@@ -12,7 +12,11 @@
  * and as a ninth key the time the whole node is. Inner nodes hold the minimum of their
  * children, so "the earliest time any node has g GPUs" is the root and its node is one
  * descent away. Reservations made during a pass change the leaves of the nodes they
- * touch (node->avail); the pass restores those leaves when it ends.
+ * touch (node->avail); the pass restores those leaves when it ends. The trees are
+ * key-major (one segment tree per key) and lazy: a leaf change marks its ancestors
+ * dirty for the keys that changed, and a key's minima are recomputed when that key is
+ * read (fg__tree_min, fg__tree_argmin), so a key that no claim reads between two
+ * changes costs nothing.
  *
  * Example: node n0 runs a 4-GPU job until t=100 and has 4 GPUs free; n1 runs an 8-GPU
  * job until t=50. Leaf n0: g=1..4 -> past, g=5..8 -> 100, whole -> 100. Leaf n1: all 50.
@@ -143,32 +147,50 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
     }
 }
 
-/* Sets leaf `pos` of t's tree to `key` and recomputes the minima above it, key by key,
- * only as far up as each key still changes (an inner minimum that comes out the same
- * leaves its ancestors as they are). The tree is key-major (one segment tree per key,
- * FG__TREE_KEYS x 2 x tsize), so each key climbs its own tree in a tight loop: the
- * sibling is next to the node. */
+/* Sets leaf `pos` of t's tree to `key`. The minima above it are recomputed lazily, key
+ * by key, when that key is next read (tree_fix): a changed key marks the leaf's
+ * ancestors dirty for it, stopping at the first ancestor already dirty for every
+ * changed key (its own ancestors are then dirty too: a node dirty for a key always has
+ * dirty ancestors for it). A pass claims and restores many leaves between two reads of
+ * one key, and most keys of a claimed leaf are not read before it changes again. */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
     const size_t span = 2 * (size_t)t->tsize;
-    const size_t leaf = (size_t)t->tsize + (size_t)pos;
+    size_t i = (size_t)t->tsize + (size_t)pos;
+    unsigned changed = 0;
     for (int k = 0; k < FG__TREE_KEYS; k++) {
-        int64_t *tk = &t->tree[(size_t)k * span];
-        int64_t v = key[k];
-        size_t i = leaf;
-        if (tk[i] == v)
-            continue;
-        tk[i] = v;
-        while (i > 1) {
-            int64_t sib = tk[i ^ 1];
-            int64_t m = v <= sib ? v : sib;
-            i >>= 1;
-            if (tk[i] == m)
-                break;
-            tk[i] = m;
-            v = m;
-        }
+        int64_t *leaf = &t->tree[(size_t)k * span + i];
+        changed |= (unsigned)(*leaf != key[k]) << k;
+        *leaf = key[k];
     }
+    if (!changed)
+        return;
+    for (i >>= 1; i >= 1; i >>= 1) {
+        unsigned d = t->tdirty[i];
+        if ((d & changed) == changed)
+            break;
+        t->tdirty[i] = (uint16_t)(d | changed);
+    }
+}
+
+/* Recomputes the minima of key k's tree at node i, which is dirty for it, and below;
+ * returns node i's. Only dirty nodes are visited (leaves are never dirty). */
+static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
+{
+    const size_t l = 2 * i, r = l + 1;
+    const int64_t lv = t->tdirty[l] & bit ? tree_fix_at(t, tk, bit, l) : tk[l];
+    const int64_t rv = t->tdirty[r] & bit ? tree_fix_at(t, tk, bit, r) : tk[r];
+    t->tdirty[i] &= (uint16_t)~bit;
+    return tk[i] = lv <= rv ? lv : rv;
+}
+
+/* Key k's tree, every minimum up to date. */
+static const int64_t *tree_fix(fg__type_t *t, int key)
+{
+    int64_t *tk = &t->tree[(size_t)key * 2 * (size_t)t->tsize];
+    if (t->tdirty[1] & (1u << key))
+        tree_fix_at(t, tk, 1u << key, 1);
+    return tk;
 }
 
 void fg__node_leaf_update(fg_sched_t *s, int32_t n)
@@ -182,17 +204,19 @@ void fg__node_leaf_update(fg_sched_t *s, int32_t n)
     tree_set(t, nd->type_pos, key);
 }
 
-int64_t fg__tree_min(const fg__type_t *t, int key)
+int64_t fg__tree_min(fg__type_t *t, int key)
 {
     if (t->n == 0)
         return FG__INF;
-    return t->tree[(size_t)key * 2 * (size_t)t->tsize + 1];
+    return tree_fix(t, key)[1];
 }
 
-int32_t fg__tree_argmin(const fg__type_t *t, int key)
+int32_t fg__tree_argmin(fg__type_t *t, int key)
 {
-    const int64_t *tk = &t->tree[(size_t)key * 2 * (size_t)t->tsize];
-    if (t->n == 0 || tk[1] == FG__INF)
+    if (t->n == 0)
+        return -1;
+    const int64_t *tk = tree_fix(t, key);
+    if (tk[1] == FG__INF)
         return -1;
     size_t i = 1;
     while (i < (size_t)t->tsize) {
@@ -258,10 +282,13 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     while (t->tsize < cap)
         t->tsize *= 2;
     free(t->tree);
+    free(t->tdirty);
     size_t tn = 2 * (size_t)t->tsize * FG__TREE_KEYS;
     t->tree = fg__alloc(sizeof(int64_t) * tn);
     for (size_t i = 0; i < tn; i++)
         t->tree[i] = FG__INF;
+    t->tdirty = fg__alloc(sizeof(uint16_t) * 2 * (size_t)t->tsize);
+    memset(t->tdirty, 0, sizeof(uint16_t) * 2 * (size_t)t->tsize);
     t->up_gpus = t->free_gpus = 0;
     t->dirty = false;
     for (int32_t p = 0; p < t->n; p++) {

@@ -153,6 +153,7 @@ typedef struct fg__type {
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
     int32_t tsize;     /* leaves (power of two) */
     int64_t *tree;     /* FG__TREE_KEYS x 2*tsize: one segment tree per key */
+    uint16_t *tdirty;  /* per tree node: keys whose minimum is stale (index.c) */
     int32_t up_gpus;   /* GPUs on up nodes */
     int32_t free_gpus; /* free GPUs on up nodes */
     /* nodes with >= g GPUs (g = 1..8): up, and in any state; valid while fit_gen ==
@@ -290,8 +291,8 @@ void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
-int32_t fg__tree_argmin(const fg__type_t *t, int key);
-int64_t fg__tree_min(const fg__type_t *t, int key);
+int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
+int64_t fg__tree_min(fg__type_t *t, int key);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);
 int32_t fg__type_get(fg_sched_t *s, const char *name);
 

@@ -147,6 +147,7 @@ void fg_sched_free(fg_sched_t *s)
         free(s->types[i].nodes);
         free(s->types[i].bm);
         free(s->types[i].tree);
+        free(s->types[i].tdirty);
     }
     fg__order_free(&s->it);
     fg__order_free(&s->it2);
