@@ -248,7 +248,8 @@ struct fg_sched {
     /* pending jobs by floor(log2(time limit)): lets a pass stop backfilling when no
      * pending job could end before the reservations */
     int32_t limit_hist[64];
-    int32_t *blocked; /* job slots blocked this pass, in plan order */
+    int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
+    int32_t *blocked;                 /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
     /* walk-local memos (pass.c): placements known to fail, blocked reasons */
     fg__fail_t *fail; /* [0] any type, [1 + t] type t */

@@ -323,6 +323,35 @@ static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
 int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
+        if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
+            /* wfq: the oldest job of the smallest-key member of the smallest-key
+             * account; a key is compared only inside a heap of two or more (heaps only
+             * shrink during a band) */
+            const int32_t a = o->ah[0];
+            int32_t *mh = &o->mh[o->mh_off[a]];
+            const int32_t m = mh[0];
+            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t g = s->jobs[slot].gpus;
+            o->m_picked[m] += g;
+            o->a_picked[a] += g;
+            if (--o->m_left[m] == 0) {
+                mh[0] = mh[--o->mh_cnt[a]];
+                if (o->mh_cnt[a] > 1)
+                    sift_key(o->m_key, mh, o->mh_cnt[a], 0);
+            } else if (o->mh_cnt[a] > 1) {
+                o->m_key[m] = member_key(s, o, m);
+                sift_key(o->m_key, mh, o->mh_cnt[a], 0);
+            }
+            if (--o->a_left[a] == 0) {
+                o->ah[0] = o->ah[--o->nah];
+                if (o->nah > 1)
+                    sift_key(o->a_key, o->ah, o->nah, 0);
+            } else if (o->nah > 1) {
+                o->a_key[a] = acct_key(s, o, a);
+                sift_key(o->a_key, o->ah, o->nah, 0);
+            }
+            return slot;
+        }
         if (o->band >= 0) {
             int32_t m = -1, a = -1;
             switch (s->cfg.policy) {
@@ -375,9 +404,9 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 return slot;
             }
         }
-        do {
+        do { /* (a band with no pending job at all is skipped without a look) */
             if (++o->band >= FG__NBANDS)
                 return -1;
-        } while (band_begin(s, o, o->band) == 0);
+        } while (s->band_pending[o->band] == 0 || band_begin(s, o, o->band) == 0);
     }
 }
