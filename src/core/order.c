@@ -151,15 +151,21 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
         o->a_run0[i] = a->running;
-        o->a_base[i] = base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
-                       o->run_w * (double)a->running;
+        /* (a key is computed only for an account or member with jobs in the band: the
+         * usage term of one with no pending job is never read) */
+        o->a_base[i] = a->pending
+                           ? base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
+                                 o->run_w * (double)a->running
+                           : 0.0;
         o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_run0[i] = m->running;
-        o->m_base[i] = base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
-                       o->run_w * (double)m->running;
+        o->m_base[i] = m->pending
+                           ? base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
+                                 o->run_w * (double)m->running
+                           : 0.0;
         o->m_w[i] = m->weight;
         o->mh_off[m->account + 1]++;
     }

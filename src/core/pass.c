@@ -1069,6 +1069,11 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     fg_job_id_t head_blocked = 0;
     int32_t slot;
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    /* free GPUs change only with the walk's starts; which time limits are pending, not
+     * at all during the walk (so the answer changes only with window_max) */
+    int32_t free_now = fg_sched_gpus_free(s);
+    fg_time_t short_for = -1;
+    bool short_any = false;
 
     while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
         idx++;
@@ -1076,17 +1081,21 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             after_block++;
             bool cands_done = !c->preemption || nblk >= c->preempt_jobs_per_pass;
             if (idx > K && cands_done) {
-                int32_t free_now = fg_sched_gpus_free(s);
                 if (no_backfill || free_now == 0 ||
                     (c->backfill_depth > 0 && after_block > c->backfill_depth))
                     break;
                 /* Every free GPU is reserved and no pending job is short enough to
                  * end before the reservations: nothing more can start. */
-                if (reserved >= c->reserve_depth && free_now <= s->reserved_free &&
-                    !fg__pending_limit_at_most(s, s->window_max))
-                    break;
+                if (reserved >= c->reserve_depth && free_now <= s->reserved_free) {
+                    if (short_for != s->window_max) {
+                        short_for = s->window_max;
+                        short_any = fg__pending_limit_at_most(s, short_for);
+                    }
+                    if (!short_any)
+                        break;
+                }
             }
-        } else if (idx > K && fg_sched_gpus_free(s) == 0 && c->backfill_depth > 0 &&
+        } else if (idx > K && free_now == 0 && c->backfill_depth > 0 &&
                    idx > K + c->backfill_depth) {
             break; /* keep looking for the first blocked job: it gets the reservation */
         }
@@ -1145,6 +1154,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             fg__plan_settle(s); /* queued estimates see the plan before this start */
             fg__job_start(s, slot, al, n, now);
             push_start(out, j, al, n);
+            free_now = fg_sched_gpus_free(s);
             continue;
         }
         j->reason = blocked_reason_memo(s, j);
