@@ -13,7 +13,7 @@
  * children, so "the earliest time any node has g GPUs" is the root and its node is one
  * descent away. Reservations made during a pass change the leaves of the nodes they
  * touch (node->avail); the pass restores those leaves when it ends. The trees are
- * key-major (one segment tree per key) and lazy: a leaf change marks its ancestors
+ * key-major (one 8-ary min tree per key) and lazy: a leaf change marks its ancestors
  * dirty for the keys that changed, and a key's minima are recomputed when that key is
  * read (fg__tree_min, fg__tree_argmin), so a key that no claim reads between two
  * changes costs nothing.
@@ -147,6 +147,11 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
     }
 }
 
+/* The trees are 8-ary (FG__TREE_FAN children per inner node): node i has children
+ * 8i+1..8i+8 and parent (i-1)/8; the root is 0 and the leaves are tinner..tinner+tsize,
+ * so a cluster of up to 64 nodes is two levels deep. */
+#define FG__TREE_FAN 8
+
 /* Sets leaf `pos` of t's tree to `key`. The minima above it are recomputed lazily, key
  * by key, when that key is next read (tree_fix): a changed key marks the leaf's
  * ancestors dirty for it, stopping at the first ancestor already dirty for every
@@ -155,17 +160,16 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
  * one key, and most keys of a claimed leaf are not read before it changes again. */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
-    const size_t span = 2 * (size_t)t->tsize;
-    size_t i = (size_t)t->tsize + (size_t)pos;
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
     for (int k = 0; k < FG__TREE_KEYS; k++) {
         int64_t *leaf = &t->tree[(size_t)k * span + i];
         changed |= (unsigned)(*leaf != key[k]) << k;
         *leaf = key[k];
     }
-    if (!changed)
-        return;
-    for (i >>= 1; i >= 1; i >>= 1) {
+    while (changed && i > 0) {
+        i = (i - 1) / FG__TREE_FAN;
         unsigned d = t->tdirty[i];
         if ((d & changed) == changed)
             break;
@@ -173,23 +177,26 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     }
 }
 
-/* Recomputes the minima of key k's tree at node i, which is dirty for it, and below;
- * returns node i's. Only dirty nodes are visited (leaves are never dirty). */
+/* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
+ * below; returns node i's. Only dirty nodes are visited (leaves are never dirty). */
 static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
 {
-    const size_t l = 2 * i, r = l + 1;
-    const int64_t lv = t->tdirty[l] & bit ? tree_fix_at(t, tk, bit, l) : tk[l];
-    const int64_t rv = t->tdirty[r] & bit ? tree_fix_at(t, tk, bit, r) : tk[r];
+    const size_t c0 = FG__TREE_FAN * i + 1;
+    int64_t m = FG__INF;
+    for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
+        int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
+        m = v < m ? v : m;
+    }
     t->tdirty[i] &= (uint16_t)~bit;
-    return tk[i] = lv <= rv ? lv : rv;
+    return tk[i] = m;
 }
 
 /* Key k's tree, every minimum up to date. */
 static const int64_t *tree_fix(fg__type_t *t, int key)
 {
-    int64_t *tk = &t->tree[(size_t)key * 2 * (size_t)t->tsize];
-    if (t->tdirty[1] & (1u << key))
-        tree_fix_at(t, tk, 1u << key, 1);
+    int64_t *tk = &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize)];
+    if (t->tdirty[0] & (1u << key))
+        tree_fix_at(t, tk, 1u << key, 0);
     return tk;
 }
 
@@ -208,7 +215,7 @@ int64_t fg__tree_min(fg__type_t *t, int key)
 {
     if (t->n == 0)
         return FG__INF;
-    return tree_fix(t, key)[1];
+    return tree_fix(t, key)[0];
 }
 
 int32_t fg__tree_argmin(fg__type_t *t, int key)
@@ -216,14 +223,17 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
     if (t->n == 0)
         return -1;
     const int64_t *tk = tree_fix(t, key);
-    if (tk[1] == FG__INF)
+    if (tk[0] == FG__INF)
         return -1;
-    size_t i = 1;
-    while (i < (size_t)t->tsize) {
-        i *= 2;
-        i += tk[i] > tk[i + 1]; /* ties to the left: the lower node index */
+    size_t i = 0;
+    while (i < (size_t)t->tinner) { /* the first child with the minimum: the lowest index */
+        const size_t c0 = FG__TREE_FAN * i + 1;
+        size_t best = c0;
+        for (size_t c = c0 + 1; c < c0 + FG__TREE_FAN; c++)
+            best = tk[c] < tk[best] ? c : best;
+        i = best;
     }
-    return t->nodes[i - (size_t)t->tsize];
+    return t->nodes[i - (size_t)t->tinner];
 }
 
 static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
@@ -279,16 +289,20 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     t->bm = fg__alloc(sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     memset(t->bm, 0, sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     t->tsize = 1;
-    while (t->tsize < cap)
-        t->tsize *= 2;
+    t->tinner = 0;
+    while (t->tsize < cap) {
+        t->tinner += t->tsize;
+        t->tsize *= FG__TREE_FAN;
+    }
     free(t->tree);
     free(t->tdirty);
-    size_t tn = 2 * (size_t)t->tsize * FG__TREE_KEYS;
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    size_t tn = span * FG__TREE_KEYS;
     t->tree = fg__alloc(sizeof(int64_t) * tn);
     for (size_t i = 0; i < tn; i++)
         t->tree[i] = FG__INF;
-    t->tdirty = fg__alloc(sizeof(uint16_t) * 2 * (size_t)t->tsize);
-    memset(t->tdirty, 0, sizeof(uint16_t) * 2 * (size_t)t->tsize);
+    t->tdirty = fg__alloc(sizeof(uint16_t) * span);
+    memset(t->tdirty, 0, sizeof(uint16_t) * span);
     t->up_gpus = t->free_gpus = 0;
     t->dirty = false;
     for (int32_t p = 0; p < t->n; p++) {

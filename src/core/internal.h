@@ -151,8 +151,9 @@ typedef struct fg__type {
     bool dirty;        /* bitmaps/tree need a rebuild (a node was added) */
     int32_t words;     /* bitmap words */
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
-    int32_t tsize;     /* leaves (power of two) */
-    int64_t *tree;     /* FG__TREE_KEYS x 2*tsize: one segment tree per key */
+    int32_t tsize;     /* leaves (power of eight) */
+    int32_t tinner;    /* inner nodes: (tsize - 1) / 7, before the leaves */
+    int64_t *tree;     /* FG__TREE_KEYS x (tinner + tsize): one 8-ary tree per key */
     uint16_t *tdirty;  /* per tree node: keys whose minimum is stale (index.c) */
     int32_t up_gpus;   /* GPUs on up nodes */
     int32_t free_gpus; /* free GPUs on up nodes */
