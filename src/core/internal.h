@@ -169,6 +169,12 @@ typedef struct fg__head {
     fg_job_id_t id;
 } fg__head_t;
 
+/* An entry of a wfq key heap: an account or member and its current key. */
+typedef struct fg__hk {
+    double key;
+    int32_t id;
+} fg__hk_t;
+
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
@@ -181,11 +187,11 @@ typedef struct fg__order {
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
-    double run_w;          /* α: weight of the running GPUs in a key */
-    double *a_key, *m_key; /* current keys (wfq) */
-    int32_t *ah;           /* wfq: heap of accounts with jobs left in the band */
-    int32_t nah;           /* its size; also the size of the member heap (other policies) */
-    int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
+    double run_w;  /* α: weight of the running GPUs in a key */
+    fg__hk_t *ah;  /* wfq: heap of accounts with jobs left in the band, with their keys */
+    int32_t nah;   /* its size; also the size of the member heap (other policies) */
+    fg__hk_t *mhk; /* wfq: per-account heaps of members at mh_off[a], with their keys */
+    int32_t *mh;   /* fifo, priority, las: one heap of members */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
     fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
