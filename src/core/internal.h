@@ -247,6 +247,7 @@ struct fg_sched {
     int32_t ahead[64];
     int32_t nahead;
     bool ahead_ok;
+    int32_t ahead_set[128];         /* pass.c: those jobs as a hash set of slots (-1: empty) */
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;

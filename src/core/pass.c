@@ -1205,10 +1205,29 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     plan_restore(s);
 }
 
-static bool slot_in(const int32_t *v, int32_t n, int32_t slot)
+/* The next walk's first jobs as a set (open addressing over FG__AHEAD_SET entries,
+ * at least twice as many as the jobs): is `slot` among them? */
+#define FG__AHEAD_SET 128
+static uint32_t ahead_hash(int32_t slot)
 {
-    for (int32_t i = 0; i < n; i++)
-        if (v[i] == slot)
+    return ((uint32_t)slot * 2654435761u) >> 25; /* 7 bits: FG__AHEAD_SET */
+}
+
+static void ahead_set_fill(fg_sched_t *s, const int32_t *v, int32_t n)
+{
+    memset(s->ahead_set, 0xff, sizeof s->ahead_set);
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t h = ahead_hash(v[i]);
+        while (s->ahead_set[h] >= 0 && s->ahead_set[h] != v[i])
+            h = (h + 1) % FG__AHEAD_SET;
+        s->ahead_set[h] = v[i];
+    }
+}
+
+static bool slot_in(const fg_sched_t *s, int32_t slot)
+{
+    for (uint32_t h = ahead_hash(slot); s->ahead_set[h] >= 0; h = (h + 1) % FG__AHEAD_SET)
+        if (s->ahead_set[h] == slot)
             return true;
     return false;
 }
@@ -1239,7 +1258,8 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
     /* up to the last queued estimate that is not moot (from the end: the first jobs of
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
-    while (upto > s->dhead && slot_in(first, nfirst, s->deferred[upto - 1]))
+    ahead_set_fill(s, first, nfirst);
+    while (upto > s->dhead && slot_in(s, s->deferred[upto - 1]))
         upto--;
     deferred_run(s, upto);
     fg__plan_close(s);
