@@ -946,7 +946,7 @@ void fg__plan_settle(fg_sched_t *s)
 }
 
 /* j's estimate, from the plan as it is, or queued until asked for. */
-static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
+static inline fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
 {
     if (!s->est_on_demand)
         return plan_claim(s, j, now, false);
