@@ -200,6 +200,8 @@ typedef struct fg__order {
      * every order of a scheduler uses the memo of s->it) */
     size_t cap_m, cap_a;
     struct fg__base_memo *a_memo, *m_memo;
+    bool grp_ok;           /* members_by_acct, mh_off, mh_n hold the grouping of */
+    size_t grp_na, grp_nm; /* that many accounts and members */
 } fg__order_t;
 
 typedef struct fg__base_memo {

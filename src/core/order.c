@@ -144,8 +144,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (size_t i = 0; i <= s->naccounts; i++)
-        o->mh_off[i] = 0;
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
         o->a_run0[i] = a->running;
@@ -165,9 +163,16 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
                                  o->run_w * (double)m->running
                            : 0.0;
         o->m_w[i] = m->weight;
-        o->mh_off[m->account + 1]++;
     }
-    /* members grouped by account (counting sort), ascending inside each account */
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers)
+        return;
+    for (size_t i = 0; i <= s->naccounts; i++)
+        o->mh_off[i] = 0;
+    for (size_t i = 0; i < s->nmembers; i++)
+        o->mh_off[s->members[i].account + 1]++;
     for (size_t i = 1; i <= s->naccounts; i++)
         o->mh_off[i] += o->mh_off[i - 1];
     for (size_t i = 0; i < s->naccounts; i++)
@@ -176,6 +181,9 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         int32_t a = s->members[i].account;
         o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
     }
+    o->grp_ok = true;
+    o->grp_na = s->naccounts;
+    o->grp_nm = s->nmembers;
 }
 
 /* ------------------------------------------------------------------ heaps */
