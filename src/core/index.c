@@ -225,13 +225,14 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
     const int64_t *tk = tree_fix(t, key);
     if (tk[0] == FG__INF)
         return -1;
+    /* Every minimum is up to date, so each node on the way down holds the root's value:
+     * go to the first child that holds it (the lowest index). */
+    const int64_t v = tk[0];
     size_t i = 0;
-    while (i < (size_t)t->tinner) { /* the first child with the minimum: the lowest index */
-        const size_t c0 = FG__TREE_FAN * i + 1;
-        size_t best = c0;
-        for (size_t c = c0 + 1; c < c0 + FG__TREE_FAN; c++)
-            best = tk[c] < tk[best] ? c : best;
-        i = best;
+    while (i < (size_t)t->tinner) {
+        i = FG__TREE_FAN * i + 1;
+        while (tk[i] != v)
+            i++;
     }
     return t->nodes[i - (size_t)t->tinner];
 }
