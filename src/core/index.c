@@ -183,9 +183,14 @@ static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
 {
     const size_t c0 = FG__TREE_FAN * i + 1;
     int64_t m = FG__INF;
-    for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
-        int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
-        m = v < m ? v : m;
+    if (c0 >= (size_t)t->tinner) { /* its children are leaves */
+        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++)
+            m = tk[c] < m ? tk[c] : m;
+    } else {
+        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
+            int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
+            m = v < m ? v : m;
+        }
     }
     t->tdirty[i] &= (uint16_t)~bit;
     return tk[i] = m;
