@@ -6,7 +6,7 @@
  * first set bit of bucket g, g+1, ... : the node with the fewest free GPUs that still
  * fits, ties to the lowest node index.
  *
- * Availability trees. For each GPU type, a segment tree over its nodes whose leaves
+ * Availability trees. For each GPU type, a min tree over its nodes whose leaves
  * hold, for g = 1..8, the time at which g GPUs of the node are available (the g-th
  * smallest per-GPU availability: free = long ago, busy = its job's start + time limit),
  * and as a ninth key the time the whole node is. Inner nodes hold the minimum of their

@@ -6,7 +6,7 @@
  * nodes (state, which job holds each GPU), accounts and members (weights, quotas, usage).
  * Derived structures (kept in step by every event, rebuilt by fg_sched_rebuild):
  * per member and band a sorted queue of pending jobs; per node its free mask and count;
- * per GPU type a bitmap of nodes for each free count and a segment tree of "when are g
+ * per GPU type a bitmap of nodes for each free count and min trees of "when are g
  * GPUs available" keys; per account and member running GPUs and pending counts.
  */
 #ifndef FG_CORE_INTERNAL_H
