@@ -6,13 +6,17 @@
  * first set bit of bucket g, g+1, ... : the node with the fewest free GPUs that still
  * fits, ties to the lowest node index.
  *
- * Availability trees. For each GPU type, a segment tree over its nodes whose leaves
+ * Availability trees. For each GPU type, a min tree over its nodes whose leaves
  * hold, for g = 1..8, the time at which g GPUs of the node are available (the g-th
  * smallest per-GPU availability: free = long ago, busy = its job's start + time limit),
  * and as a ninth key the time the whole node is. Inner nodes hold the minimum of their
  * children, so "the earliest time any node has g GPUs" is the root and its node is one
  * descent away. Reservations made during a pass change the leaves of the nodes they
- * touch (node->avail); the pass restores those leaves when it ends.
+ * touch (node->avail); the pass restores those leaves when it ends. The trees are
+ * key-major (one 8-ary min tree per key) and lazy: a leaf change marks its ancestors
+ * dirty for the keys that changed, and a key's minima are recomputed when that key is
+ * read (fg__tree_min, fg__tree_argmin), so a key that no claim reads between two
+ * changes costs nothing.
  *
  * Example: node n0 runs a 4-GPU job until t=100 and has 4 GPUs free; n1 runs an 8-GPU
  * job until t=50. Leaf n0: g=1..4 -> past, g=5..8 -> 100, whole -> 100. Leaf n1: all 50.
@@ -57,9 +61,43 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
 }
 
 /* Sorts the n availabilities of v into the tree keys of a node of n GPUs. */
+static inline void cswap(fg_time_t *a, int x, int y)
+{
+    fg_time_t lo = a[x] < a[y] ? a[x] : a[y], hi = a[x] < a[y] ? a[y] : a[x];
+    a[x] = lo;
+    a[y] = hi;
+}
+
 static void keys_of(const fg_time_t *v, int n, int64_t *key)
 {
     fg_time_t a[FG_MAX_NODE_GPUS];
+    if (n == FG_WHOLE_NODE_GPUS) {
+        /* the common node: Batcher's odd-even merge sort of 8 (19 compare-exchanges,
+         * no branches) */
+        memcpy(a, v, sizeof *a * FG_WHOLE_NODE_GPUS);
+        cswap(a, 0, 1);
+        cswap(a, 2, 3);
+        cswap(a, 4, 5);
+        cswap(a, 6, 7);
+        cswap(a, 0, 2);
+        cswap(a, 1, 3);
+        cswap(a, 4, 6);
+        cswap(a, 5, 7);
+        cswap(a, 1, 2);
+        cswap(a, 5, 6);
+        cswap(a, 0, 4);
+        cswap(a, 3, 7);
+        cswap(a, 1, 5);
+        cswap(a, 2, 6);
+        cswap(a, 1, 4);
+        cswap(a, 3, 6);
+        cswap(a, 2, 4);
+        cswap(a, 3, 5);
+        cswap(a, 3, 4);
+        memcpy(key, a, sizeof *a * FG_WHOLE_NODE_GPUS);
+        key[FG__TREE_KEYS - 1] = a[FG_WHOLE_NODE_GPUS - 1];
+        return;
+    }
     for (int i = 0; i < n; i++) { /* insertion sort: n is small */
         fg_time_t x = v[i];
         int p = i;
@@ -109,30 +147,62 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
     }
 }
 
-/* Sets leaf `pos` of t's tree to `key` and recomputes the minima above it, key by key,
- * only as far up as each key still changes (an inner minimum that comes out the same
- * leaves its ancestors as they are). */
+/* The trees are 8-ary (FG__TREE_FAN children per inner node): node i has children
+ * 8i+1..8i+8 and parent (i-1)/8; the root is 0 and the leaves are tinner..tinner+tsize,
+ * so a cluster of up to 64 nodes is two levels deep. */
+#define FG__TREE_FAN 8
+
+/* Sets leaf `pos` of t's tree to `key`. The minima above it are recomputed lazily, key
+ * by key, when that key is next read (tree_fix): a changed key marks the leaf's
+ * ancestors dirty for it, stopping at the first ancestor already dirty for every
+ * changed key (its own ancestors are then dirty too: a node dirty for a key always has
+ * dirty ancestors for it). A pass claims and restores many leaves between two reads of
+ * one key, and most keys of a claimed leaf are not read before it changes again. */
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
-    size_t i = (size_t)t->tsize + (size_t)pos;
-    int64_t *leaf = &t->tree[i * FG__TREE_KEYS];
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
     for (int k = 0; k < FG__TREE_KEYS; k++) {
-        changed |= (unsigned)(leaf[k] != key[k]) << k;
-        leaf[k] = key[k];
+        int64_t *leaf = &t->tree[(size_t)k * span + i];
+        changed |= (unsigned)(*leaf != key[k]) << k;
+        *leaf = key[k];
     }
-    for (i /= 2; i >= 1 && changed; i /= 2) {
-        int64_t *p = &t->tree[i * FG__TREE_KEYS];
-        const int64_t *l = &t->tree[2 * i * FG__TREE_KEYS];
-        const int64_t *r = &t->tree[(2 * i + 1) * FG__TREE_KEYS];
-        for (unsigned m = changed; m; m &= m - 1) {
-            int k = __builtin_ctz(m);
-            int64_t v = l[k] <= r[k] ? l[k] : r[k];
-            if (v == p[k])
-                changed &= ~(1u << k);
-            p[k] = v;
+    while (changed && i > 0) {
+        i = (i - 1) / FG__TREE_FAN;
+        unsigned d = t->tdirty[i];
+        if ((d & changed) == changed)
+            break;
+        t->tdirty[i] = (uint16_t)(d | changed);
+    }
+}
+
+/* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
+ * below; returns node i's. Only dirty nodes are visited (leaves are never dirty). */
+static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
+{
+    const size_t c0 = FG__TREE_FAN * i + 1;
+    int64_t m = FG__INF;
+    if (c0 >= (size_t)t->tinner) { /* its children are leaves */
+        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++)
+            m = tk[c] < m ? tk[c] : m;
+    } else {
+        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
+            int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
+            m = v < m ? v : m;
         }
     }
+    t->tdirty[i] &= (uint16_t)~bit;
+    return tk[i] = m;
+}
+
+/* Key k's tree, every minimum up to date. */
+static const int64_t *tree_fix(fg__type_t *t, int key)
+{
+    int64_t *tk = &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize)];
+    if (t->tdirty[0] & (1u << key))
+        tree_fix_at(t, tk, 1u << key, 0);
+    return tk;
 }
 
 void fg__node_leaf_update(fg_sched_t *s, int32_t n)
@@ -146,24 +216,30 @@ void fg__node_leaf_update(fg_sched_t *s, int32_t n)
     tree_set(t, nd->type_pos, key);
 }
 
-int64_t fg__tree_min(const fg__type_t *t, int key)
+int64_t fg__tree_min(fg__type_t *t, int key)
 {
     if (t->n == 0)
         return FG__INF;
-    return t->tree[1 * FG__TREE_KEYS + key];
+    return tree_fix(t, key)[0];
 }
 
-int32_t fg__tree_argmin(const fg__type_t *t, int key)
+int32_t fg__tree_argmin(fg__type_t *t, int key)
 {
-    if (t->n == 0 || t->tree[FG__TREE_KEYS + key] == FG__INF)
+    if (t->n == 0)
         return -1;
-    size_t i = 1;
-    while (i < (size_t)t->tsize) {
-        const int64_t l = t->tree[2 * i * FG__TREE_KEYS + key];
-        const int64_t r = t->tree[(2 * i + 1) * FG__TREE_KEYS + key];
-        i = l <= r ? 2 * i : 2 * i + 1;
+    const int64_t *tk = tree_fix(t, key);
+    if (tk[0] == FG__INF)
+        return -1;
+    /* Every minimum is up to date, so each node on the way down holds the root's value:
+     * go to the first child that holds it (the lowest index). */
+    const int64_t v = tk[0];
+    size_t i = 0;
+    while (i < (size_t)t->tinner) {
+        i = FG__TREE_FAN * i + 1;
+        while (tk[i] != v)
+            i++;
     }
-    return t->nodes[i - (size_t)t->tsize];
+    return t->nodes[i - (size_t)t->tinner];
 }
 
 static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
@@ -219,13 +295,20 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     t->bm = fg__alloc(sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     memset(t->bm, 0, sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     t->tsize = 1;
-    while (t->tsize < cap)
-        t->tsize *= 2;
+    t->tinner = 0;
+    while (t->tsize < cap) {
+        t->tinner += t->tsize;
+        t->tsize *= FG__TREE_FAN;
+    }
     free(t->tree);
-    size_t tn = 2 * (size_t)t->tsize * FG__TREE_KEYS;
+    free(t->tdirty);
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    size_t tn = span * FG__TREE_KEYS;
     t->tree = fg__alloc(sizeof(int64_t) * tn);
     for (size_t i = 0; i < tn; i++)
         t->tree[i] = FG__INF;
+    t->tdirty = fg__alloc(sizeof(uint16_t) * span);
+    memset(t->tdirty, 0, sizeof(uint16_t) * span);
     t->up_gpus = t->free_gpus = 0;
     t->dirty = false;
     for (int32_t p = 0; p < t->n; p++) {

@@ -6,7 +6,7 @@
  * nodes (state, which job holds each GPU), accounts and members (weights, quotas, usage).
  * Derived structures (kept in step by every event, rebuilt by fg_sched_rebuild):
  * per member and band a sorted queue of pending jobs; per node its free mask and count;
- * per GPU type a bitmap of nodes for each free count and a segment tree of "when are g
+ * per GPU type a bitmap of nodes for each free count and min trees of "when are g
  * GPUs available" keys; per account and member running GPUs and pending counts.
  */
 #ifndef FG_CORE_INTERNAL_H
@@ -151,8 +151,10 @@ typedef struct fg__type {
     bool dirty;        /* bitmaps/tree need a rebuild (a node was added) */
     int32_t words;     /* bitmap words */
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
-    int32_t tsize;     /* leaves (power of two) */
-    int64_t *tree;     /* 2*tsize x FG__TREE_KEYS */
+    int32_t tsize;     /* leaves (power of eight) */
+    int32_t tinner;    /* inner nodes: (tsize - 1) / 7, before the leaves */
+    int64_t *tree;     /* FG__TREE_KEYS x (tinner + tsize): one 8-ary tree per key */
+    uint16_t *tdirty;  /* per tree node: keys whose minimum is stale (index.c) */
     int32_t up_gpus;   /* GPUs on up nodes */
     int32_t free_gpus; /* free GPUs on up nodes */
     /* nodes with >= g GPUs (g = 1..8): up, and in any state; valid while fit_gen ==
@@ -167,6 +169,12 @@ typedef struct fg__head {
     fg_job_id_t id;
 } fg__head_t;
 
+/* An entry of a wfq key heap: an account or member and its current key. */
+typedef struct fg__hk {
+    double key;
+    int32_t id;
+} fg__hk_t;
+
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
@@ -179,11 +187,11 @@ typedef struct fg__order {
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
-    double run_w;          /* α: weight of the running GPUs in a key */
-    double *a_key, *m_key; /* current keys (wfq) */
-    int32_t *ah;           /* wfq: heap of accounts with jobs left in the band */
-    int32_t nah;           /* its size; also the size of the member heap (other policies) */
-    int32_t *mh;           /* wfq: per-account heaps of members at mh_off[a]; others: one heap */
+    double run_w;  /* α: weight of the running GPUs in a key */
+    fg__hk_t *ah;  /* wfq: heap of accounts with jobs left in the band, with their keys */
+    int32_t nah;   /* its size; also the size of the member heap (other policies) */
+    fg__hk_t *mhk; /* wfq: per-account heaps of members at mh_off[a], with their keys */
+    int32_t *mh;   /* fifo, priority, las: one heap of members */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
     fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
@@ -192,6 +200,8 @@ typedef struct fg__order {
      * every order of a scheduler uses the memo of s->it) */
     size_t cap_m, cap_a;
     struct fg__base_memo *a_memo, *m_memo;
+    bool grp_ok;           /* members_by_acct, mh_off, mh_n hold the grouping of */
+    size_t grp_na, grp_nm; /* that many accounts and members */
 } fg__order_t;
 
 typedef struct fg__base_memo {
@@ -239,6 +249,7 @@ struct fg_sched {
     int32_t ahead[64];
     int32_t nahead;
     bool ahead_ok;
+    int32_t ahead_set[128];         /* pass.c: those jobs as a hash set of slots (-1: empty) */
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
@@ -247,7 +258,8 @@ struct fg_sched {
     /* pending jobs by floor(log2(time limit)): lets a pass stop backfilling when no
      * pending job could end before the reservations */
     int32_t limit_hist[64];
-    int32_t *blocked; /* job slots blocked this pass, in plan order */
+    int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
+    int32_t *blocked;                 /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
     /* walk-local memos (pass.c): placements known to fail, blocked reasons */
     fg__fail_t *fail; /* [0] any type, [1 + t] type t */
@@ -290,8 +302,8 @@ void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
-int32_t fg__tree_argmin(const fg__type_t *t, int key);
-int64_t fg__tree_min(const fg__type_t *t, int key);
+int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
+int64_t fg__tree_min(fg__type_t *t, int key);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);
 int32_t fg__type_get(fg_sched_t *s, const char *name);
 

@@ -45,10 +45,9 @@ void fg__order_free(fg__order_t *o)
     free(o->a_base);
     free(o->m_w);
     free(o->a_w);
-    free(o->a_key);
-    free(o->m_key);
     free(o->ah);
     free(o->mh);
+    free(o->mhk);
     free(o->mh_off);
     free(o->mh_n);
     free(o->mh_cnt);
@@ -96,8 +95,8 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
         o->m_w = re(o->m_w, nm * sizeof *o->m_w);
-        o->m_key = re(o->m_key, nm * sizeof *o->m_key);
         o->mh = re(o->mh, nm * sizeof *o->mh);
+        o->mhk = re(o->mhk, nm * sizeof *o->mhk);
         o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
         o->m_head = re(o->m_head, nm * sizeof *o->m_head);
@@ -111,7 +110,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
         o->a_w = re(o->a_w, na * sizeof *o->a_w);
-        o->a_key = re(o->a_key, na * sizeof *o->a_key);
         o->ah = re(o->ah, na * sizeof *o->ah);
         o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
         o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
@@ -146,24 +144,35 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (size_t i = 0; i <= s->naccounts; i++)
-        o->mh_off[i] = 0;
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
         o->a_run0[i] = a->running;
-        o->a_base[i] = base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
-                       o->run_w * (double)a->running;
+        /* (a key is computed only for an account or member with jobs in the band: the
+         * usage term of one with no pending job is never read) */
+        o->a_base[i] = a->pending
+                           ? base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
+                                 o->run_w * (double)a->running
+                           : 0.0;
         o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
         o->m_run0[i] = m->running;
-        o->m_base[i] = base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
-                       o->run_w * (double)m->running;
+        o->m_base[i] = m->pending
+                           ? base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
+                                 o->run_w * (double)m->running
+                           : 0.0;
         o->m_w[i] = m->weight;
-        o->mh_off[m->account + 1]++;
     }
-    /* members grouped by account (counting sort), ascending inside each account */
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers)
+        return;
+    for (size_t i = 0; i <= s->naccounts; i++)
+        o->mh_off[i] = 0;
+    for (size_t i = 0; i < s->nmembers; i++)
+        o->mh_off[s->members[i].account + 1]++;
     for (size_t i = 1; i <= s->naccounts; i++)
         o->mh_off[i] += o->mh_off[i - 1];
     for (size_t i = 0; i < s->naccounts; i++)
@@ -172,6 +181,9 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         int32_t a = s->members[i].account;
         o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
     }
+    o->grp_ok = true;
+    o->grp_na = s->naccounts;
+    o->grp_nm = s->nmembers;
 }
 
 /* ------------------------------------------------------------------ heaps */
@@ -212,35 +224,35 @@ static void sift_oldest(const fg__head_t *head, int32_t *h, int32_t n, int32_t i
     h[i] = v;
 }
 
-/* sift_down for the key heaps (H_ACCT, H_MEMBER): by key, then index. */
-static void sift_key(const double *key, int32_t *h, int32_t n, int32_t i)
+static inline bool hk_before(fg__hk_t a, fg__hk_t b)
 {
-    int32_t v = h[i];
-    const double kv = key[v];
+    return a.key < b.key || (a.key == b.key && a.id < b.id);
+}
+
+/* sift_down for the wfq key heaps (accounts, members of an account): by key, then
+ * index; each entry carries its key, so a comparison reads the heap only. */
+static void sift_key(fg__hk_t *h, int32_t n, int32_t i)
+{
+    const fg__hk_t v = h[i];
     for (;;) {
-        int32_t l = 2 * i + 1, r = l + 1, m = -1;
-        double km = kv;
-        int32_t vm = v;
-        if (l < n && (key[h[l]] < km || (key[h[l]] == km && h[l] < vm))) {
-            m = l;
-            km = key[h[l]];
-            vm = h[l];
-        }
-        if (r < n && (key[h[r]] < km || (key[h[r]] == km && h[r] < vm)))
-            m = r;
-        if (m < 0)
+        int32_t c = 2 * i + 1;
+        if (c >= n)
             break;
-        h[i] = h[m];
-        i = m;
+        if (c + 1 < n && hk_before(h[c + 1], h[c]))
+            c++;
+        if (!hk_before(h[c], v))
+            break;
+        h[i] = h[c];
+        i = c;
     }
     h[i] = v;
 }
 
 /* Orders h[0..n) as a heap of keys (by key, then index). */
-static void heapify_keys(const double *key, int32_t *h, int32_t n)
+static void heapify_keys(fg__hk_t *h, int32_t n)
 {
     for (int32_t i = n / 2 - 1; i >= 0; i--)
-        sift_key(key, h, n, i);
+        sift_key(h, n, i);
 }
 
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
@@ -278,22 +290,19 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         return 0;
     if (s->cfg.policy == FG_POLICY_WFQ) {
         for (size_t a = 0; a < s->naccounts; a++) {
-            int32_t n = 0, *h = &o->mh[o->mh_off[a]];
+            int32_t n = 0;
+            fg__hk_t *h = &o->mhk[o->mh_off[a]];
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
-                if (o->m_left[m]) {
-                    o->m_key[m] = member_key(s, o, m);
-                    h[n++] = m;
-                }
+                if (o->m_left[m])
+                    h[n++] = (fg__hk_t){member_key(s, o, m), m};
             }
             o->mh_cnt[a] = n;
-            heapify_keys(o->m_key, h, n);
-            if (o->a_left[a]) {
-                o->a_key[a] = acct_key(s, o, (int32_t)a);
-                o->ah[o->nah++] = (int32_t)a;
-            }
+            heapify_keys(h, n);
+            if (o->a_left[a])
+                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
         }
-        heapify_keys(o->a_key, o->ah, o->nah);
+        heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
         for (size_t i = 0; i < s->nmembers; i++)
             if (o->m_left[i]) {
@@ -323,23 +332,41 @@ static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
 int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
-        if (o->band >= 0) {
-            int32_t m = -1, a = -1;
-            switch (s->cfg.policy) {
-            case FG_POLICY_WFQ:
-                if (o->nah) {
-                    a = o->ah[0];
-                    m = o->mh[o->mh_off[a]];
-                }
-                break;
-            case FG_POLICY_RR:
-                m = pick_rr(s, o);
-                break;
-            default:
-                if (o->nah)
-                    m = o->mh[0];
-                break;
+        if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
+            /* wfq: the oldest job of the smallest-key member of the smallest-key
+             * account; a key is compared only inside a heap of two or more (heaps only
+             * shrink during a band) */
+            const int32_t a = o->ah[0].id;
+            fg__hk_t *mh = &o->mhk[o->mh_off[a]];
+            const int32_t m = mh[0].id;
+            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t g = s->jobs[slot].gpus;
+            o->m_picked[m] += g;
+            o->a_picked[a] += g;
+            if (--o->m_left[m] == 0) {
+                mh[0] = mh[--o->mh_cnt[a]];
+                if (o->mh_cnt[a] > 1)
+                    sift_key(mh, o->mh_cnt[a], 0);
+            } else if (o->mh_cnt[a] > 1) {
+                mh[0].key = member_key(s, o, m);
+                sift_key(mh, o->mh_cnt[a], 0);
             }
+            if (--o->a_left[a] == 0) {
+                o->ah[0] = o->ah[--o->nah];
+                if (o->nah > 1)
+                    sift_key(o->ah, o->nah, 0);
+            } else if (o->nah > 1) {
+                o->ah[0].key = acct_key(s, o, a);
+                sift_key(o->ah, o->nah, 0);
+            }
+            return slot;
+        }
+        if (o->band >= 0 && s->cfg.policy != FG_POLICY_WFQ) {
+            int32_t m = -1;
+            if (s->cfg.policy == FG_POLICY_RR)
+                m = pick_rr(s, o);
+            else if (o->nah)
+                m = o->mh[0];
             if (m >= 0) {
                 int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
                 int32_t g = s->jobs[slot].gpus;
@@ -348,23 +375,7 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 o->a_left[acc]--;
                 o->m_picked[m] += g;
                 o->a_picked[acc] += g;
-                if (s->cfg.policy == FG_POLICY_WFQ) {
-                    /* a key is compared only inside a heap of two or more (heaps only
-                     * shrink during a band) */
-                    int32_t *mh = &o->mh[o->mh_off[a]];
-                    if (o->m_left[m] == 0)
-                        mh[0] = mh[--o->mh_cnt[a]];
-                    else if (o->mh_cnt[a] > 1)
-                        o->m_key[m] = member_key(s, o, m);
-                    if (o->mh_cnt[a] > 1)
-                        sift_key(o->m_key, mh, o->mh_cnt[a], 0);
-                    if (o->a_left[a] == 0)
-                        o->ah[0] = o->ah[--o->nah];
-                    else if (o->nah > 1)
-                        o->a_key[a] = acct_key(s, o, a);
-                    if (o->nah > 1)
-                        sift_key(o->a_key, o->ah, o->nah, 0);
-                } else if (s->cfg.policy != FG_POLICY_RR) {
+                if (s->cfg.policy != FG_POLICY_RR) {
                     /* the root's head job moved on (or it has none left) */
                     if (o->m_left[m] == 0)
                         o->mh[0] = o->mh[--o->nah];
@@ -375,9 +386,9 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
                 return slot;
             }
         }
-        do {
+        do { /* (a band with no pending job at all is skipped without a look) */
             if (++o->band >= FG__NBANDS)
                 return -1;
-        } while (band_begin(s, o, o->band) == 0);
+        } while (s->band_pending[o->band] == 0 || band_begin(s, o, o->band) == 0);
     }
 }

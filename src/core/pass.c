@@ -238,7 +238,7 @@ static bool place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_all
 
 /* The walk's memo of failed placements for type slot ts (0 = any type, 1 + t = type
  * t), reset at the first use in a walk. */
-static fg__fail_t *fail_memo(fg_sched_t *s, size_t ts)
+static __attribute__((noinline)) fg__fail_t *fail_memo_fill(fg_sched_t *s, size_t ts)
 {
     if (ts >= s->fail_cap) {
         size_t old = s->fail_cap;
@@ -256,8 +256,15 @@ static fg__fail_t *fail_memo(fg_sched_t *s, size_t ts)
     return f;
 }
 
+static inline fg__fail_t *fail_memo(fg_sched_t *s, size_t ts)
+{
+    if (ts < s->fail_cap && s->fail[ts].walk == s->walk_no)
+        return &s->fail[ts];
+    return fail_memo_fill(s, ts);
+}
+
 /* Did a job of no more GPUs than j, ending no later than `end`, already fail to fit? */
-static bool fail_known(const fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+static inline bool fail_known(const fg__fail_t *f, const fg__job_t *j, fg_time_t end)
 {
     if (j->gpus <= FG_WHOLE_NODE_GPUS)
         return f->single[j->gpus] != FG__INF && f->single[j->gpus] <= end;
@@ -347,16 +354,19 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         fg_time_t T = best > now ? best : now;
         touch(s, n);
         fg__node_t *nd = &s->nodes[n];
-        for (int c = 0; c < g; c++) { /* the g GPUs with the smallest avail */
-            int pick = -1;
-            for (int i = 0; i < nd->gpus; i++)
-                if (nd->avail[i] <= best && (pick < 0 || nd->avail[i] < nd->avail[pick]))
-                    pick = i;
-            if (pick < 0)
-                break;
-            nd->avail[pick] = T + j->time_limit;
+        /* The g GPUs with the smallest avail, ties to the lowest index: best is the
+         * g-th smallest, so every GPU below it and the first ones equal to it. (The
+         * order in which they are taken changes nothing: reserve_gpu only counts.) */
+        int below = 0;
+        for (int i = 0; i < nd->gpus; i++)
+            below += nd->avail[i] < best;
+        int equal = g - below;
+        for (int i = 0; i < nd->gpus; i++) {
+            if (nd->avail[i] > best || (nd->avail[i] == best && equal-- <= 0))
+                continue;
+            nd->avail[i] = T + j->time_limit;
             if (protect)
-                reserve_gpu(s, nd, pick, T, j->id, now);
+                reserve_gpu(s, nd, i, T, j->id, now);
         }
         fg__node_leaf_update(s, n);
         j->r_a = n;
@@ -420,18 +430,24 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
 
 static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why);
 
+static __attribute__((noinline)) bool feasible_fill(fg_sched_t *s, const fg__job_t *j,
+                                                    fg__feas_memo_t *m)
+{
+    m->why = FG_REASON_NONE;
+    m->ok = feasible_count(s, j, &m->why);
+    m->gen = s->node_gen;
+    m->gpus = j->gpus;
+    m->type = j->type;
+    return m->ok;
+}
+
 /* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
  * size and type get the same answer until a node is added or changes state. */
-static bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
+static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
     fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
-    if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type) {
-        m->why = FG_REASON_NONE;
-        m->ok = feasible_count(s, j, &m->why);
-        m->gen = s->node_gen;
-        m->gpus = j->gpus;
-        m->type = j->type;
-    }
+    if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type)
+        feasible_fill(s, j, m);
     if (!m->ok)
         *why = m->why;
     return m->ok;
@@ -565,46 +581,48 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     }
 }
 
+/* The accounts' and members' entitlements, once per preemption search. One block holds
+ * them and the scratch arrays (ent_a owns it); the members are grouped by account with
+ * a counting sort, ascending inside each account as water_fill always saw them. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
         return;
     e->done = true;
-    size_t na = s->naccounts, nm = s->nmembers;
-    e->ent_a = fg__alloc(sizeof(double) * na);
-    e->ent_m = fg__alloc(sizeof(double) * (nm ? nm : 1));
-    double *d = fg__alloc(sizeof(double) * (na + nm + 1));
-    double *w = fg__alloc(sizeof(double) * (na + nm + 1));
-    int32_t *idx = fg__alloc(sizeof(int32_t) * (na + nm + 1));
+    size_t na = s->naccounts, nm = s->nmembers, n = na + nm + 1;
+    double *blk =
+        fg__alloc(sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1));
+    e->ent_a = blk;
+    e->ent_m = blk + na;
+    double *d = e->ent_m + nm + 1, *w = d + n, *om = w + n;
+    int32_t *idx = (int32_t *)(om + n), *map = idx + n, *off = map + n;
     for (size_t i = 0; i < na; i++) {
         d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
         w[i] = s->accounts[i].weight;
     }
     water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, idx);
-    double *dm = fg__alloc(sizeof(double) * (nm + 1));
-    double *wm = fg__alloc(sizeof(double) * (nm + 1));
-    double *om = fg__alloc(sizeof(double) * (nm + 1));
-    int32_t *map = fg__alloc(sizeof(int32_t) * (nm + 1));
+    for (size_t a = 0; a <= na; a++)
+        off[a] = 0;
+    for (size_t i = 0; i < nm; i++)
+        off[s->members[i].account + 1]++;
+    for (size_t a = 1; a <= na; a++)
+        off[a] += off[a - 1];
+    for (size_t i = 0; i < nm; i++) /* off[a] ends at the start of account a + 1 */
+        map[off[s->members[i].account]++] = (int32_t)i;
+    int32_t from = 0;
     for (size_t a = 0; a < na; a++) {
-        size_t c = 0;
-        for (size_t i = 0; i < nm; i++) {
-            if (s->members[i].account != (int32_t)a)
-                continue;
-            dm[c] = (double)s->members[i].running + (double)s->members[i].pending_gpus;
-            wm[c] = s->members[i].weight;
-            map[c++] = (int32_t)i;
+        size_t c = (size_t)(off[a] - from);
+        const int32_t *ms = &map[from];
+        for (size_t k = 0; k < c; k++) {
+            const fg__member_t *m = &s->members[ms[k]];
+            d[k] = (double)m->running + (double)m->pending_gpus;
+            w[k] = m->weight;
         }
-        water_fill(c, dm, wm, e->ent_a[a], om, idx);
-        for (size_t i = 0; i < c; i++)
-            e->ent_m[map[i]] = om[i];
+        water_fill(c, d, w, e->ent_a[a], om, idx);
+        for (size_t k = 0; k < c; k++)
+            e->ent_m[ms[k]] = om[k];
+        from = off[a];
     }
-    free(d);
-    free(w);
-    free(idx);
-    free(dm);
-    free(wm);
-    free(om);
-    free(map);
 }
 
 /* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
@@ -928,7 +946,7 @@ void fg__plan_settle(fg_sched_t *s)
 }
 
 /* j's estimate, from the plan as it is, or queued until asked for. */
-static fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
+static inline fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
 {
     if (!s->est_on_demand)
         return plan_claim(s, j, now, false);
@@ -1051,6 +1069,11 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     fg_job_id_t head_blocked = 0;
     int32_t slot;
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    /* free GPUs change only with the walk's starts; which time limits are pending, not
+     * at all during the walk (so the answer changes only with window_max) */
+    int32_t free_now = fg_sched_gpus_free(s);
+    fg_time_t short_for = -1;
+    bool short_any = false;
 
     while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
         idx++;
@@ -1058,17 +1081,21 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             after_block++;
             bool cands_done = !c->preemption || nblk >= c->preempt_jobs_per_pass;
             if (idx > K && cands_done) {
-                int32_t free_now = fg_sched_gpus_free(s);
                 if (no_backfill || free_now == 0 ||
                     (c->backfill_depth > 0 && after_block > c->backfill_depth))
                     break;
                 /* Every free GPU is reserved and no pending job is short enough to
                  * end before the reservations: nothing more can start. */
-                if (reserved >= c->reserve_depth && free_now <= s->reserved_free &&
-                    !fg__pending_limit_at_most(s, s->window_max))
-                    break;
+                if (reserved >= c->reserve_depth && free_now <= s->reserved_free) {
+                    if (short_for != s->window_max) {
+                        short_for = s->window_max;
+                        short_any = fg__pending_limit_at_most(s, short_for);
+                    }
+                    if (!short_any)
+                        break;
+                }
             }
-        } else if (idx > K && fg_sched_gpus_free(s) == 0 && c->backfill_depth > 0 &&
+        } else if (idx > K && free_now == 0 && c->backfill_depth > 0 &&
                    idx > K + c->backfill_depth) {
             break; /* keep looking for the first blocked job: it gets the reservation */
         }
@@ -1127,6 +1154,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             fg__plan_settle(s); /* queued estimates see the plan before this start */
             fg__job_start(s, slot, al, n, now);
             push_start(out, j, al, n);
+            free_now = fg_sched_gpus_free(s);
             continue;
         }
         j->reason = blocked_reason_memo(s, j);
@@ -1165,8 +1193,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             try_preempt(s, bj, now, &e, out, &wake);
             served += out->npreempts > before;
         }
-        free(e.ent_a);
-        free(e.ent_m);
+        free(e.ent_a); /* (ent_m lies in the same block) */
     }
 
     s->in_walk = false;
@@ -1178,10 +1205,29 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     plan_restore(s);
 }
 
-static bool slot_in(const int32_t *v, int32_t n, int32_t slot)
+/* The next walk's first jobs as a set (open addressing over FG__AHEAD_SET entries,
+ * at least twice as many as the jobs): is `slot` among them? */
+#define FG__AHEAD_SET 128
+static uint32_t ahead_hash(int32_t slot)
 {
-    for (int32_t i = 0; i < n; i++)
-        if (v[i] == slot)
+    return ((uint32_t)slot * 2654435761u) >> 25; /* 7 bits: FG__AHEAD_SET */
+}
+
+static void ahead_set_fill(fg_sched_t *s, const int32_t *v, int32_t n)
+{
+    memset(s->ahead_set, 0xff, sizeof s->ahead_set);
+    for (int32_t i = 0; i < n; i++) {
+        uint32_t h = ahead_hash(v[i]);
+        while (s->ahead_set[h] >= 0 && s->ahead_set[h] != v[i])
+            h = (h + 1) % FG__AHEAD_SET;
+        s->ahead_set[h] = v[i];
+    }
+}
+
+static bool slot_in(const fg_sched_t *s, int32_t slot)
+{
+    for (uint32_t h = ahead_hash(slot); s->ahead_set[h] >= 0; h = (h + 1) % FG__AHEAD_SET)
+        if (s->ahead_set[h] == slot)
             return true;
     return false;
 }
@@ -1212,7 +1258,8 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
     /* up to the last queued estimate that is not moot (from the end: the first jobs of
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
-    while (upto > s->dhead && slot_in(first, nfirst, s->deferred[upto - 1]))
+    ahead_set_fill(s, first, nfirst);
+    while (upto > s->dhead && slot_in(s, s->deferred[upto - 1]))
         upto--;
     deferred_run(s, upto);
     fg__plan_close(s);

@@ -4,7 +4,8 @@
  * A queue is an array of job slots sorted by (submit_time, id), live in v[head..len).
  * New jobs usually arrive last (append), jobs usually start first (head++), so both
  * common cases are O(1); a requeued job with an old submit time is a binary search and
- * one memmove.
+ * one memmove, and so is a job that starts from inside its queue (backfill), which
+ * moves the shorter side of the queue by one.
  */
 #include "internal.h"
 
@@ -69,8 +70,9 @@ void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
     int32_t pos = lower_bound(s, q, &s->jobs[slot]);
     if (pos >= q->len || q->v[pos] != slot)
-        abort(); /* invariant: a pending job is in its queue */
-    if (pos == q->head) {
+        abort();                             /* invariant: a pending job is in its queue */
+    if (pos - q->head <= q->len - pos - 1) { /* move the shorter side: here the front */
+        memmove(&q->v[q->head + 1], &q->v[q->head], (size_t)(pos - q->head) * sizeof *q->v);
         q->head++;
     } else {
         memmove(&q->v[pos], &q->v[pos + 1], (size_t)(q->len - pos - 1) * sizeof *q->v);

@@ -147,6 +147,7 @@ void fg_sched_free(fg_sched_t *s)
         free(s->types[i].nodes);
         free(s->types[i].bm);
         free(s->types[i].tree);
+        free(s->types[i].tdirty);
     }
     fg__order_free(&s->it);
     fg__order_free(&s->it2);
@@ -433,6 +434,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
     s->limit_hist[limit_bucket(j->time_limit)]++;
+    s->band_pending[j->band]++;
     j->reason_pass = -1;
     j->est = FG_TIME_NEVER;
 }
@@ -448,6 +450,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
     s->limit_hist[limit_bucket(j->time_limit)]--;
+    s->band_pending[j->band]--;
 }
 
 static bool gpus_valid(int32_t g)
@@ -1035,6 +1038,7 @@ void fg_sched_rebuild(fg_sched_t *s)
     }
     s->npending = 0;
     memset(s->limit_hist, 0, sizeof s->limit_hist);
+    memset(s->band_pending, 0, sizeof s->band_pending);
     /* Re-insert in slot order; queue order is (submit, id) whatever the insert order. */
     for (size_t slot = 0; slot < s->njobs_slots; slot++) {
         fg__job_t *j = &s->jobs[slot];

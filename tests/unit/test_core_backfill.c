@@ -633,6 +633,65 @@ static void test_a_failed_whole_node_placement_hides_no_job_that_fits(void **sta
     fg_sched_free(s);
 }
 
+/* A cluster of 150 nodes of 8 GPUs: its availability trees are three levels deep
+ * (index.c). At t=0 jobs 1..150 (8 GPUs each) take every node; job i has the limit
+ * 1000 + 10 x ((7919 i) mod 150), a permutation of 1000, 1010, ..., 2490, so the node
+ * of rank r (by end time) is free at 1000 + 10r.
+ * At t=1 jobs 1001..1004 (8 GPUs, limit 100000) and 1005..1040 (1 GPU, limit 100) wait
+ * (nothing is free). In plan order (submit order) the whole-node jobs reserve the nodes
+ * of ranks 0..3 (estimates 1000..1030); each next 8 one-GPU jobs share the earliest
+ * node left: 1005..1012 at 1040, 1013..1020 at 1050, 1021..1028 at 1060, 1029..1032 at
+ * 1070; 1033.. are beyond estimate_depth (32) and get none.
+ * At t=2 job 150 (rank 0) ends: job 1001 starts on its node, and the 32 jobs the pass
+ * estimates are now 1002..1033: the same estimates, and 1033 at 1070. */
+static void test_estimates_on_a_large_cluster_take_the_nodes_that_free_up_first(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_with(FG_POLICY_WFQ, 4);
+    char name[16];
+    for (int n = 0; n < 150; n++) {
+        snprintf(name, sizeof name, "n%d", n);
+        assert_int_equal(fg_sched_node_add(s, name, 8, "gpu", FG_NODE_UP), n);
+    }
+    for (fg_job_id_t i = 1; i <= 150; i++)
+        submit(s, i, 8, 1000 + 10 * (fg_time_t)((7919 * i) % 150), 0);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 150);
+    for (fg_job_id_t i = 1001; i <= 1040; i++)
+        submit(s, i, i <= 1004 ? 8 : 1, i <= 1004 ? 100000 : 100, 1);
+    for (int round = 0; round < 2; round++) {
+        fg_time_t now = 1 + round;
+        if (round == 1) { /* the job of the rank-0 node ends */
+            end_job(s, 150, now);
+            assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+            assert_int_equal(d.nstarts, 1);
+            assert_int_equal(d.starts[0].job, 1001);
+            assert_int_equal(info(s, 1001).state, FG_JOB_RUNNING);
+        } else {
+            assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+            assert_int_equal(d.nstarts, 0);
+        }
+        for (fg_job_id_t i = 1001 + (fg_job_id_t)round; i <= 1040; i++) {
+            fg_time_t want;
+            if (i <= 1004)
+                want = 1000 + 10 * (fg_time_t)(i - 1001);
+            else if (i <= 1032 + (fg_job_id_t)round)
+                want = 1040 + 10 * (fg_time_t)((i - 1005) / 8);
+            else
+                want = FG_TIME_NEVER;
+            fg_job_info_t ji = info(s, i);
+            assert_int_equal(ji.state, FG_JOB_PENDING);
+            if (ji.estimated_start != want)
+                fail_msg("t=%lld: job %llu estimated at %lld, expected %lld", (long long)now,
+                         (unsigned long long)i, (long long)ji.estimated_start, (long long)want);
+        }
+    }
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_a_failed_placement_hides_no_job_that_fits),
         cmocka_unit_test(test_a_failed_whole_node_placement_hides_no_job_that_fits),
         cmocka_unit_test(test_an_8_gpu_job_beats_other_tenants_streams_of_1_gpu_jobs),
+        cmocka_unit_test(test_estimates_on_a_large_cluster_take_the_nodes_that_free_up_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

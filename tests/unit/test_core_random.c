@@ -46,7 +46,7 @@
 #include "splitmix.h"
 
 #define NSCHED   4 /* at most: the fourth is restored mid-sequence */
-#define MAXNODES 64
+#define MAXNODES 192
 #define MAXACCT  6
 #define MAXMEM   4
 #define MAXJOBS  2048
@@ -334,6 +334,9 @@ static void compare_states(world_t *w)
 
 /* ------------------------------------------------------------------ setup */
 
+/* Node counts of the bigger clusters (the large-cluster test widens them). */
+static int g_big_lo = 30, g_big_hi = 64;
+
 static void world_init(world_t *w, uint64_t seed, bool big)
 {
     memset(w, 0, sizeof *w);
@@ -370,7 +373,7 @@ static void world_init(world_t *w, uint64_t seed, bool big)
         CHECK(w->s[k] != NULL, "fg_sched_new");
     }
 
-    w->nnodes = big ? (int)rnd(r, 30, MAXNODES) : (int)rnd(r, 1, 10);
+    w->nnodes = big ? (int)rnd(r, g_big_lo, g_big_hi) : (int)rnd(r, 1, 10);
     for (int n = 0; n < w->nnodes; n++) {
         snprintf(w->node_name[n], sizeof w->node_name[n], "n%d", n);
         w->node_gpus[n] = chance(r, 20) ? 4 : 8;
@@ -1182,11 +1185,26 @@ static void test_invariants_hold_over_long_random_sequences_on_bigger_clusters(v
     run_many(n > 0 ? n : 1, true, 1000000);
 }
 
+/* A few long sequences on large clusters (65..192 nodes): a GPU type with more than 64
+ * nodes has availability trees three levels deep (index.c), whose lazily recomputed
+ * minima the smaller clusters never reach below the root. */
+static void test_invariants_hold_over_long_random_sequences_on_large_clusters(void **state)
+{
+    (void)state;
+    long n = env_long("FG_RANDOM_SEQUENCES", DEFAULT_SEQUENCES) / 250;
+    g_big_lo = 65;
+    g_big_hi = MAXNODES;
+    run_many(n > 0 ? n : 1, true, 2000000);
+    g_big_lo = 30;
+    g_big_hi = 64;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_invariants_hold_over_random_sequences_on_small_clusters),
         cmocka_unit_test(test_invariants_hold_over_long_random_sequences_on_bigger_clusters),
+        cmocka_unit_test(test_invariants_hold_over_long_random_sequences_on_large_clusters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
