@@ -931,11 +931,79 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
  * started jobs (another walk follows), or when one of them is asked for after the pass
  * (fg__plan_ask). The plan then stays in the trees until the next event or pass
  * (fg__plan_close), which drops the claims never asked for. */
+static void deferred_replay(fg_sched_t *s, size_t upto);
 static void deferred_run(fg_sched_t *s, size_t upto)
 {
+    if (s->ndsnap && upto > s->dfirst_start) {
+        deferred_replay(s, upto);
+        return;
+    }
     while (s->dhead < upto) {
         fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
         j->est = plan_claim(s, j, s->plan_now, false);
+    }
+}
+
+/* A start with estimates queued (walk) does not make them first: it leaves a mark in
+ * the queue and the nodes it changes as they were, so that the estimates are made only
+ * if someone needs them (most are redone by the next walk of the same pass: see
+ * plan_next_walk). To make them, the starts are taken back, newest first, and the
+ * queue is replayed in its order: each estimate on the plan as it was then, each start
+ * made again (fg__job_take_gpus), so the plan ends as the walk left it. The estimates
+ * from deferred[upto] on are not made (moot, or dropped by fg__plan_close). Between
+ * the first queued estimate and the end of the walk only starts change the nodes (a
+ * walk's reserving and candidate claims come before its estimate-only ones, and a walk
+ * that started something preempts nothing). */
+static void deferred_replay(fg_sched_t *s, size_t upto)
+{
+    for (size_t k = s->ndsnap; k-- > 0;) {
+        const fg__node_snap_t *sn = &s->dsnap[k];
+        fg__node_t *nd = &s->nodes[sn->node];
+        nd->nfree = sn->nfree;
+        nd->free_mask = sn->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->gpu_job[i] = sn->gpu_job[i];
+            nd->avail[i] = sn->avail[i];
+        }
+        fg__node_changed(s, sn->node);
+    }
+    s->ndsnap = 0;
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        int32_t e = s->deferred[k];
+        if (e < 0) {
+            fg__job_t *j = &s->jobs[-1 - e];
+            fg__job_take_gpus(s, -1 - e, fg__job_allocs(j), j->nallocs,
+                              s->plan_now + j->time_limit);
+        } else if (k < upto) {
+            fg__job_t *j = &s->jobs[e];
+            j->est = plan_claim(s, j, s->plan_now, false);
+        }
+    }
+    s->dhead = s->ndeferred;
+}
+
+/* Job `slot` starts on al[0..n) while estimates are queued: its mark and the nodes as
+ * they were (deferred_replay). */
+static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n)
+{
+    if (!s->ndsnap)
+        s->dfirst_start = s->ndeferred;
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = -1 - slot;
+    if (s->ndsnap + (size_t)n > s->dsnap_cap)
+        s->dsnap = fg__grow(s->dsnap, &s->dsnap_cap, s->ndsnap + (size_t)n, sizeof *s->dsnap);
+    for (int32_t k = 0; k < n; k++) {
+        const fg__node_t *nd = &s->nodes[al[k].node];
+        fg__node_snap_t *sn = &s->dsnap[s->ndsnap++];
+        sn->node = al[k].node;
+        sn->nfree = nd->nfree;
+        sn->free_mask = nd->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            sn->gpu_job[i] = nd->gpu_job[i];
+            sn->avail[i] = nd->avail[i];
+        }
     }
 }
 
@@ -972,7 +1040,7 @@ static void plan_restore(fg_sched_t *s)
 
 void fg__plan_close(fg_sched_t *s)
 {
-    s->dhead = s->ndeferred = 0; /* estimates not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = 0; /* estimates not asked for stay unknown */
     if (s->plan_alive)
         plan_restore(s);
 }
@@ -1048,7 +1116,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->ntouched = 0;
     s->touched_free_max = 0;
     s->in_walk = true;
-    s->dhead = s->ndeferred = 0;
+    s->dhead = s->ndeferred = s->ndsnap = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -1151,8 +1219,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
-            fg__plan_settle(s); /* queued estimates see the plan before this start */
+            /* queued estimates see the plan before this start: deferred_replay */
+            if (s->dhead < s->ndeferred)
+                defer_start(s, slot, al, n);
+            s->in_walk = false; /* (not a preemption: fg__node_changed) */
             fg__job_start(s, slot, al, n, now);
+            s->in_walk = true;
             push_start(out, j, al, n);
             free_now = fg_sched_gpus_free(s);
             continue;
@@ -1259,8 +1331,8 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
     ahead_set_fill(s, first, nfirst);
-    while (upto > s->dhead && slot_in(s, s->deferred[upto - 1]))
-        upto--;
+    while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
+        upto--; /* (a start's mark is no estimate) */
     deferred_run(s, upto);
     fg__plan_close(s);
 }
