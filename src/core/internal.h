@@ -286,7 +286,7 @@ struct fg_sched {
     size_t ndeferred, dhead, deferred_cap;
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
-    size_t ndsnap, dsnap_cap, dfirst_start; /* deferred[dfirst_start]: the first start */
+    size_t ndsnap, dsnap_cap;
 };
 
 /* sched.c */

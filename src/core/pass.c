@@ -926,15 +926,16 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
  * protected, not for a preemption candidate) changes nothing but later estimate-only
  * claims: it reserves nothing, and placement treats a node it touched like any other.
  * Such claims come after every protecting or candidate claim of the walk, so the walk
- * may queue them and make them later, in the same order, on the same plan: before
- * anything changes the plan (a start, a preemption: fg__plan_settle), when the walk
- * started jobs (another walk follows), or when one of them is asked for after the pass
+ * may queue them and make them later, in the same order, on the same plan: before a
+ * preemption changes the plan (fg__plan_settle), when the walk started jobs (another
+ * walk follows; the starts are taken back and made again in between: deferred_replay),
+ * or when one of them is asked for after the pass
  * (fg__plan_ask). The plan then stays in the trees until the next event or pass
  * (fg__plan_close), which drops the claims never asked for. */
 static void deferred_replay(fg_sched_t *s, size_t upto);
 static void deferred_run(fg_sched_t *s, size_t upto)
 {
-    if (s->ndsnap && upto > s->dfirst_start) {
+    if (s->ndsnap && upto > s->dhead) { /* estimates queued before a start */
         deferred_replay(s, upto);
         return;
     }
@@ -986,8 +987,6 @@ static void deferred_replay(fg_sched_t *s, size_t upto)
  * they were (deferred_replay). */
 static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n)
 {
-    if (!s->ndsnap)
-        s->dfirst_start = s->ndeferred;
     if (s->ndeferred == s->deferred_cap)
         s->deferred =
             fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);

@@ -12,9 +12,10 @@
  *     estimate in both; fg_sched_explain gives the same words.
  * Configurations vary the policy, the estimate, reserve and backfill depths, and the
  * number of preemption candidates, on nodes of two GPU types.
- * 3,000 sequences: about one in a hundred has a walk whose estimates queued before a
- * start are needed after it (made at the end of the walk, with the starts replayed in
- * between); making them all before re-making the starts fails at seed 550.
+ * 3,000 sequences: 464 walks in them have estimates queued before a start that are
+ * needed after the walk (made at its end, with the starts taken back and made again in
+ * between); making them on the plan after the starts, or all of them before the starts
+ * are made again, first fails at seed 550.
  * A failure prints its seed; FG_ESTIMATES_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
