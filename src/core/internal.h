@@ -287,6 +287,8 @@ struct fg_sched {
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
     size_t ndsnap, dsnap_cap;
+    void *ent_blk; /* pass.c, entitlements: the last preemption search's */
+    size_t ent_cap;
 };
 
 /* sched.c */

@@ -556,14 +556,16 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = 0;
-        if (d[i] > 0)
+        if (d[i] > 0) {
             idx[m++] = (int32_t)i;
+            out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+        }
     }
     /* insertion sort by d/w (n is the number of accounts or members: small) */
     for (size_t a = 1; a < m; a++) {
         int32_t v = idx[a];
         size_t b = a;
-        while (b > 0 && d[idx[b - 1]] / w[idx[b - 1]] > d[v] / w[v]) {
+        while (b > 0 && out[idx[b - 1]] > out[v]) {
             idx[b] = idx[b - 1];
             b--;
         }
@@ -581,17 +583,20 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     }
 }
 
-/* The accounts' and members' entitlements, once per preemption search. One block holds
- * them and the scratch arrays (ent_a owns it); the members are grouped by account with
- * a counting sort, ascending inside each account as water_fill always saw them. */
+/* The accounts' and members' entitlements, once per preemption search. One block
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays; the
+ * members are grouped by account with a counting sort, ascending inside each account as
+ * water_fill always saw them. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
         return;
     e->done = true;
     size_t na = s->naccounts, nm = s->nmembers, n = na + nm + 1;
-    double *blk =
-        fg__alloc(sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1));
+    s->ent_blk =
+        fg__grow(s->ent_blk, &s->ent_cap,
+                 sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1), 1);
+    double *blk = s->ent_blk;
     e->ent_a = blk;
     e->ent_m = blk + na;
     double *d = e->ent_m + nm + 1, *w = d + n, *om = w + n;
@@ -1264,7 +1269,6 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             try_preempt(s, bj, now, &e, out, &wake);
             served += out->npreempts > before;
         }
-        free(e.ent_a); /* (ent_m lies in the same block) */
     }
 
     s->in_walk = false;

@@ -164,6 +164,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->fail);
     free(s->deferred);
     free(s->dsnap);
+    free(s->ent_blk);
     free(s->claims);
     free(s);
 }
