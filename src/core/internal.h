@@ -111,6 +111,15 @@ typedef struct fg__node {
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
+/* A node as it was before a start of the walk whose queued estimates were not yet made
+ * (pass.c, deferred_run): what fg__job_take_gpus changes. */
+typedef struct fg__node_snap {
+    int32_t node, nfree;
+    uint64_t free_mask;
+    int32_t gpu_job[FG_MAX_NODE_GPUS];
+    fg_time_t avail[FG_MAX_NODE_GPUS];
+} fg__node_snap_t;
+
 /* Walk-local memo of placements that failed (pass.c, place_now): within one walk the
  * GPUs a job may take now only shrink (starts take GPUs, reservations only move
  * earlier), so a job of g GPUs ending at E that did not fit means no job of >= g GPUs
@@ -273,8 +282,13 @@ struct fg_sched {
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
     bool est_on_demand, in_walk, plan_alive;
     fg_time_t plan_now;
-    int32_t *deferred;
+    int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
+    /* nodes as they were before the starts in deferred[], in start order */
+    fg__node_snap_t *dsnap;
+    size_t ndsnap, dsnap_cap;
+    void *ent_blk; /* pass.c, entitlements: the last preemption search's */
+    size_t ent_cap;
 };
 
 /* sched.c */
@@ -285,6 +299,8 @@ int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
 void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
                        fg_time_t now);
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
+void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
+                       fg_time_t end);
 const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
 int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
 void fg__pending_del(fg_sched_t *s, int32_t slot);

@@ -556,14 +556,16 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         out[i] = 0;
-        if (d[i] > 0)
+        if (d[i] > 0) {
             idx[m++] = (int32_t)i;
+            out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+        }
     }
     /* insertion sort by d/w (n is the number of accounts or members: small) */
     for (size_t a = 1; a < m; a++) {
         int32_t v = idx[a];
         size_t b = a;
-        while (b > 0 && d[idx[b - 1]] / w[idx[b - 1]] > d[v] / w[v]) {
+        while (b > 0 && out[idx[b - 1]] > out[v]) {
             idx[b] = idx[b - 1];
             b--;
         }
@@ -581,17 +583,20 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     }
 }
 
-/* The accounts' and members' entitlements, once per preemption search. One block holds
- * them and the scratch arrays (ent_a owns it); the members are grouped by account with
- * a counting sort, ascending inside each account as water_fill always saw them. */
+/* The accounts' and members' entitlements, once per preemption search. One block
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays; the
+ * members are grouped by account with a counting sort, ascending inside each account as
+ * water_fill always saw them. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
         return;
     e->done = true;
     size_t na = s->naccounts, nm = s->nmembers, n = na + nm + 1;
-    double *blk =
-        fg__alloc(sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1));
+    s->ent_blk =
+        fg__grow(s->ent_blk, &s->ent_cap,
+                 sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1), 1);
+    double *blk = s->ent_blk;
     e->ent_a = blk;
     e->ent_m = blk + na;
     double *d = e->ent_m + nm + 1, *w = d + n, *om = w + n;
@@ -926,16 +931,83 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
  * protected, not for a preemption candidate) changes nothing but later estimate-only
  * claims: it reserves nothing, and placement treats a node it touched like any other.
  * Such claims come after every protecting or candidate claim of the walk, so the walk
- * may queue them and make them later, in the same order, on the same plan: before
- * anything changes the plan (a start, a preemption: fg__plan_settle), when the walk
- * started jobs (another walk follows), or when one of them is asked for after the pass
+ * may queue them and make them later, in the same order, on the same plan: before a
+ * preemption changes the plan (fg__plan_settle), when the walk started jobs (another
+ * walk follows; the starts are taken back and made again in between: deferred_replay),
+ * or when one of them is asked for after the pass
  * (fg__plan_ask). The plan then stays in the trees until the next event or pass
  * (fg__plan_close), which drops the claims never asked for. */
+static void deferred_replay(fg_sched_t *s, size_t upto);
 static void deferred_run(fg_sched_t *s, size_t upto)
 {
+    if (s->ndsnap && upto > s->dhead) { /* estimates queued before a start */
+        deferred_replay(s, upto);
+        return;
+    }
     while (s->dhead < upto) {
         fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
         j->est = plan_claim(s, j, s->plan_now, false);
+    }
+}
+
+/* A start with estimates queued (walk) does not make them first: it leaves a mark in
+ * the queue and the nodes it changes as they were, so that the estimates are made only
+ * if someone needs them (most are redone by the next walk of the same pass: see
+ * plan_next_walk). To make them, the starts are taken back, newest first, and the
+ * queue is replayed in its order: each estimate on the plan as it was then, each start
+ * made again (fg__job_take_gpus), so the plan ends as the walk left it. The estimates
+ * from deferred[upto] on are not made (moot, or dropped by fg__plan_close). Between
+ * the first queued estimate and the end of the walk only starts change the nodes (a
+ * walk's reserving and candidate claims come before its estimate-only ones, and a walk
+ * that started something preempts nothing). */
+static void deferred_replay(fg_sched_t *s, size_t upto)
+{
+    for (size_t k = s->ndsnap; k-- > 0;) {
+        const fg__node_snap_t *sn = &s->dsnap[k];
+        fg__node_t *nd = &s->nodes[sn->node];
+        nd->nfree = sn->nfree;
+        nd->free_mask = sn->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->gpu_job[i] = sn->gpu_job[i];
+            nd->avail[i] = sn->avail[i];
+        }
+        fg__node_changed(s, sn->node);
+    }
+    s->ndsnap = 0;
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        int32_t e = s->deferred[k];
+        if (e < 0) {
+            fg__job_t *j = &s->jobs[-1 - e];
+            fg__job_take_gpus(s, -1 - e, fg__job_allocs(j), j->nallocs,
+                              s->plan_now + j->time_limit);
+        } else if (k < upto) {
+            fg__job_t *j = &s->jobs[e];
+            j->est = plan_claim(s, j, s->plan_now, false);
+        }
+    }
+    s->dhead = s->ndeferred;
+}
+
+/* Job `slot` starts on al[0..n) while estimates are queued: its mark and the nodes as
+ * they were (deferred_replay). */
+static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n)
+{
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = -1 - slot;
+    if (s->ndsnap + (size_t)n > s->dsnap_cap)
+        s->dsnap = fg__grow(s->dsnap, &s->dsnap_cap, s->ndsnap + (size_t)n, sizeof *s->dsnap);
+    for (int32_t k = 0; k < n; k++) {
+        const fg__node_t *nd = &s->nodes[al[k].node];
+        fg__node_snap_t *sn = &s->dsnap[s->ndsnap++];
+        sn->node = al[k].node;
+        sn->nfree = nd->nfree;
+        sn->free_mask = nd->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            sn->gpu_job[i] = nd->gpu_job[i];
+            sn->avail[i] = nd->avail[i];
+        }
     }
 }
 
@@ -972,7 +1044,7 @@ static void plan_restore(fg_sched_t *s)
 
 void fg__plan_close(fg_sched_t *s)
 {
-    s->dhead = s->ndeferred = 0; /* estimates not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = 0; /* estimates not asked for stay unknown */
     if (s->plan_alive)
         plan_restore(s);
 }
@@ -1048,7 +1120,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->ntouched = 0;
     s->touched_free_max = 0;
     s->in_walk = true;
-    s->dhead = s->ndeferred = 0;
+    s->dhead = s->ndeferred = s->ndsnap = 0;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -1151,8 +1223,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
-            fg__plan_settle(s); /* queued estimates see the plan before this start */
+            /* queued estimates see the plan before this start: deferred_replay */
+            if (s->dhead < s->ndeferred)
+                defer_start(s, slot, al, n);
+            s->in_walk = false; /* (not a preemption: fg__node_changed) */
             fg__job_start(s, slot, al, n, now);
+            s->in_walk = true;
             push_start(out, j, al, n);
             free_now = fg_sched_gpus_free(s);
             continue;
@@ -1193,7 +1269,6 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             try_preempt(s, bj, now, &e, out, &wake);
             served += out->npreempts > before;
         }
-        free(e.ent_a); /* (ent_m lies in the same block) */
     }
 
     s->in_walk = false;
@@ -1259,8 +1334,8 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
     ahead_set_fill(s, first, nfirst);
-    while (upto > s->dhead && slot_in(s, s->deferred[upto - 1]))
-        upto--;
+    while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
+        upto--; /* (a start's mark is no estimate) */
     deferred_run(s, upto);
     fg__plan_close(s);
 }

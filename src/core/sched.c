@@ -163,6 +163,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->blocked);
     free(s->fail);
     free(s->deferred);
+    free(s->dsnap);
+    free(s->ent_blk);
     free(s->claims);
     free(s);
 }
@@ -596,6 +598,26 @@ static void run_list_del(fg_sched_t *s, int32_t slot)
     j->rprev = j->rnext = -1;
 }
 
+/* What a start changes on the nodes (and in the pass's plan): job `slot` holds the GPUs
+ * of allocs until `end` at the latest. Also used by pass.c to make a start again after
+ * its queued estimates (deferred_run). */
+void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
+                       fg_time_t end)
+{
+    for (int32_t k = 0; k < n; k++) {
+        fg__node_t *nd = &s->nodes[allocs[k].node];
+        nd->free_mask &= ~allocs[k].gpu_mask;
+        for (int i = 0; i < nd->gpus; i++)
+            if (allocs[k].gpu_mask >> i & 1) {
+                nd->gpu_job[i] = slot;
+                nd->nfree--;
+                if (nd->touched == s->walk_no && nd->avail[i] < end)
+                    nd->avail[i] = end;
+            }
+        fg__node_changed(s, allocs[k].node);
+    }
+}
+
 /* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now`. */
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
 {
@@ -619,18 +641,7 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     } else {
         j->alloc1 = allocs[0];
     }
-    for (int32_t k = 0; k < n; k++) {
-        fg__node_t *nd = &s->nodes[allocs[k].node];
-        nd->free_mask &= ~allocs[k].gpu_mask;
-        for (int i = 0; i < nd->gpus; i++)
-            if (allocs[k].gpu_mask >> i & 1) {
-                nd->gpu_job[i] = slot;
-                nd->nfree--;
-                if (nd->touched == s->walk_no && nd->avail[i] < now + j->time_limit)
-                    nd->avail[i] = now + j->time_limit;
-            }
-        fg__node_changed(s, allocs[k].node);
-    }
+    fg__job_take_gpus(s, slot, allocs, n, now + j->time_limit);
     s->accounts[j->account].running += j->gpus;
     s->members[j->member].running += j->gpus;
     j->reason = FG_REASON_NONE;
