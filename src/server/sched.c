@@ -824,21 +824,20 @@ static const char *node_state_name(const srv_node_t *n, srv_t *s)
     if (n->state == FG_NODE_UP)
         return "up";
     /* draining: drained once nothing runs there */
-    for (int g = 0; g < n->ngpus; g++)
-        (void)g;
     size_t nrun_ = 0;
     uint64_t *run_ = srv_running_snapshot(s, &nrun_);
-    for (size_t ri_ = 0; ri_ < nrun_; ri_++) {
+    bool busy = false;
+    for (size_t ri_ = 0; ri_ < nrun_ && !busy; ri_++) {
         uint64_t id = run_[ri_];
         srv_job_t *j = s->jobs[id - 1];
         if (!j || j->state != FG_JOB_RUNNING)
             continue;
         for (int k = 0; k < j->nranks; k++)
             if (!strcmp(j->ranks[k].node, n->name))
-                return "draining";
+                busy = true;
     }
     free(run_);
-    return "drained";
+    return busy ? "draining" : "drained";
 }
 
 static void do_register(sctx_t *c, srv_msg_t *m)

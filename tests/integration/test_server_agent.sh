@@ -123,7 +123,10 @@ st, jk = req("POST", "/v1/jobs/%s/cancel" % k, token=TA)
 check(st == 200 and jk["cancel_requested"] is True, "cancel accepted: %s" % jk.get("state"))
 jk = wait_for(lambda: ended(k), "cancel-me ends")
 check(jk["state"] == "CANCELLED", "running job cancelled after confirmation: %s" % jk["state"])
-ev = req("GET", "/v1/jobs/%s/events" % k, token=TA)[1]["items"]
+# a job's state shows as soon as the controller decides it; its events list once the
+# change is committed (docs/api.md): wait for that commit, then check the whole list
+def events(i): return req("GET", "/v1/jobs/%s/events" % i, token=TA)[1]["items"]
+ev = wait_for(lambda: (lambda v: v if v and v[-1]["to"] == "CANCELLED" else None)(events(k)), "cancel event committed", 10) or events(k)
 check([(e["from"], e["to"]) for e in ev] == [(None, "PENDING"), ("PENDING", "RUNNING"), ("RUNNING", "CANCELLED")], "cancel events: %s" % ev)
 
 # 4. a high job preempts a low one
@@ -131,7 +134,7 @@ low = submit(name="low", command="sleep 60", gpus=16, priority="low")
 wait_for(lambda: job(low)["state"] == "RUNNING", "low runs")
 high = submit(name="high", command="sleep 1", gpus=8, priority="high")
 wait_for(lambda: job(high)["state"] == "RUNNING", "high runs", 20)
-ev = req("GET", "/v1/jobs/%s/events" % low, token=TA)[1]["items"]
+ev = wait_for(lambda: (lambda v: v if ("RUNNING", "PENDING", "preempted") in [(e["from"], e["to"], e["reason"]) for e in v] else None)(events(low)), "preempted event committed", 10) or events(low)
 check(("RUNNING", "PENDING", "preempted") in [(e["from"], e["to"], e["reason"]) for e in ev], "low requeued as preempted: %s" % ev)
 jl = job(low)
 check(jl["state"] in ("PENDING", "RUNNING") and jl["attempts"] >= 1, "low back in the queue")
