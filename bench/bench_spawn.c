@@ -16,10 +16,12 @@
  * Usage: bench_spawn [N]   (default 500 spawns per stream)
  */
 #include <errno.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -82,6 +84,10 @@ static int run_streams(int s, long n)
             return -1;
         }
         if (pid == 0) {
+            /* a stream ends with the benchmark (stopped with Ctrl-C or kill) */
+            prctl(PR_SET_PDEATHSIG, SIGTERM);
+            if (getppid() == 1)
+                _exit(1);
             const char *err = stream(n);
             if (err)
                 fprintf(stderr, "bench_spawn: %s: %s\n", TRUE_PATH, err);

@@ -20,7 +20,7 @@ trap cleanup EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 url=http://127.0.0.1:$port
 "$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --insecure-fast-password-hash \
-    --rate-limit 0 --heartbeat-interval 1 --heartbeat-misses 2 --retry-backoff 0 \
+    --rate-limit 0 --heartbeat-interval 1 --heartbeat-misses 3 --retry-backoff 0 \
     >"$tmp/server.log" 2>&1 &
 server_pid=$!
 for _ in $(seq 200); do
