@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -607,6 +608,44 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
     return NULL;
 }
 
+/* An attempt's reporting flags, read together under ag->mu. */
+typedef struct report_state {
+    int launched, exited, silent, started, log_done, pgid_known;
+} report_state_t;
+
+/*
+ * Reads a's reporting flags into *st. A silent attempt (nothing to report) is settled
+ * here: its files are forgotten once it exited, *rc gets report_one's answer (1 exited,
+ * 0 not yet) and false is returned; otherwise true.
+ */
+static bool report_state(fg_agent_t *ag, fg_attempt_t *a, report_state_t *st, int *rc)
+{
+    pthread_mutex_lock(&ag->mu);
+    st->launched = a->launched;
+    st->exited = a->exited;
+    st->silent = a->silent;
+    st->started = a->started_sent;
+    st->log_done = a->log_done;
+    st->pgid_known = a->proc.pgid_known;
+    pthread_mutex_unlock(&ag->mu);
+    if (!st->silent)
+        return true;
+    if (st->exited)
+        fg_attempt_forget_files(a, !ag->cfg.keep_logs);
+    *rc = st->exited ? 1 : 0;
+    return false;
+}
+
+/* The controller has a's exit (and, unless refused, the whole log of `size` bytes): marks
+ * it sent, and the node-local copies are no longer needed. */
+static void exit_delivered(fg_agent_t *ag, fg_attempt_t *a, int64_t size)
+{
+    pthread_mutex_lock(&ag->mu);
+    a->exit_sent = 1;
+    pthread_mutex_unlock(&ag->mu);
+    fg_attempt_forget_files(a, !ag->cfg.keep_logs && (a->log_done || a->log_acked >= size));
+}
+
 /*
  * Does the reporting work of one claimed attempt, in protocol order: started, the log up
  * to its current end, and once it ended (log complete) exited. Returns 1 if the attempt
@@ -615,35 +654,25 @@ static fg_attempt_t *claim(fg_node_t *n, int64_t now, int64_t *wait_ms)
 static int report_one(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, unsigned char *buf)
 {
     fg_agent_t *ag = n->ag;
-    pthread_mutex_lock(&ag->mu);
-    int launched = a->launched, exited = a->exited, silent = a->silent;
-    int started = a->started_sent, log_done = a->log_done, pgid_known = a->proc.pgid_known;
-    pthread_mutex_unlock(&ag->mu);
-    if (silent) {
-        if (exited)
-            fg_attempt_forget_files(a, !ag->cfg.keep_logs);
-        return exited ? 1 : 0;
-    }
-    if (launched && !started && !exited && pgid_known) {
+    report_state_t st;
+    int rc;
+    if (!report_state(ag, a, &st, &rc))
+        return rc;
+    if (st.launched && !st.started && !st.exited && st.pgid_known) {
         if (!send_started(n, h, a))
             return -1;
         pthread_mutex_lock(&ag->mu);
         a->started_sent = 1;
         pthread_mutex_unlock(&ag->mu);
     }
-    int64_t size = launched ? file_size(a->proc.log_path) : 0;
-    if (!log_done && size > a->log_acked && !ship_log(n, h, a, size, buf))
+    int64_t size = st.launched ? file_size(a->proc.log_path) : 0;
+    if (!st.log_done && size > a->log_acked && !ship_log(n, h, a, size, buf))
         return -1;
-    if (!exited)
+    if (!st.exited)
         return 0;
     if (!send_exited(n, h, a, size))
         return -1;
-    pthread_mutex_lock(&ag->mu);
-    a->exit_sent = 1;
-    pthread_mutex_unlock(&ag->mu);
-    /* The controller has the exit and (unless refused) the whole log: the node-local
-     * copies are no longer needed. */
-    fg_attempt_forget_files(a, !ag->cfg.keep_logs && (a->log_done || a->log_acked >= size));
+    exit_delivered(ag, a, size);
     return 1;
 }
 
@@ -670,29 +699,22 @@ static void report_many(fg_node_t *n, fg_http_t *h, fg_attempt_t **as, int k, in
         fg_attempt_t *a = as[i];
         kind[i] = R_NONE;
         size[i] = 0;
-        pthread_mutex_lock(&ag->mu);
-        int launched = a->launched, exited = a->exited, silent = a->silent;
-        int started = a->started_sent, log_done = a->log_done, pgid_known = a->proc.pgid_known;
-        pthread_mutex_unlock(&ag->mu);
-        if (silent) {
-            if (exited)
-                fg_attempt_forget_files(a, !ag->cfg.keep_logs);
-            rcs[i] = exited ? 1 : 0;
+        report_state_t st;
+        if (!report_state(ag, a, &st, &rcs[i]))
             continue;
-        }
-        if (launched && !started && !exited && pgid_known) {
+        if (st.launched && !st.started && !st.exited && st.pgid_known) {
             kind[i] = R_STARTED;
             json_t *b = started_body(n, a);
             json_object_set_new(b, "type", json_string("started"));
             json_array_append_new(reports, b);
             continue;
         }
-        size[i] = launched ? file_size(a->proc.log_path) : 0;
-        if (!log_done && size[i] > a->log_acked && !ship_log(n, h, a, size[i], buf)) {
+        size[i] = st.launched ? file_size(a->proc.log_path) : 0;
+        if (!st.log_done && size[i] > a->log_acked && !ship_log(n, h, a, size[i], buf)) {
             rcs[i] = -1;
             continue;
         }
-        if (!exited) {
+        if (!st.exited) {
             rcs[i] = 0;
             continue;
         }
@@ -758,11 +780,7 @@ static void report_many(fg_node_t *n, fg_http_t *h, fg_attempt_t **as, int k, in
                 rcs[i] = -1;
                 continue;
             }
-            pthread_mutex_lock(&ag->mu);
-            a->exit_sent = 1;
-            pthread_mutex_unlock(&ag->mu);
-            fg_attempt_forget_files(a,
-                                    !ag->cfg.keep_logs && (a->log_done || a->log_acked >= size[i]));
+            exit_delivered(ag, a, size[i]);
             rcs[i] = 1;
         }
     }

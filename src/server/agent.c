@@ -296,24 +296,26 @@ static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
     return m;
 }
 
-int h_agent_started(srv_req_t *r)
+/* A single report's route: the body parsed by `parse` (which replies when it refuses)
+ * goes to the scheduler thread. */
+static int single_report(srv_req_t *r, srv_msg_t *(*parse)(srv_req_t *, json_t *))
 {
     json_t *b = srv_body_object(r);
     if (!b)
         return MHD_YES;
-    srv_msg_t *m = parse_started(r, b);
+    srv_msg_t *m = parse(r, b);
     json_decref(b);
     return m ? srv_sched_call(r, m) : MHD_YES;
 }
 
+int h_agent_started(srv_req_t *r)
+{
+    return single_report(r, parse_started);
+}
+
 int h_agent_exited(srv_req_t *r)
 {
-    json_t *b = srv_body_object(r);
-    if (!b)
-        return MHD_YES;
-    srv_msg_t *m = parse_exited(r, b);
-    json_decref(b);
-    return m ? srv_sched_call(r, m) : MHD_YES;
+    return single_report(r, parse_exited);
 }
 
 srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body)
