@@ -683,8 +683,11 @@ int h_jobs_logs(srv_req_t *r)
 int h_nodes_list(srv_req_t *r)
 {
     srv_t *s = r->srv;
+    if (!srv_lock_published(s)) {
+        pthread_mutex_unlock(&s->mu);
+        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+    }
     json_t *items = json_array();
-    pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->nnodes; i++)
         json_array_append_new(items, srv_node_json(s, s->nodes[i]));
     pthread_mutex_unlock(&s->mu);

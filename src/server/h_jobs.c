@@ -54,8 +54,9 @@ static int reply_existing(srv_req_t *r, int64_t id)
     srv_t *s = r->srv;
     for (int i = 0; i < 2000; i++) {
         pthread_mutex_lock(&s->mu);
-        srv_job_t *j = srv_job_get(s, (uint64_t)id);
-        json_t *o = j ? srv_job_json(s, j, true) : NULL;
+        bool ok;
+        srv_job_t *j = srv_job_get_published(s, (uint64_t)id, &ok);
+        json_t *o = j && ok ? srv_job_json(s, j, true) : NULL;
         pthread_mutex_unlock(&s->mu);
         if (o)
             return srv_reply_json(r, 200, o);
@@ -393,7 +394,11 @@ int h_jobs_list(srv_req_t *r)
     json_t *items = json_array();
     int64_t last = 0;
     bool more = false;
-    pthread_mutex_lock(&s->mu);
+    if (!srv_lock_published(s)) {
+        pthread_mutex_unlock(&s->mu);
+        json_decref(items);
+        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+    }
     int64_t uid = -1;
     if (user) {
         srv_user_t *u = srv_user_by_name(s, user);
@@ -437,10 +442,13 @@ int h_jobs_get(srv_req_t *r)
         return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
     srv_buf_t b = {0};
     pthread_mutex_lock(&s->mu);
-    srv_job_t *j = srv_job_get(s, id);
-    if (j)
+    bool ok;
+    srv_job_t *j = srv_job_get_published(s, id, &ok);
+    if (j && ok)
         srv_job_render(s, j, r->admin || j->r.user_id == r->user_id, NULL, &b);
     pthread_mutex_unlock(&s->mu);
+    if (j && !ok)
+        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
     if (!j)
         return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
     return srv_reply_buf(r, 200, &b);
@@ -457,7 +465,8 @@ static uint64_t owned_job(srv_req_t *r, fg_job_state_t *state)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
-    srv_job_t *j = srv_job_get(s, id);
+    bool ok;
+    srv_job_t *j = srv_job_get_published(s, id, &ok);
     bool found = j != NULL;
     bool mine = j && (r->admin || j->r.user_id == r->user_id);
     if (j && state)
@@ -470,6 +479,10 @@ static uint64_t owned_job(srv_req_t *r, fg_job_state_t *state)
     if (!mine) {
         srv_reply_error(r, 403, "forbidden", NULL, "job %llu belongs to another user",
                         (unsigned long long)id);
+        return 0;
+    }
+    if (!ok) {
+        srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
         return 0;
     }
     return id;
@@ -576,7 +589,9 @@ static void ev_fill(ev_stream_t *st)
     srv_t *s = st->s;
     size_t cap = 0;
     st->len = st->off = 0;
-    pthread_mutex_lock(&s->mu);
+    /* (should the store stop committing, the events are sent as they are: they were
+     * committed, only their embedded job may be newer) */
+    srv_lock_published(s);
     int n = 0;
     for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
         if (q < s->first_seq)
@@ -686,7 +701,11 @@ int h_events(srv_req_t *r)
         r->park_deadline_ms = srv_now_ms() + wait * 1000;
     json_t *items = json_array();
     int64_t last = since;
-    pthread_mutex_lock(&s->mu);
+    if (!srv_lock_published(s)) {
+        pthread_mutex_unlock(&s->mu);
+        json_decref(items);
+        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+    }
     for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
         if (q < s->first_seq)
             continue;

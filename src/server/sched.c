@@ -240,8 +240,18 @@ static srv_job_t *job(sctx_t *c, uint64_t id)
     return srv_job_get(c->s, id);
 }
 
+/* The iteration now open: its changes are shown once commit() has made them durable.
+ * Every change to a job or node is made with mu held, so readers that wait for
+ * pub_iter (srv_wait_published) never show one before its commit. */
+static void mark_changed(srv_t *s)
+{
+    s->dirty_iter = s->pub_iter + 1;
+}
+
 static void mark_dirty(sctx_t *c, srv_job_t *j)
 {
+    mark_changed(c->s);
+    j->dirty_iter = c->s->pub_iter + 1;
     for (size_t i = 0; i < c->ndirty; i++)
         if (c->dirty[i] == (uint64_t)j->r.id)
             return;
@@ -277,6 +287,7 @@ static void add_attempt(sctx_t *c, const fg_store_attempt_t *a, int kind)
 
 static void add_node_state(sctx_t *c, const char *name, const char *state)
 {
+    mark_changed(c->s);
     c->node_states =
         fg_xgrow(c->node_states, &c->node_states_cap, c->nnode_states + 2, sizeof *c->node_states);
     c->node_states[c->nnode_states++] = fg_xstrdup(name);
@@ -380,6 +391,10 @@ static void commit(sctx_t *c)
         }
     }
     pthread_mutex_lock(&s->mu);
+    /* the iteration is durable (or its commit failed for good, logged above): its
+     * changes may be shown now */
+    s->pub_iter++;
+    pthread_cond_broadcast(&s->pub_cv);
     for (size_t i = 0; i < c->nevs; i++) {
         c->evs[i].seq = rc ? 0 : b.ops[ev0 + i].out;
         srv_event_mem(s, &c->evs[i]);
@@ -903,6 +918,7 @@ static void do_register(sctx_t *c, srv_msg_t *m)
     c->node_upserts = fg_xgrow(c->node_upserts, &c->node_upserts_cap, c->nnode_upserts + 1,
                                sizeof *c->node_upserts);
     fg_store_node_t *sn = &c->node_upserts[c->nnode_upserts++];
+    mark_changed(s);
     memset(sn, 0, sizeof *sn);
     sn->name = fg_xstrdup(n->name);
     sn->state = fg_xstrdup(want == FG_NODE_UP ? "up" : "draining");

@@ -132,6 +132,7 @@ typedef struct srv_job {
     bool stop_sent;         /* a stop for the current attempt was queued */
     srv_log_t *logs;
     size_t nlogs;
+    uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
 } srv_job_t;
 
 typedef struct srv_event {
@@ -323,6 +324,12 @@ typedef struct srv {
     /* nodes */
     srv_node_t **nodes;
     size_t nnodes, nodes_cap;
+    /* Publication of the scheduler thread's changes to jobs and nodes (sched.c): they are
+     * made in memory under mu during an iteration and committed at its end; readers show
+     * a job or node only once the iteration that changed it is durable (mu). */
+    pthread_cond_t pub_cv; /* broadcast when pub_iter grows */
+    uint64_t pub_iter;     /* every iteration <= pub_iter is committed */
+    uint64_t dirty_iter;   /* the newest iteration that changed a job or a node */
     /* the fair-share view, refreshed by the scheduler thread */
     json_t *fairshare;
 
@@ -483,6 +490,14 @@ json_t *srv_user_json(srv_t *s, const srv_user_t *u);
 json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
 void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *username, srv_buf_t *b);
 srv_job_t *srv_job_get(srv_t *s, uint64_t id);
+/* With mu held: waits until the scheduler's changes up to iteration `iter` are committed
+ * (srv_lock_published: every change so far), so that what is shown is durable. False if
+ * that takes over 10 s (the store is failing) or the server is stopping; then the
+ * caller answers 503 instead of showing an uncommitted state. */
+bool srv_wait_published(srv_t *s, uint64_t iter);
+bool srv_lock_published(srv_t *s);
+/* srv_job_get once the job's last change is committed (mu held; *ok false as above) */
+srv_job_t *srv_job_get_published(srv_t *s, uint64_t id, bool *ok);
 void srv_job_insert_mem(srv_t *s, srv_job_t *j);
 void srv_job_free(srv_job_t *j);
 void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
