@@ -683,9 +683,10 @@ int h_jobs_logs(srv_req_t *r)
 int h_nodes_list(srv_req_t *r)
 {
     srv_t *s = r->srv;
-    if (!srv_lock_published(s)) {
+    pthread_mutex_lock(&s->mu);
+    if (!srv_all_published(s)) {
         pthread_mutex_unlock(&s->mu);
-        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+        return srv_park_unpublished(r);
     }
     json_t *items = json_array();
     for (size_t i = 0; i < s->nnodes; i++)

@@ -54,9 +54,8 @@ static int reply_existing(srv_req_t *r, int64_t id)
     srv_t *s = r->srv;
     for (int i = 0; i < 2000; i++) {
         pthread_mutex_lock(&s->mu);
-        bool ok;
-        srv_job_t *j = srv_job_get_published(s, (uint64_t)id, &ok);
-        json_t *o = j && ok ? srv_job_json(s, j, true) : NULL;
+        srv_job_t *j = srv_job_get(s, (uint64_t)id);
+        json_t *o = j && srv_job_published(s, j) ? srv_job_json(s, j, true) : NULL;
         pthread_mutex_unlock(&s->mu);
         if (o)
             return srv_reply_json(r, 200, o);
@@ -394,10 +393,11 @@ int h_jobs_list(srv_req_t *r)
     json_t *items = json_array();
     int64_t last = 0;
     bool more = false;
-    if (!srv_lock_published(s)) {
+    pthread_mutex_lock(&s->mu);
+    if (!srv_all_published(s)) {
         pthread_mutex_unlock(&s->mu);
         json_decref(items);
-        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+        return srv_park_unpublished(r);
     }
     int64_t uid = -1;
     if (user) {
@@ -442,13 +442,13 @@ int h_jobs_get(srv_req_t *r)
         return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
     srv_buf_t b = {0};
     pthread_mutex_lock(&s->mu);
-    bool ok;
-    srv_job_t *j = srv_job_get_published(s, id, &ok);
-    if (j && ok)
+    srv_job_t *j = srv_job_get(s, id);
+    bool shown = j && srv_job_published(s, j);
+    if (shown)
         srv_job_render(s, j, r->admin || j->r.user_id == r->user_id, NULL, &b);
     pthread_mutex_unlock(&s->mu);
-    if (j && !ok)
-        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+    if (j && !shown)
+        return srv_park_unpublished(r);
     if (!j)
         return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
     return srv_reply_buf(r, 200, &b);
@@ -465,9 +465,9 @@ static uint64_t owned_job(srv_req_t *r, fg_job_state_t *state)
         return 0;
     }
     pthread_mutex_lock(&s->mu);
-    bool ok;
-    srv_job_t *j = srv_job_get_published(s, id, &ok);
+    srv_job_t *j = srv_job_get(s, id);
     bool found = j != NULL;
+    bool shown = j && srv_job_published(s, j);
     bool mine = j && (r->admin || j->r.user_id == r->user_id);
     if (j && state)
         *state = j->state;
@@ -481,8 +481,8 @@ static uint64_t owned_job(srv_req_t *r, fg_job_state_t *state)
                         (unsigned long long)id);
         return 0;
     }
-    if (!ok) {
-        srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
+    if (!shown) { /* answered when its last change is committed */
+        srv_park_unpublished(r);
         return 0;
     }
     return id;
@@ -583,20 +583,27 @@ typedef struct ev_stream {
     bool parked;
 } ev_stream_t;
 
+/* Whether the job an event embeds (its current state) may be shown (mu held). */
+static bool event_job_published(srv_t *s, const srv_event_t *e)
+{
+    const srv_job_t *j = e->kind == SRV_EVENT_JOB ? srv_job_get(s, e->job_id) : NULL;
+    return !j || srv_job_published(s, j);
+}
+
 /* Renders events after st->since (at most 200) into st->buf as SSE records. */
 static void ev_fill(ev_stream_t *st)
 {
     srv_t *s = st->s;
     size_t cap = 0;
     st->len = st->off = 0;
-    /* (should the store stop committing, the events are sent as they are: they were
-     * committed, only their embedded job may be newer) */
-    srv_lock_published(s);
+    pthread_mutex_lock(&s->mu);
     int n = 0;
     for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
         if (q < s->first_seq)
             continue;
         srv_event_t *e = &s->events[q - s->first_seq];
+        if (!event_job_published(s, e))
+            break; /* sent once its job's last change is committed (that wakes the stream) */
         json_t *o = srv_event_json(s, e, st->viewer, st->admin);
         char *txt = json_dumps(o, JSON_COMPACT);
         json_decref(o);
@@ -701,20 +708,25 @@ int h_events(srv_req_t *r)
         r->park_deadline_ms = srv_now_ms() + wait * 1000;
     json_t *items = json_array();
     int64_t last = since;
-    if (!srv_lock_published(s)) {
-        pthread_mutex_unlock(&s->mu);
-        json_decref(items);
-        return srv_reply_error(r, 503, "unavailable", NULL, "the store is not committing");
-    }
+    bool held = false; /* an event waits for its job's last change to be committed */
+    pthread_mutex_lock(&s->mu);
     for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
         if (q < s->first_seq)
             continue;
-        json_array_append_new(
-            items, srv_event_json(s, &s->events[q - s->first_seq], r->user_id, r->admin));
+        const srv_event_t *e = &s->events[q - s->first_seq];
+        if (!event_job_published(s, e)) {
+            held = true;
+            break;
+        }
+        json_array_append_new(items, srv_event_json(s, e, r->user_id, r->admin));
         last = q;
     }
     int64_t top = s->pub_seq;
     pthread_mutex_unlock(&s->mu);
+    if (held && json_array_size(items) == 0) {
+        json_decref(items);
+        return srv_park_unpublished(r);
+    }
     if (json_array_size(items) == 0 && srv_now_ms() < r->park_deadline_ms &&
         !atomic_load(&s->stopping)) {
         json_decref(items);

@@ -200,6 +200,17 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
     return MHD_YES;
 }
 
+int srv_park_unpublished(srv_req_t *r)
+{
+    int64_t now = srv_now_ms();
+    if (!r->pub_deadline_ms)
+        r->pub_deadline_ms = now + 10000;
+    if (now >= r->pub_deadline_ms || atomic_load(&r->srv->stopping))
+        return srv_reply_error(r, 503, "unavailable", NULL,
+                               "the last change is not committed yet: the store is not committing");
+    return srv_park(r, WAIT_PUBLISH, r->pub_deadline_ms);
+}
+
 void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
                    unsigned long gen)
 {

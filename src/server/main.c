@@ -39,7 +39,6 @@ int fg_cmd_server(int argc, char **argv)
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->sched_mu, NULL);
     pthread_cond_init(&s->sched_cv, NULL);
-    pthread_cond_init(&s->pub_cv, NULL);
     pthread_mutex_init(&s->wait_mu, NULL);
     if (srv_auth_init(s))
         return 1;

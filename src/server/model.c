@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *srv_jstr(const json_t *o, const char *key, const char *def)
 {
@@ -67,42 +66,6 @@ srv_job_t *srv_job_get(srv_t *s, uint64_t id)
     if (id == 0 || id > s->jobs_cap)
         return NULL;
     return s->jobs[id - 1];
-}
-
-bool srv_wait_published(srv_t *s, uint64_t iter)
-{
-    if (iter <= s->pub_iter)
-        return true;
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 10;
-    while (s->pub_iter < iter && !atomic_load(&s->stopping))
-        if (pthread_cond_timedwait(&s->pub_cv, &s->mu, &dl) == ETIMEDOUT)
-            break;
-    return s->pub_iter >= iter;
-}
-
-/* Locks mu and waits until every change of the scheduler thread so far is committed.
- * mu is held on return either way. */
-bool srv_lock_published(srv_t *s)
-{
-    pthread_mutex_lock(&s->mu);
-    while (s->dirty_iter > s->pub_iter) /* (it may grow while we wait) */
-        if (!srv_wait_published(s, s->dirty_iter))
-            return false;
-    return true;
-}
-
-srv_job_t *srv_job_get_published(srv_t *s, uint64_t id, bool *ok)
-{
-    srv_job_t *j;
-    *ok = true;
-    while ((j = srv_job_get(s, id)) && j->dirty_iter > s->pub_iter)
-        if (!srv_wait_published(s, j->dirty_iter)) {
-            *ok = false;
-            break;
-        }
-    return j;
 }
 
 uint64_t *srv_running_snapshot(srv_t *s, size_t *n)

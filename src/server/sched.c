@@ -242,7 +242,7 @@ static srv_job_t *job(sctx_t *c, uint64_t id)
 
 /* The iteration now open: its changes are shown once commit() has made them durable.
  * Every change to a job or node is made with mu held, so readers that wait for
- * pub_iter (srv_wait_published) never show one before its commit. */
+ * pub_iter (srv_job_published) never show one before its commit. */
 static void mark_changed(srv_t *s)
 {
     s->dirty_iter = s->pub_iter + 1;
@@ -394,7 +394,7 @@ static void commit(sctx_t *c)
     /* the iteration is durable (or its commit failed for good, logged above): its
      * changes may be shown now */
     s->pub_iter++;
-    pthread_cond_broadcast(&s->pub_cv);
+    bool published = s->dirty_iter == s->pub_iter; /* this iteration changed something */
     for (size_t i = 0; i < c->nevs; i++) {
         c->evs[i].seq = rc ? 0 : b.ops[ev0 + i].out;
         srv_event_mem(s, &c->evs[i]);
@@ -429,10 +429,12 @@ static void commit(sctx_t *c)
     c->nnode_upserts = 0;
     if (any_out)
         srv_wake_kind(s, WAIT_AGENT);
-    if (any_ev) {
+    if (any_ev)
         srv_wake_kind(s, WAIT_EVENTS);
+    if (any_ev || published) /* (a stream waits for the job an event shows, too) */
         srv_wake_kind(s, WAIT_STREAM);
-    }
+    if (published)
+        srv_wake_kind(s, WAIT_PUBLISH);
 }
 
 /* ------------------------------------------------------------------ core view sync */

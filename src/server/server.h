@@ -260,7 +260,7 @@ void srv_sync_destroy(srv_sync_t *y);
 
 /* ------------------------------------------------------------------ parked connections */
 
-enum { WAIT_EVENTS = 1, WAIT_AGENT = 2, WAIT_STREAM = 3 };
+enum { WAIT_EVENTS = 1, WAIT_AGENT = 2, WAIT_STREAM = 3, WAIT_PUBLISH = 4 };
 
 typedef struct srv_waiter {
     struct MHD_Connection *conn;
@@ -326,10 +326,10 @@ typedef struct srv {
     size_t nnodes, nodes_cap;
     /* Publication of the scheduler thread's changes to jobs and nodes (sched.c): they are
      * made in memory under mu during an iteration and committed at its end; readers show
-     * a job or node only once the iteration that changed it is durable (mu). */
-    pthread_cond_t pub_cv; /* broadcast when pub_iter grows */
-    uint64_t pub_iter;     /* every iteration <= pub_iter is committed */
-    uint64_t dirty_iter;   /* the newest iteration that changed a job or a node */
+     * a job or node only once the iteration that changed it is durable (mu); a request
+     * that would show one earlier parks (WAIT_PUBLISH) until the commit wakes it. */
+    uint64_t pub_iter;   /* every iteration <= pub_iter is committed */
+    uint64_t dirty_iter; /* the newest iteration that changed a job or a node */
     /* the fair-share view, refreshed by the scheduler thread */
     json_t *fairshare;
 
@@ -382,8 +382,9 @@ typedef struct srv_req {
     bool parked;
     int resume_count;
     int64_t park_deadline_ms;
-    unsigned long wake_gen; /* read before the handler looks for data */
-    void *ctx;              /* a handler's state across a suspension */
+    int64_t pub_deadline_ms; /* srv_park_unpublished: 503 after this */
+    unsigned long wake_gen;  /* read before the handler looks for data */
+    void *ctx;               /* a handler's state across a suspension */
     void (*ctx_free)(void *ctx);
     int (*resume)(struct srv_req *r); /* when set, runs instead of the route on resumption */
     srv_waiter_t *waiter;
@@ -410,6 +411,9 @@ const char *srv_query(srv_req_t *r, const char *key);
 const char *srv_header(srv_req_t *r, const char *key);
 json_t *srv_body_object(srv_req_t *r);
 int srv_park(srv_req_t *r, int kind, int64_t deadline_ms);
+/* Parks the request until the scheduler thread's next commit, when its handler runs
+ * again; 503 if the store has not committed for 10 s. */
+int srv_park_unpublished(srv_req_t *r);
 /* Parks from inside a content reader callback (SSE): conn only. */
 void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
                    unsigned long gen);
@@ -490,14 +494,17 @@ json_t *srv_user_json(srv_t *s, const srv_user_t *u);
 json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
 void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *username, srv_buf_t *b);
 srv_job_t *srv_job_get(srv_t *s, uint64_t id);
-/* With mu held: waits until the scheduler's changes up to iteration `iter` are committed
- * (srv_lock_published: every change so far), so that what is shown is durable. False if
- * that takes over 10 s (the store is failing) or the server is stopping; then the
- * caller answers 503 instead of showing an uncommitted state. */
-bool srv_wait_published(srv_t *s, uint64_t iter);
-bool srv_lock_published(srv_t *s);
-/* srv_job_get once the job's last change is committed (mu held; *ok false as above) */
-srv_job_t *srv_job_get_published(srv_t *s, uint64_t id, bool *ok);
+/* Whether a job's last change (srv_all_published: every change of the scheduler thread
+ * so far) is committed, so that it may be shown (mu held). A handler that finds it is not
+ * answers srv_park_unpublished(r) after releasing mu. */
+static inline bool srv_job_published(const srv_t *s, const srv_job_t *j)
+{
+    return j->dirty_iter <= s->pub_iter;
+}
+static inline bool srv_all_published(const srv_t *s)
+{
+    return s->dirty_iter <= s->pub_iter;
+}
 void srv_job_insert_mem(srv_t *s, srv_job_t *j);
 void srv_job_free(srv_job_t *j);
 void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
