@@ -30,7 +30,7 @@ void srv_config_default(srv_config_t *c)
     c->rate_limit_rps = 50;
     c->rate_limit_burst = 200;
     c->max_pending_per_user = 10000;
-    c->commit_delay_us = 1000;
+    c->commit_delay_us = 0;
     c->max_connections = 4096;
     c->heartbeat_interval_s = 2;
     c->heartbeat_misses = 3;
@@ -316,7 +316,7 @@ static void usage(FILE *f)
           "  --rate-burst N             token bucket size (default 200)\n"
           "  --max-pending-per-user N   pending job cap per user, 0 = none (default 10000)\n"
           "  --shed-pending N           refuse new low jobs at this many pending (0 = never)\n"
-          "  --commit-delay-us N        group commit delay under load (default 1000, 0 = none)\n"
+          "  --commit-delay-us N        group commit delay under load (default 0 = none)\n"
           "  --heartbeat-interval DUR   agent heartbeat period (default 2s)\n"
           "  --heartbeat-misses N       node down after N missed heartbeats (default 3)\n"
           "  --longpoll-max DUR         longest long-poll wait (default 60s)\n"

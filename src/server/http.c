@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -255,6 +256,7 @@ void srv_wake_kind(srv_t *s, int kind)
 
 static void *timer_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-timer"); /* as top -H and ps -L show it */
     srv_t *s = arg;
     while (!atomic_load(&s->stopping)) {
         struct timespec ts = {0, 100 * 1000000L};
@@ -476,6 +478,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
  */
 static void *accept_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-accept"); /* as top -H and ps -L show it */
     srv_t *s = arg;
     for (;;) {
         struct sockaddr_in peer;

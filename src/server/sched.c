@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 /* ------------------------------------------------------------------ sync calls */
@@ -1396,6 +1397,7 @@ static sctx_t g_ctx; /* the one scheduler thread's state */
 
 static void *sched_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-scheduler"); /* as top -H and ps -L show it */
     srv_t *s = arg;
     sctx_t *c = &g_ctx;
     int64_t next_wake = FG_TIME_NEVER;

@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -674,6 +675,7 @@ static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 
 static void *ckpt_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-checkpoint"); /* as top -H and ps -L show it */
     sq_store_t *st = arg;
     pthread_mutex_lock(&st->ckpt_mu);
     for (;;) {
@@ -750,6 +752,7 @@ static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t faile
 /* The completion thread: calls the done callbacks of asynchronous units. */
 static void *done_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-store-done"); /* as top -H and ps -L show it */
     sq_store_t *st = arg;
     pthread_mutex_lock(&st->done_mu);
     for (;;) {
@@ -915,6 +918,7 @@ static void writer_delay(sq_store_t *st, size_t max)
 
 static void *writer_main(void *arg)
 {
+    prctl(PR_SET_NAME, "fg-store-writer"); /* as top -H and ps -L show it */
     sq_store_t *st = arg;
     size_t max = (size_t)st->opts.max_batch;
     pthread_mutex_lock(&st->queue_mu);
