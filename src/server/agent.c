@@ -485,7 +485,9 @@ static bool job_ended(srv_t *s, uint64_t id)
 {
     pthread_mutex_lock(&s->mu);
     srv_job_t *j = srv_job_get(s, id);
-    bool ended = !j || (j->state != FG_JOB_PENDING && j->state != FG_JOB_RUNNING);
+    /* (an end not committed yet is not shown: the commit wakes the stream) */
+    bool ended =
+        !j || (srv_job_published(s, j) && j->state != FG_JOB_PENDING && j->state != FG_JOB_RUNNING);
     pthread_mutex_unlock(&s->mu);
     return ended;
 }
