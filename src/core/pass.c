@@ -542,6 +542,37 @@ static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
     return r;
 }
 
+/* Lazy reasons (estimates on demand only). Once a walk has made every claim that
+ * decisions depend on (its first blocked jobs' reservations and preemption candidates)
+ * and a job is known not to fit (no free GPU, or a failed placement of the walk proves
+ * it: see fg__fail_t), what the walk leaves on that job is its blocked reason and, within
+ * the first estimate_depth jobs, a queued estimate. The reason depends only on the job's
+ * size, type and id and on what blocked_reason reads: the free GPUs, and the touched
+ * nodes' free GPUs and reservations. Until the walk's next start or preemption, or the
+ * next event, only estimate-only claims change the plan, and they reserve nothing and
+ * only add touched nodes without reservations at the end of the list: the answer is the
+ * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
+ * asked for (fg__plan_ask), before a start or a preemption of the walk, or before the
+ * next walk of the pass (lazy_flush); one not asked for before the next event stays
+ * unknown (the job shows as not reached). */
+static void lazy_fix(fg_sched_t *s, fg__job_t *j)
+{
+    if (j->reason != FG__REASON_LAZY)
+        return;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+    j->reason = blocked_reason_memo(s, j);
+    if (j->reason == FG_REASON_RESERVATION)
+        j->r_b = j->r_a; /* as the walk writes it (no claim in between) */
+}
+
+static void lazy_flush(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->nlazy; k++)
+        lazy_fix(s, &s->jobs[s->lazy[k]]);
+    s->nlazy = 0;
+}
+
 /* ------------------------------------------------------------------ preemption */
 
 typedef struct ent_calc {
@@ -946,6 +977,7 @@ static void deferred_run(fg_sched_t *s, size_t upto)
     }
     while (s->dhead < upto) {
         fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
+        lazy_fix(s, j); /* its reason before the claim writes r_a */
         j->est = plan_claim(s, j, s->plan_now, false);
     }
 }
@@ -982,6 +1014,7 @@ static void deferred_replay(fg_sched_t *s, size_t upto)
                               s->plan_now + j->time_limit);
         } else if (k < upto) {
             fg__job_t *j = &s->jobs[e];
+            lazy_fix(s, j);
             j->est = plan_claim(s, j, s->plan_now, false);
         }
     }
@@ -1011,9 +1044,13 @@ static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32
     }
 }
 
-/* Makes the walk's queued estimate-only claims now. */
+static void walk_tail(fg_sched_t *s);
+
+/* Makes the walk's queued estimate-only claims now (and walks what it left first). */
 void fg__plan_settle(fg_sched_t *s)
 {
+    walk_tail(s);
+    lazy_flush(s);
     deferred_run(s, s->ndeferred);
 }
 
@@ -1030,6 +1067,103 @@ static inline fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
     return FG_TIME_NEVER;
 }
 
+/* The rest of a walk that stopped with no GPU free (walk): every claim that decisions
+ * depend on is made (the first blocked jobs' reservations and preemption candidates),
+ * nothing can start (no GPU is free and the walk starts nothing), and no pending job waits
+ * out a backoff (so none of them moves next_wake). What is left up to the walk's end, its
+ * first estimate_depth jobs, only gets reasons and queued estimates, on a plan that only
+ * estimate-only claims change until the next event or pass: walked here, as the walk
+ * would have walked it, when someone asks about a job it did not reach yet
+ * (fg__plan_ask), before a preemption of the walk (fg__plan_settle) and before an
+ * account, member or turn changes (fg__plan_finish_walk); dropped at the next event or
+ * pass (fg__plan_close). */
+static void walk_tail(fg_sched_t *s)
+{
+    if (!s->tail_on)
+        return;
+    s->tail_on = false;
+    const int64_t K = s->cfg.estimate_depth;
+    const fg_time_t now = s->tail_now;
+    const bool ahead = s->tail_ahead;
+    fg__order_t *o = s->tail_o;
+    int64_t idx = s->tail_idx;
+    int32_t apos = s->tail_apos, slot;
+    while (idx < K &&
+           (slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
+        idx++;
+        fg__job_t *j = &s->jobs[slot];
+        if (j->state != FG_JOB_PENDING) {
+            idx--;
+            continue;
+        }
+        if (s->wout)
+            s->wout->scanned++;
+        j->reason_pass = s->pass_no;
+        j->est = FG_TIME_NEVER;
+        j->r_job = 0;
+        j->r_a = j->r_b = 0;
+        const fg__account_t *a = &s->accounts[j->account];
+        fg_reason_t why;
+        if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
+            j->reason = FG_REASON_RETRY_BACKOFF;
+            j->est = j->eligible_time;
+        } else if (a->budget_exhausted) {
+            j->reason = FG_REASON_BUDGET;
+        } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+            j->reason = FG_REASON_QUOTA;
+            j->r_a = a->running;
+            j->r_b = a->quota;
+        } else if (!feasible(s, j, &why)) {
+            j->reason = why;
+        } else { /* blocked_reason with no GPU free */
+            j->reason = FG_REASON_RESOURCES;
+            estimate(s, j, now);
+        }
+    }
+}
+
+/* Could walk_tail reach pending job j? (Not if the walk's order already gave it, or if
+ * more of its member's jobs come before it than walk_tail has looks left; a mark of this
+ * pass on j may be an earlier walk's, so it tells nothing.) */
+static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
+{
+    const int32_t slot = (int32_t)(j - s->jobs);
+    const fg__order_t *o = s->tail_o;
+    int64_t left = s->cfg.estimate_depth - s->tail_idx; /* pending jobs it looks at at most */
+    if (s->tail_ahead)
+        for (int32_t k = s->tail_apos; k < s->nahead; k++) {
+            if (s->ahead[k] == slot)
+                return true;
+            left -= s->jobs[s->ahead[k]].state == FG_JOB_PENDING;
+        }
+    if (left <= 0)
+        return false;
+    if (o->band < 0 || o->band >= FG__NBANDS || j->band > o->band)
+        return true;
+    if (j->band < o->band)
+        return false; /* its band was walked: the order gave it (ahead, or before) */
+    /* its place in its member's queue (sorted by submit time, then id) */
+    const fg__queue_t *q = &s->members[j->member].q[j->band];
+    int32_t lo = q->head, hi = q->len;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const fg__job_t *x = &s->jobs[q->v[mid]];
+        if (x->submit_time < j->submit_time || (x->submit_time == j->submit_time && x->id < j->id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= q->len || q->v[lo] != slot)
+        return true; /* (not found: cannot happen; the safe answer) */
+    const int32_t cur = o->cursor[j->member];
+    return lo >= cur && lo - cur < left;
+}
+
+void fg__plan_finish_walk(fg_sched_t *s)
+{
+    walk_tail(s);
+}
+
 /* Drops the pass-local view: leaves go back to the real state. */
 static void plan_restore(fg_sched_t *s)
 {
@@ -1040,11 +1174,13 @@ static void plan_restore(fg_sched_t *s)
     }
     s->ntouched = 0;
     s->plan_alive = false;
+    s->tail_on = false;
 }
 
 void fg__plan_close(fg_sched_t *s)
 {
-    s->dhead = s->ndeferred = s->ndsnap = 0; /* estimates not asked for stay unknown */
+    /* estimates and lazy reasons not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
     if (s->plan_alive)
         plan_restore(s);
 }
@@ -1053,6 +1189,11 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
 {
     if (!s->plan_alive)
         return;
+    fg__job_t *j = &s->jobs[slot];
+    if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
+        walk_tail(s);
+    if (j->reason == FG__REASON_LAZY && j->reason_pass == s->pass_no)
+        lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {
             deferred_run(s, k + 1);
@@ -1120,7 +1261,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->ntouched = 0;
     s->touched_free_max = 0;
     s->in_walk = true;
-    s->dhead = s->ndeferred = s->ndsnap = 0;
+    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    s->tail_on = false;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -1146,8 +1288,26 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     int32_t free_now = fg_sched_gpus_free(s);
     fg_time_t short_for = -1;
     bool short_any = false;
+    /* lazy reasons (lazy_fix): with estimates on demand and backfill */
+    const bool can_lazy = s->est_on_demand && !no_backfill;
 
-    while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
+    for (;;) {
+        /* No GPU free, every claim that decisions depend on made, no start in this walk
+         * (so it is the last one unless it preempts), and no pending job in a backoff:
+         * the rest, up to the K-th job, is left to walk_tail. */
+        if (can_lazy && free_now == 0 && idx < K && head_blocked && reserved >= c->reserve_depth &&
+            (!c->preemption || nblk >= c->preempt_jobs_per_pass) && out->nstarts == starts_before &&
+            s->max_eligible <= now) {
+            s->tail_on = true;
+            s->tail_o = o;
+            s->tail_ahead = ahead;
+            s->tail_apos = apos;
+            s->tail_idx = idx;
+            s->tail_now = now;
+            break;
+        }
+        if ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) < 0)
+            break;
         idx++;
         if (head_blocked) {
             after_block++;
@@ -1176,12 +1336,46 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             idx--;
             continue;
         }
+        fg__account_t *a = &s->accounts[j->account];
+        fg_reason_t why;
+        /* Past every claim that decisions depend on (the first blocked jobs' reservations
+         * and preemption candidates), a job that cannot fit gets only its reason (and,
+         * among the first K, a queued estimate): with no free GPU the reason is known
+         * (blocked_reason: resources, none free); else it is made when asked for. */
+        if (can_lazy && head_blocked && reserved >= c->reserve_depth &&
+            (!c->preemption || nblk >= c->preempt_jobs_per_pass) && j->eligible_time <= now &&
+            !a->budget_exhausted && (a->quota < 0 || a->running + j->gpus <= a->quota) &&
+            feasible(s, j, &why)) {
+            bool lazy = false;
+            if (free_now > 0) {
+                const fg_time_t end = now + j->time_limit;
+                lazy = fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
+                       (j->type >= 0 && fail_known(fail_memo(s, 0), j, end));
+            }
+            if (free_now == 0 || lazy) {
+                out->scanned++;
+                j->reason_pass = s->pass_no;
+                j->est = FG_TIME_NEVER;
+                j->r_job = 0;
+                j->r_a = j->r_b = 0;
+                if (lazy) {
+                    j->reason = FG__REASON_LAZY;
+                    if (s->nlazy == s->lazy_cap)
+                        s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+                    s->lazy[s->nlazy++] = slot;
+                } else {
+                    j->reason = FG_REASON_RESOURCES;
+                }
+                if (idx <= K)
+                    estimate(s, j, now);
+                continue;
+            }
+        }
         out->scanned++;
         j->reason_pass = s->pass_no;
         j->est = FG_TIME_NEVER;
         j->r_job = 0;
         j->r_a = j->r_b = 0;
-        fg__account_t *a = &s->accounts[j->account];
 
         if (j->eligible_time > now) {
             j->reason = FG_REASON_RETRY_BACKOFF;
@@ -1200,7 +1394,6 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             j->r_b = a->quota;
             continue;
         }
-        fg_reason_t why;
         if (!feasible(s, j, &why)) {
             j->reason = why;
             continue;
@@ -1223,6 +1416,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
+            lazy_flush(s); /* their reasons, on the plan before this start */
             /* queued estimates see the plan before this start: deferred_replay */
             if (s->dhead < s->ndeferred)
                 defer_start(s, slot, al, n);
@@ -1273,7 +1467,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
 
     s->in_walk = false;
     *wakep = wake;
-    if (s->dhead < s->ndeferred) {
+    if (s->dhead < s->ndeferred || s->nlazy || s->tail_on) {
         s->plan_alive = true; /* kept for fg__plan_ask or plan_next_walk */
         return;
     }
@@ -1315,6 +1509,7 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
 {
     if (!s->plan_alive)
         return;
+    walk_tail(s); /* (a walk that started something leaves none) */
     const int32_t *first = s->ahead;
     int32_t nfirst = 0;
     if (s->cfg.estimate_depth <= (int32_t)(sizeof s->ahead / sizeof s->ahead[0])) {
@@ -1334,6 +1529,11 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
     ahead_set_fill(s, first, nfirst);
+    /* the lazy reasons the next walk does not replace (it looks at its first jobs) */
+    for (size_t k = 0; k < s->nlazy; k++)
+        if (!slot_in(s, s->lazy[k]))
+            lazy_fix(s, &s->jobs[s->lazy[k]]);
+    s->nlazy = 0;
     while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
         upto--; /* (a start's mark is no estimate) */
     deferred_run(s, upto);
@@ -1357,6 +1557,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     s->last_now = now;
     out->nstarts = out->nallocs = out->npreempts = 0;
     out->scanned = 0;
+    s->wout = out;
     out->next_wake = FG_TIME_NEVER;
     s->pass_no++;
     out->pass_no = s->pass_no;
@@ -1392,6 +1593,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     }
     if (!settled)
         wake = now;
+    s->wout = NULL;
 
     out->next_wake = wake;
     return FG_OK;
@@ -1434,8 +1636,9 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
     const fg__account_t *a = &s->accounts[j->account];
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_pass != s->pass_no) {
-        /* not reached by the last pass: count the jobs before it in plan order */
+    if (j->reason_pass != s->pass_no || j->reason == FG__REASON_LAZY) {
+        /* not reached by the last pass (or its reason was left to be made when asked
+         * for, and nobody asked before the next event): count the jobs before it in plan order */
         fg__order_t tmp = {0};
         fg__order_prepare(s, &tmp, now);
         int64_t ahead = 0;

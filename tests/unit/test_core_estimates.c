@@ -42,6 +42,9 @@ typedef struct world {
     fg_time_t end_at[MAXJOBS];
 } world_t;
 
+/* passes whose last walk left its tail to be walked when asked for (fewer scanned) */
+static int64_t tails_left;
+
 static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 {
     print_error("seed %llu, t=%lld, job %llu: %s\n", (unsigned long long)w->seed, (long long)w->now,
@@ -101,8 +104,11 @@ static void ask(world_t *w, fg_job_id_t id)
     int rc0 = fg_sched_job_info(w->s[0], id, &a);
     int rc1 = fg_sched_job_info(w->s[1], id, &b);
     assert_int_equal(rc0, rc1);
-    if (rc0 == FG_OK && !info_equal(&a, &b))
+    if (rc0 == FG_OK && !info_equal(&a, &b)) {
+        print_error("state %d/%d reason %d/%d est %lld/%lld\n", a.state, b.state, a.reason,
+                    b.reason, (long long)a.estimated_start, (long long)b.estimated_start);
         fail_seed(w, "job infos differ", id);
+    }
 }
 
 static void pass(world_t *w)
@@ -114,7 +120,7 @@ static void pass(world_t *w)
     }
     if (d[0].nstarts != d[1].nstarts || d[0].npreempts != d[1].npreempts ||
         d[0].nallocs != d[1].nallocs || d[0].next_wake != d[1].next_wake ||
-        d[0].scanned != d[1].scanned ||
+        d[1].scanned > d[0].scanned ||
         (d[0].nstarts &&
          memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0) ||
         (d[0].nallocs &&
@@ -122,7 +128,18 @@ static void pass(world_t *w)
         (d[0].npreempts &&
          memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0))
         fail_seed(w, "decisions differ", 0);
+    tails_left += d[1].scanned < d[0].scanned;
     uint64_t *r = &w->rng;
+    /* sometimes an account changes before anyone asks (its quota or budget): what the
+     * pass left is walked on the account as it was */
+    if (rnd(r, 0, 9) == 0) {
+        int32_t quota = (int32_t)rnd(r, -1, 24);
+        bool broke = rnd(r, 0, 3) == 0;
+        for (int k = 0; k < 2; k++) {
+            assert_true(fg_sched_account_set(w->s[k], "b", 2.0, quota) >= 0);
+            assert_int_equal(fg_sched_account_set_budget_exhausted(w->s[k], 2, broke), FG_OK);
+        }
+    }
     for (size_t i = 0; i < d[0].nstarts; i++) {
         fg_job_id_t id = d[0].starts[i].job;
         w->running[id] = true;
@@ -221,6 +238,7 @@ static void test_estimates_on_demand_match_the_eager_ones_and_change_no_decision
     }
     for (uint64_t seed = 1; seed <= 3000; seed++)
         run_sequence(seed);
+    assert_true(tails_left > 0); /* the early stop was exercised */
 }
 
 /* One node, one running job; three pending jobs get estimates. Asked for before the next
@@ -272,10 +290,14 @@ static void test_an_estimate_not_asked_for_before_the_next_event_stays_unknown(v
                         .submit_time = 5};
     assert_int_equal(fg_sched_submit(s, &j5, 5), FG_OK);
     assert_int_equal(fg_sched_cancel(s, 5, 5), FG_OK);
+    /* job 2's reservation was made by the pass itself; with no GPU free, the pass left
+     * jobs 3 and 4 to be walked when asked for (no decision depends on them), and nobody
+     * asked before the event: they show as not reached */
     assert_int_equal(fg_sched_job_info(s, 3, &ji), FG_OK);
-    assert_int_equal(ji.reason, FG_REASON_RESOURCES);
+    assert_int_equal(ji.reason, FG_REASON_PRIORITY);
     assert_int_equal(ji.estimated_start, FG_TIME_NEVER);
-    assert_int_equal(fg_sched_job_info(s, 2, &ji), FG_OK); /* made by the pass itself */
+    assert_int_equal(fg_sched_job_info(s, 2, &ji), FG_OK);
+    assert_int_equal(ji.reason, FG_REASON_RESOURCES);
     assert_int_equal(ji.estimated_start, 104);
     fg_decisions_free(&d);
     fg_sched_free(s);
