@@ -287,19 +287,22 @@ struct fg_sched {
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
-    /* the last walk of the pass, stopped with no GPU free once nothing it left could change
-     * a decision (pass.c, walk_tail): its order, where it stopped, its time; the pass's
-     * decisions while it runs (NULL outside fg_sched_pass) */
-    bool tail_on, tail_ahead;
+    /* the last walk of the pass, stopped once nothing it left could change a decision
+     * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
+     * start (tail_window); its order, where it stopped, its time; the pass's decisions
+     * while it runs (NULL outside fg_sched_pass) */
+    bool tail_on, tail_ahead, tail_window;
     fg__order_t *tail_o;
     int32_t tail_apos;
-    int64_t tail_idx;
+    int64_t tail_left; /* jobs it still looks at */
     fg_time_t tail_now;
     fg_decisions_t *wout;
     fg_time_t max_eligible; /* latest eligible_time ever set by a backoff or a restore */
     /* jobs of the walk whose blocked reason is made when asked for (pass.c, lazy_fix) */
     int32_t *lazy;
     size_t nlazy, lazy_cap;
+    int32_t *peek_buf; /* fg__order_peek's skipped jobs */
+    size_t peek_cap;
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
     size_t ndsnap, dsnap_cap;
@@ -348,6 +351,9 @@ void fg__queue_free(fg__queue_t *q);
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
 int32_t fg__order_next(fg_sched_t *s, fg__order_t *o);
+int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
+                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
+                       int32_t *skipped);
 void fg__order_free(fg__order_t *o);
 
 #endif

@@ -1082,20 +1082,18 @@ static void walk_tail(fg_sched_t *s)
     if (!s->tail_on)
         return;
     s->tail_on = false;
-    const int64_t K = s->cfg.estimate_depth;
     const fg_time_t now = s->tail_now;
-    const bool ahead = s->tail_ahead;
+    const bool ahead = s->tail_ahead, window = s->tail_window;
     fg__order_t *o = s->tail_o;
-    int64_t idx = s->tail_idx;
+    int64_t left = s->tail_left;
     int32_t apos = s->tail_apos, slot;
-    while (idx < K &&
+    while (left > 0 &&
            (slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
-        idx++;
         fg__job_t *j = &s->jobs[slot];
-        if (j->state != FG_JOB_PENDING) {
-            idx--;
+        /* (the backfill window counts every job the order gives; the first K, pending ones) */
+        left -= window || j->state == FG_JOB_PENDING;
+        if (j->state != FG_JOB_PENDING)
             continue;
-        }
         if (s->wout)
             s->wout->scanned++;
         j->reason_pass = s->pass_no;
@@ -1115,6 +1113,10 @@ static void walk_tail(fg_sched_t *s)
             j->r_b = a->quota;
         } else if (!feasible(s, j, &why)) {
             j->reason = why;
+        } else if (window) { /* past the first K: a reason only (lazy_fix) */
+            j->reason = blocked_reason_memo(s, j);
+            if (j->reason == FG_REASON_RESERVATION)
+                j->r_b = j->r_a;
         } else { /* blocked_reason with no GPU free */
             j->reason = FG_REASON_RESOURCES;
             estimate(s, j, now);
@@ -1129,7 +1131,7 @@ static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
 {
     const int32_t slot = (int32_t)(j - s->jobs);
     const fg__order_t *o = s->tail_o;
-    int64_t left = s->cfg.estimate_depth - s->tail_idx; /* pending jobs it looks at at most */
+    int64_t left = s->tail_left; /* jobs it looks at at most */
     if (s->tail_ahead)
         for (int32_t k = s->tail_apos; k < s->nahead; k++) {
             if (s->ahead[k] == slot)
@@ -1252,6 +1254,79 @@ static void serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     s->nclaims = keep;
 }
 
+/* For fg__order_peek, in a walk past its claims (see walk): could pending job `slot` start
+ * now? Not when it waits for its account's budget or quota, could never run, or a failed
+ * placement of the walk proves it cannot fit; any other job may (the safe answer). */
+typedef struct peek_ctx {
+    fg_time_t now;
+    /* [g], g = 1..8: a job of g GPUs of any type fits now iff it ends by this */
+    fg_time_t fit_end[FG_WHOLE_NODE_GPUS + 1];
+} peek_ctx_t;
+
+/* The walk's plan as place_single sees it: a job of g GPUs of any type ending at E fits iff
+ * an untouched up node has g free GPUs, or a touched up node has g free GPUs not reserved
+ * before E, i.e. E is at most the g-th latest reservation start among its free GPUs. */
+static void peek_fill(fg_sched_t *s, peek_ctx_t *p)
+{
+    int32_t untouched = 0; /* most free GPUs on an untouched up node */
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        const fg__type_t *t = &s->types[ti];
+        if (t->dirty)
+            continue;
+        for (int f = t->maxgpus; f > untouched; f--) {
+            const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+            bool found = false;
+            for (int32_t w = 0; w < t->words && !found; w++)
+                for (uint64_t bits = bm[w]; bits && !found; bits &= bits - 1)
+                    found = !is_touched(s, t->nodes[w * 64 + __builtin_ctzll(bits)]);
+            if (found) {
+                untouched = f;
+                break;
+            }
+        }
+    }
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
+        p->fit_end[g] = g <= untouched ? FG__INF : INT64_MIN;
+    for (size_t k = 0; k < s->ntouched; k++) {
+        const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
+        if (nd->state != FG_NODE_UP || nd->nfree <= 0)
+            continue;
+        fg_time_t r[FG_MAX_NODE_GPUS];
+        int n = 0;
+        for (int i = 0; i < nd->gpus; i++)
+            if (nd->gpu_job[i] < 0) { /* insertion, latest first */
+                int q = n++;
+                while (q > 0 && r[q - 1] < nd->res_from[i]) {
+                    r[q] = r[q - 1];
+                    q--;
+                }
+                r[q] = nd->res_from[i];
+            }
+        for (int g = 1; g <= FG_WHOLE_NODE_GPUS && g <= n; g++)
+            if (r[g - 1] > p->fit_end[g])
+                p->fit_end[g] = r[g - 1];
+    }
+}
+
+static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
+{
+    const peek_ctx_t *p = ctx;
+    const fg_time_t now = p->now;
+    fg__job_t *j = &s->jobs[slot];
+    const fg__account_t *a = &s->accounts[j->account];
+    fg_reason_t why;
+    if (j->state != FG_JOB_PENDING || j->eligible_time > now)
+        return true;
+    if (a->budget_exhausted || (a->quota >= 0 && a->running + j->gpus > a->quota) ||
+        !feasible(s, j, &why))
+        return false;
+    const fg_time_t end = now + j->time_limit;
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS) /* exact (place_single) */
+        return end <= p->fit_end[j->gpus];
+    return !(fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
+             (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
+}
+
 /* One walk over the pending jobs in plan order (see the banner). Appends starts to
  * *out, records blocked preemption candidates in s->blocked, lowers *wake. */
 static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *wakep)
@@ -1290,6 +1365,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     bool short_any = false;
     /* lazy reasons (lazy_fix): with estimates on demand and backfill */
     const bool can_lazy = s->est_on_demand && !no_backfill;
+    const bool can_peek = can_lazy && c->policy == FG_POLICY_WFQ && c->backfill_depth > 0;
+    int64_t peek_at = 0;
 
     for (;;) {
         /* No GPU free, every claim that decisions depend on made, no start in this walk
@@ -1299,12 +1376,80 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             (!c->preemption || nblk >= c->preempt_jobs_per_pass) && out->nstarts == starts_before &&
             s->max_eligible <= now) {
             s->tail_on = true;
+            s->tail_window = false;
             s->tail_o = o;
             s->tail_ahead = ahead;
             s->tail_apos = apos;
-            s->tail_idx = idx;
+            s->tail_left = K - idx;
             s->tail_now = now;
             break;
+        }
+        /* The same past the first K jobs with GPUs free, under wfq, when none of the rest of
+         * the backfill window can start (fg__order_peek; else it looks again past the first
+         * job that might): the rest only gets reasons. (Not when the walk stops at its next
+         * job anyway: every free GPU reserved and no pending job short enough.) */
+        if (can_peek && free_now > 0 && idx >= K && idx >= peek_at && head_blocked &&
+            reserved >= c->reserve_depth && (!c->preemption || nblk >= c->preempt_jobs_per_pass) &&
+            out->nstarts == starts_before && s->max_eligible <= now &&
+            after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
+            bool stops = false;
+            if (reserved >= c->reserve_depth && free_now <= s->reserved_free) {
+                if (short_for != s->window_max) {
+                    short_for = s->window_max;
+                    short_any = fg__pending_limit_at_most(s, short_for);
+                }
+                stops = !short_any;
+            }
+            if (!stops) {
+                const int64_t wleft = c->backfill_depth - after_block;
+                peek_ctx_t pc = {.now = now};
+                peek_fill(s, &pc);
+                if ((size_t)wleft > s->peek_cap)
+                    s->peek_buf =
+                        fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
+                int64_t r =
+                    fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf);
+                if (r == wleft) {
+                    s->tail_on = true;
+                    s->tail_window = true;
+                    s->tail_o = o;
+                    s->tail_ahead = ahead;
+                    s->tail_apos = apos;
+                    s->tail_left = wleft;
+                    s->tail_now = now;
+                    break;
+                }
+                /* the order moved past the r jobs that cannot start: what the walk
+                 * leaves on them (as below, their reasons lazily) */
+                for (int64_t k = 0; k < r; k++) {
+                    fg__job_t *sj = &s->jobs[s->peek_buf[k]];
+                    const fg__account_t *sa = &s->accounts[sj->account];
+                    fg_reason_t why;
+                    idx++;
+                    after_block++;
+                    out->scanned++;
+                    sj->reason_pass = s->pass_no;
+                    sj->est = FG_TIME_NEVER;
+                    sj->r_job = 0;
+                    sj->r_a = sj->r_b = 0;
+                    if (sa->budget_exhausted) {
+                        sj->reason = FG_REASON_BUDGET;
+                    } else if (sa->quota >= 0 && sa->running + sj->gpus > sa->quota) {
+                        sj->reason = FG_REASON_QUOTA;
+                        sj->r_a = sa->running;
+                        sj->r_b = sa->quota;
+                    } else if (!feasible(s, sj, &why)) {
+                        sj->reason = why;
+                    } else {
+                        sj->reason = FG__REASON_LAZY;
+                        if (s->nlazy == s->lazy_cap)
+                            s->lazy =
+                                fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+                        s->lazy[s->nlazy++] = s->peek_buf[k];
+                    }
+                }
+                peek_at = r >= 0 ? idx + 1 : INT64_MAX; /* again past the one that may */
+            }
         }
         if ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) < 0)
             break;
