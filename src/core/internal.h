@@ -289,9 +289,11 @@ struct fg_sched {
     size_t ndeferred, dhead, deferred_cap;
     /* the last walk of the pass, stopped once nothing it left could change a decision
      * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
-     * start (tail_window); its order, where it stopped, its time; the pass's decisions
+     * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
+     * order, where it stopped, its time; the pass's decisions
      * while it runs (NULL outside fg_sched_pass) */
     bool tail_on, tail_ahead, tail_window;
+    fg_job_id_t tail_head;
     fg__order_t *tail_o;
     int32_t tail_apos;
     int64_t tail_left; /* jobs it still looks at */

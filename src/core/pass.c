@@ -1113,6 +1113,10 @@ static void walk_tail(fg_sched_t *s)
             j->r_b = a->quota;
         } else if (!feasible(s, j, &why)) {
             j->reason = why;
+        } else if (s->tail_head) { /* no backfill: behind the first blocked job */
+            j->reason = FG_REASON_PRIORITY;
+            j->r_job = s->tail_head;
+            estimate(s, j, now);
         } else if (window) { /* past the first K: a reason only (lazy_fix) */
             j->reason = blocked_reason_memo(s, j);
             if (j->reason == FG_REASON_RESERVATION)
@@ -1327,6 +1331,47 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
              (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
 }
 
+/* The walk stops here; walk_tail walks the rest (`left` jobs) when needed. */
+static void tail_stop(fg_sched_t *s, fg__order_t *o, bool ahead, int32_t apos, int64_t left,
+                      fg_time_t now, bool window, fg_job_id_t head)
+{
+    s->tail_on = true;
+    s->tail_window = window;
+    s->tail_head = head;
+    s->tail_o = o;
+    s->tail_ahead = ahead;
+    s->tail_apos = apos;
+    s->tail_left = left;
+    s->tail_now = now;
+}
+
+/* What the walk leaves on a job fg__order_peek moved past (it cannot start; pending,
+ * eligible): as the walk would, with a blocked reason made lazily (lazy_fix). */
+static void peeked(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    const fg__account_t *a = &s->accounts[j->account];
+    fg_reason_t why;
+    j->reason_pass = s->pass_no;
+    j->est = FG_TIME_NEVER;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+    if (a->budget_exhausted) {
+        j->reason = FG_REASON_BUDGET;
+    } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+        j->reason = FG_REASON_QUOTA;
+        j->r_a = a->running;
+        j->r_b = a->quota;
+    } else if (!feasible(s, j, &why)) {
+        j->reason = why;
+    } else {
+        j->reason = FG__REASON_LAZY;
+        if (s->nlazy == s->lazy_cap)
+            s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+        s->lazy[s->nlazy++] = slot;
+    }
+}
+
 /* One walk over the pending jobs in plan order (see the banner). Appends starts to
  * *out, records blocked preemption candidates in s->blocked, lowers *wake. */
 static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *wakep)
@@ -1366,88 +1411,61 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     /* lazy reasons (lazy_fix): with estimates on demand and backfill */
     const bool can_lazy = s->est_on_demand && !no_backfill;
     const bool can_peek = can_lazy && c->policy == FG_POLICY_WFQ && c->backfill_depth > 0;
+    /* past every claim that decisions depend on (the first blocked jobs' reservations and
+     * preemption candidates; without backfill, the first blocked job's): past_claims;
+     * and with estimates on demand, no start in this walk and no pending job in a
+     * backoff: tail_ok (both change only when a job blocks or starts) */
+    bool past_claims = false, tail_ok = false;
     int64_t peek_at = 0;
 
     for (;;) {
         /* No GPU free, every claim that decisions depend on made, no start in this walk
          * (so it is the last one unless it preempts), and no pending job in a backoff:
          * the rest, up to the K-th job, is left to walk_tail. */
-        if (can_lazy && free_now == 0 && idx < K && head_blocked && reserved >= c->reserve_depth &&
-            (!c->preemption || nblk >= c->preempt_jobs_per_pass) && out->nstarts == starts_before &&
-            s->max_eligible <= now) {
-            s->tail_on = true;
-            s->tail_window = false;
-            s->tail_o = o;
-            s->tail_ahead = ahead;
-            s->tail_apos = apos;
-            s->tail_left = K - idx;
-            s->tail_now = now;
-            break;
-        }
-        /* The same past the first K jobs with GPUs free, under wfq, when none of the rest of
-         * the backfill window can start (fg__order_peek; else it looks again past the first
-         * job that might): the rest only gets reasons. (Not when the walk stops at its next
-         * job anyway: every free GPU reserved and no pending job short enough.) */
-        if (can_peek && free_now > 0 && idx >= K && idx >= peek_at && head_blocked &&
-            reserved >= c->reserve_depth && (!c->preemption || nblk >= c->preempt_jobs_per_pass) &&
-            out->nstarts == starts_before && s->max_eligible <= now &&
-            after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
-            bool stops = false;
-            if (reserved >= c->reserve_depth && free_now <= s->reserved_free) {
-                if (short_for != s->window_max) {
-                    short_for = s->window_max;
-                    short_any = fg__pending_limit_at_most(s, short_for);
-                }
-                stops = !short_any;
+        if (tail_ok) {
+            /* With no GPU free (or without backfill, behind the first blocked job) the
+             * rest up to the K-th job only gets reasons and queued estimates: left to
+             * walk_tail. */
+            if (idx < K && (no_backfill || free_now == 0)) {
+                tail_stop(s, o, ahead, apos, K - idx, now, false, no_backfill ? head_blocked : 0);
+                break;
             }
-            if (!stops) {
+            /* The same past the first K jobs with GPUs free, under wfq, when none of the
+             * rest of the backfill window can start (fg__order_peek; else the order moves
+             * past the jobs before the first that might, and it looks again past that one).
+             * (Not when the walk stops at its next job anyway: every free GPU reserved and
+             * no pending job short enough.) */
+            if (can_peek && free_now > 0 && idx >= K && idx >= peek_at &&
+                after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
+                bool stops = false;
+                if (free_now <= s->reserved_free) { /* (reserved >= reserve_depth) */
+                    if (short_for != s->window_max) {
+                        short_for = s->window_max;
+                        short_any = fg__pending_limit_at_most(s, short_for);
+                    }
+                    stops = !short_any;
+                }
                 const int64_t wleft = c->backfill_depth - after_block;
-                peek_ctx_t pc = {.now = now};
-                peek_fill(s, &pc);
-                if ((size_t)wleft > s->peek_cap)
-                    s->peek_buf =
-                        fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
-                int64_t r =
-                    fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf);
+                int64_t r = -1;
+                if (!stops) {
+                    peek_ctx_t pc = {.now = now};
+                    peek_fill(s, &pc);
+                    if ((size_t)wleft > s->peek_cap)
+                        s->peek_buf =
+                            fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
+                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf);
+                }
                 if (r == wleft) {
-                    s->tail_on = true;
-                    s->tail_window = true;
-                    s->tail_o = o;
-                    s->tail_ahead = ahead;
-                    s->tail_apos = apos;
-                    s->tail_left = wleft;
-                    s->tail_now = now;
+                    tail_stop(s, o, ahead, apos, wleft, now, true, 0);
                     break;
                 }
-                /* the order moved past the r jobs that cannot start: what the walk
-                 * leaves on them (as below, their reasons lazily) */
-                for (int64_t k = 0; k < r; k++) {
-                    fg__job_t *sj = &s->jobs[s->peek_buf[k]];
-                    const fg__account_t *sa = &s->accounts[sj->account];
-                    fg_reason_t why;
-                    idx++;
-                    after_block++;
-                    out->scanned++;
-                    sj->reason_pass = s->pass_no;
-                    sj->est = FG_TIME_NEVER;
-                    sj->r_job = 0;
-                    sj->r_a = sj->r_b = 0;
-                    if (sa->budget_exhausted) {
-                        sj->reason = FG_REASON_BUDGET;
-                    } else if (sa->quota >= 0 && sa->running + sj->gpus > sa->quota) {
-                        sj->reason = FG_REASON_QUOTA;
-                        sj->r_a = sa->running;
-                        sj->r_b = sa->quota;
-                    } else if (!feasible(s, sj, &why)) {
-                        sj->reason = why;
-                    } else {
-                        sj->reason = FG__REASON_LAZY;
-                        if (s->nlazy == s->lazy_cap)
-                            s->lazy =
-                                fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
-                        s->lazy[s->nlazy++] = s->peek_buf[k];
-                    }
-                }
+                /* the order moved past the r jobs that cannot start: what the walk leaves
+                 * on them (as below, their reasons lazily) */
+                for (int64_t k = 0; k < r; k++)
+                    peeked(s, s->peek_buf[k]);
+                idx += r > 0 ? r : 0;
+                after_block += r > 0 ? r : 0;
+                out->scanned += r > 0 ? r : 0;
                 peek_at = r >= 0 ? idx + 1 : INT64_MAX; /* again past the one that may */
             }
         }
@@ -1487,10 +1505,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
          * and preemption candidates), a job that cannot fit gets only its reason (and,
          * among the first K, a queued estimate): with no free GPU the reason is known
          * (blocked_reason: resources, none free); else it is made when asked for. */
-        if (can_lazy && head_blocked && reserved >= c->reserve_depth &&
-            (!c->preemption || nblk >= c->preempt_jobs_per_pass) && j->eligible_time <= now &&
-            !a->budget_exhausted && (a->quota < 0 || a->running + j->gpus <= a->quota) &&
-            feasible(s, j, &why)) {
+        if (can_lazy && past_claims && j->eligible_time <= now && !a->budget_exhausted &&
+            (a->quota < 0 || a->running + j->gpus <= a->quota) && feasible(s, j, &why)) {
             bool lazy = false;
             if (free_now > 0) {
                 const fg_time_t end = now + j->time_limit;
@@ -1570,6 +1586,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             s->in_walk = true;
             push_start(out, j, al, n);
             free_now = fg_sched_gpus_free(s);
+            tail_ok = false;
             continue;
         }
         j->reason = blocked_reason_memo(s, j);
@@ -1595,6 +1612,10 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
             s->blocked[s->nblocked++] = slot;
         }
+        past_claims = (no_backfill || reserved >= c->reserve_depth) &&
+                      (!c->preemption || nblk >= c->preempt_jobs_per_pass);
+        tail_ok = s->est_on_demand && past_claims && out->nstarts == starts_before &&
+                  s->max_eligible <= now;
     }
 
     /* Preemption, in the walk that started nothing (the last one), while its
