@@ -393,18 +393,42 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
     }
 }
 
+/* o as after the picks of fg__order_peek: the same cursors, counts and keys; its account
+ * heap rebuilt (the order of picks depends only on the keys and account indices). */
+static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *acct,
+                      const int32_t *mem, const int32_t *cur, const int32_t *left,
+                      const int64_t *picked)
+{
+    int32_t nah = 0;
+    for (int32_t k = 0; k < n0; k++) {
+        const int32_t ak = acct[k], m = mem[k];
+        o->cursor[m] = cur[k];
+        o->m_picked[m] += picked[k] - o->a_picked[ak];
+        o->a_picked[ak] = picked[k];
+        o->m_left[m] = left[k];
+        o->a_left[ak] = left[k];
+        if (left[k] == 0)
+            o->mh_cnt[ak] = 0;
+        else
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak};
+    }
+    o->nah = nah;
+    heapify_keys(o->ah, nah);
+}
+
 /* wfq: the number r of jobs order o gives before the first one that accept() takes,
  * looking at most `limit` jobs ahead; `limit` when none of the next `limit` is taken; -1
  * when it cannot tell cheaply (not wfq, an account with jobs of two or more members left
  * in the band, the band ending within reach, many accounts). The jobs not taken go to
  * skipped[0..r) (room for `limit`). When one is taken, o moves past the r others (as r
- * calls of fg__order_next would), so that it gives that job next; else o stays. Each
+ * calls of fg__order_next would), so that it gives that job next; else o moves past the
+ * `limit` jobs with `move_all`, and stays without. Each
  * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
  * the band sorted by (key at their pick, account index): the same merge, on a copy of
  * the account heap and with the account's one member's queue read in place. */
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
-                       int32_t *skipped)
+                       int32_t *skipped, bool move_all)
 {
     enum { PEEK_MAX = 64 };
     if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
@@ -450,23 +474,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         if (!(j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && j->state == FG_JOB_PENDING &&
               j->eligible_time <= now && now + j->time_limit > fit_end[j->gpus]) &&
             accept(s, slot, ctx)) {
-            /* o as after `count` picks: the same cursors, counts and keys; its account
-             * heap rebuilt (the order of picks depends only on the keys and indices) */
-            int32_t nah = 0;
-            for (int32_t k = 0; k < n0; k++) {
-                const int32_t ak = acct[k], m = mem[k];
-                o->cursor[m] = cur[k];
-                o->m_picked[m] += picked[k] - o->a_picked[ak];
-                o->a_picked[ak] = picked[k];
-                o->m_left[m] = left[k];
-                o->a_left[ak] = left[k];
-                if (left[k] == 0)
-                    o->mh_cnt[ak] = 0;
-                else
-                    o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak};
-            }
-            o->nah = nah;
-            heapify_keys(o->ah, nah);
+            peek_move(s, o, n0, acct, mem, cur, left, picked);
             return count;
         }
         skipped[count] = slot;
@@ -481,5 +489,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         if (n > 1)
             sift_key(h, n, 0);
     }
+    if (move_all)
+        peek_move(s, o, n0, acct, mem, cur, left, picked);
     return limit;
 }

@@ -1419,22 +1419,25 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     int64_t peek_at = 0;
 
     for (;;) {
-        /* No GPU free, every claim that decisions depend on made, no start in this walk
-         * (so it is the last one unless it preempts), and no pending job in a backoff:
-         * the rest, up to the K-th job, is left to walk_tail. */
-        if (tail_ok) {
+        /* Past every claim that decisions depend on, with estimates on demand: what is
+         * left may only need reasons (and queued estimates). When the walk started
+         * nothing and no pending job waits out a backoff (tail_ok), it is the last walk
+         * unless it preempts, and such a rest is left to walk_tail. */
+        if (past_claims && s->est_on_demand) {
             /* With no GPU free (or without backfill, behind the first blocked job) the
              * rest up to the K-th job only gets reasons and queued estimates: left to
              * walk_tail. */
-            if (idx < K && (no_backfill || free_now == 0)) {
+            if (tail_ok && idx < K && (no_backfill || free_now == 0)) {
                 tail_stop(s, o, ahead, apos, K - idx, now, false, no_backfill ? head_blocked : 0);
                 break;
             }
             /* The same past the first K jobs with GPUs free, under wfq, when none of the
-             * rest of the backfill window can start (fg__order_peek; else the order moves
-             * past the jobs before the first that might, and it looks again past that one).
-             * (Not when the walk stops at its next job anyway: every free GPU reserved and
-             * no pending job short enough.) */
+             * rest of the backfill window can start (fg__order_peek). Else (or in a walk
+             * that started a job: another walk follows) the order moves past the jobs
+             * that cannot start, up to the first that might or to the window's end, which
+             * get their reasons lazily, and it looks again past the one that might. (Not
+             * when the walk stops at its next job anyway: every free GPU reserved and no
+             * pending job short enough.) */
             if (can_peek && free_now > 0 && idx >= K && idx >= peek_at &&
                 after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
                 bool stops = false;
@@ -1453,9 +1456,10 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if ((size_t)wleft > s->peek_cap)
                         s->peek_buf =
                             fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
-                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf);
+                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf,
+                                       !tail_ok);
                 }
-                if (r == wleft) {
+                if (r == wleft && tail_ok) {
                     tail_stop(s, o, ahead, apos, wleft, now, true, 0);
                     break;
                 }
