@@ -290,8 +290,8 @@ struct fg_sched {
     /* the last walk of the pass, stopped once nothing it left could change a decision
      * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
      * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
-     * order, where it stopped, its time; the pass's decisions
-     * while it runs (NULL outside fg_sched_pass) */
+     * order, where it stopped, its time; wout: the pass's decisions while it runs (NULL
+     * outside fg_sched_pass) */
     bool tail_on, tail_ahead, tail_window;
     fg_job_id_t tail_head;
     fg__order_t *tail_o;
