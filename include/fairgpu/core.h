@@ -296,7 +296,10 @@ typedef struct fg_decisions {
     fg_preempt_t *preempts;
     size_t npreempts, preempts_cap;
     /* statistics of the pass */
-    int64_t scanned; /* pending jobs looked at */
+    /* Pending jobs looked at. With estimates on demand (fg_sched_set_estimates_on_demand)
+     * only those the pass itself looked at: not the jobs it left to be looked at when
+     * asked for (at most as many as in the default mode, never more). */
+    int64_t scanned;
     int64_t pass_no; /* increasing pass number */
     /* The earliest future time at which a pass could decide something new even if no
      * event arrives (a retry backoff ends, a starved job reaches the preemption wait,
@@ -319,10 +322,17 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out);
  * preemption-candidate ones) are not computed by the pass that reached them but when
  * asked for (fg_sched_job_info, fg_sched_job_at, fg_sched_explain) before the next event
  * or pass; an estimate asked for then is exactly the one the pass would have computed,
- * and one not asked for by then stays unknown (FG_TIME_NEVER). Decisions never depend on
- * it. For callers that read few estimates, such as the simulator (arrivals only). While
- * it is on, those inspection calls may make estimates, so they change the scheduler's
- * internal plan: do not call them concurrently. */
+ * and one not asked for by then stays unknown (FG_TIME_NEVER). The same holds for the
+ * reasons of the jobs a walk looks at once no decision depends on them (past the claims
+ * of its first blocked jobs, jobs that cannot start): a pass may leave them, and the rest
+ * of such a walk, to be made when asked for; a reason asked for before the next event or
+ * pass is exactly the one the pass would have left, and a job whose reason was not asked
+ * for by then shows as not reached by the last pass (reason priority, no estimate).
+ * Decisions and next_wake never depend on it; `scanned` counts only the jobs the pass
+ * itself looked at. For callers that read few estimates, such as the simulator
+ * (arrivals only). While it is on, those inspection calls may make estimates and
+ * reasons, so they change the scheduler's internal plan: do not call them concurrently.
+ * Changing an account, a member or the round-robin turn first makes what a pass left. */
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on);
 
 /* Drops every derived structure (queues, free-GPU indexes, running totals) and

@@ -19,6 +19,9 @@
 #define FG__INF       INT64_MAX
 #define FG__TREE_KEYS 9  /* g = 1..8 on one node, then "whole node" */
 #define FG__MAX_WALKS 64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
+/* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
+ * lazy_fix; estimates on demand only); never shown */
+#define FG__REASON_LAZY FG_REASON_COUNT
 
 /* A queue of pending job slots sorted by (submit_time, id); live part v[head..len). */
 typedef struct fg__queue {
@@ -284,6 +287,24 @@ struct fg_sched {
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
+    /* the last walk of the pass, stopped once nothing it left could change a decision
+     * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
+     * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
+     * order, where it stopped, its time; wout: the pass's decisions while it runs (NULL
+     * outside fg_sched_pass) */
+    bool tail_on, tail_ahead, tail_window;
+    fg_job_id_t tail_head;
+    fg__order_t *tail_o;
+    int32_t tail_apos;
+    int64_t tail_left; /* jobs it still looks at */
+    fg_time_t tail_now;
+    fg_decisions_t *wout;
+    fg_time_t max_eligible; /* latest eligible_time ever set by a backoff or a restore */
+    /* jobs of the walk whose blocked reason is made when asked for (pass.c, lazy_fix) */
+    int32_t *lazy;
+    size_t nlazy, lazy_cap;
+    int32_t *peek_buf; /* fg__order_peek's skipped jobs */
+    size_t peek_cap;
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
     size_t ndsnap, dsnap_cap;
@@ -310,6 +331,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot);
 void fg__plan_close(fg_sched_t *s);
 void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
+void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
 
 /* index.c: free-GPU bitmaps and availability trees */
@@ -331,6 +353,9 @@ void fg__queue_free(fg__queue_t *q);
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
 int32_t fg__order_next(fg_sched_t *s, fg__order_t *o);
+int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
+                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
+                       int32_t *skipped, bool move_all);
 void fg__order_free(fg__order_t *o);
 
 #endif

@@ -392,3 +392,104 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
         } while (s->band_pending[o->band] == 0 || band_begin(s, o, o->band) == 0);
     }
 }
+
+/* o as after the picks of fg__order_peek: the same cursors, counts and keys; its account
+ * heap rebuilt (the order of picks depends only on the keys and account indices). */
+static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *acct,
+                      const int32_t *mem, const int32_t *cur, const int32_t *left,
+                      const int64_t *picked)
+{
+    int32_t nah = 0;
+    for (int32_t k = 0; k < n0; k++) {
+        const int32_t ak = acct[k], m = mem[k];
+        o->cursor[m] = cur[k];
+        o->m_picked[m] += picked[k] - o->a_picked[ak];
+        o->a_picked[ak] = picked[k];
+        o->m_left[m] = left[k];
+        o->a_left[ak] = left[k];
+        if (left[k] == 0)
+            o->mh_cnt[ak] = 0;
+        else
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak};
+    }
+    o->nah = nah;
+    heapify_keys(o->ah, nah);
+}
+
+/* wfq: the number r of jobs order o gives before the first one that accept() takes,
+ * looking at most `limit` jobs ahead; `limit` when none of the next `limit` is taken; -1
+ * when it cannot tell cheaply (not wfq, an account with jobs of two or more members left
+ * in the band, the band ending within reach, many accounts). The jobs not taken go to
+ * skipped[0..r) (room for `limit`). When one is taken, o moves past the r others (as r
+ * calls of fg__order_next would), so that it gives that job next; else o moves past the
+ * `limit` jobs with `move_all`, and stays without. Each
+ * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
+ * the band sorted by (key at their pick, account index): the same merge, on a copy of
+ * the account heap and with the account's one member's queue read in place. */
+int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
+                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
+                       int32_t *skipped, bool move_all)
+{
+    enum { PEEK_MAX = 64 };
+    if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
+        return -1;
+    fg__hk_t h[PEEK_MAX];
+    int32_t cur[PEEK_MAX], left[PEEK_MAX], mem[PEEK_MAX], acct[PEEK_MAX];
+    int64_t picked[PEEK_MAX];
+    const int32_t n0 = o->nah;
+    int64_t total = 0;
+    /* accounts ascending, so that local indices compare as account indices */
+    for (int32_t i = 0; i < n0; i++) {
+        int32_t a = o->ah[i].id, q = i;
+        while (q > 0 && acct[q - 1] > a) {
+            acct[q] = acct[q - 1];
+            q--;
+        }
+        acct[q] = a;
+    }
+    for (int32_t i = 0; i < n0; i++) {
+        const int32_t a = acct[i];
+        if (o->mh_cnt[a] != 1)
+            return -1;
+        const int32_t m = o->mhk[o->mh_off[a]].id;
+        mem[i] = m;
+        cur[i] = o->cursor[m];
+        left[i] = o->m_left[m];
+        picked[i] = o->a_picked[a];
+        total += left[i];
+        /* (the heap's id is the local index; ties compare account indices below) */
+        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i};
+    }
+    if (total <= limit)
+        return -1; /* the band may end within reach */
+    int32_t n = n0;
+    /* a min-heap by (key, account index) */
+    heapify_keys(h, n);
+    for (int64_t count = 0; count < limit; count++) {
+        const int32_t i = h[0].id, a = acct[i];
+        const int32_t slot = s->members[mem[i]].q[o->band].v[cur[i]];
+        const fg__job_t *j = &s->jobs[slot];
+        /* (a pending, eligible job of any type on one node that cannot fit: fit_end;
+         * else ask) */
+        if (!(j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && j->state == FG_JOB_PENDING &&
+              j->eligible_time <= now && now + j->time_limit > fit_end[j->gpus]) &&
+            accept(s, slot, ctx)) {
+            peek_move(s, o, n0, acct, mem, cur, left, picked);
+            return count;
+        }
+        skipped[count] = slot;
+        cur[i]++;
+        picked[i] += j->gpus;
+        if (--left[i] == 0) {
+            h[0] = h[--n];
+        } else if (n > 1) {
+            const double x = o->a_base[a] + (double)picked[i];
+            h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
+        }
+        if (n > 1)
+            sift_key(h, n, 0);
+    }
+    if (move_all)
+        peek_move(s, o, n0, acct, mem, cur, left, picked);
+    return limit;
+}

@@ -542,6 +542,37 @@ static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
     return r;
 }
 
+/* Lazy reasons (estimates on demand only). Once a walk has made every claim that
+ * decisions depend on (its first blocked jobs' reservations and preemption candidates)
+ * and a job is known not to fit (no free GPU, or a failed placement of the walk proves
+ * it: see fg__fail_t), what the walk leaves on that job is its blocked reason and, within
+ * the first estimate_depth jobs, a queued estimate. The reason depends only on the job's
+ * size, type and id and on what blocked_reason reads: the free GPUs, and the touched
+ * nodes' free GPUs and reservations. Until the walk's next start or preemption, or the
+ * next event, only estimate-only claims change the plan, and they reserve nothing and
+ * only add touched nodes without reservations at the end of the list: the answer is the
+ * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
+ * asked for (fg__plan_ask), before a start or a preemption of the walk, or before the
+ * next walk of the pass (lazy_flush); one not asked for before the next event stays
+ * unknown (the job shows as not reached). */
+static void lazy_fix(fg_sched_t *s, fg__job_t *j)
+{
+    if (j->reason != FG__REASON_LAZY)
+        return;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+    j->reason = blocked_reason_memo(s, j);
+    if (j->reason == FG_REASON_RESERVATION)
+        j->r_b = j->r_a; /* as the walk writes it (no claim in between) */
+}
+
+static void lazy_flush(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->nlazy; k++)
+        lazy_fix(s, &s->jobs[s->lazy[k]]);
+    s->nlazy = 0;
+}
+
 /* ------------------------------------------------------------------ preemption */
 
 typedef struct ent_calc {
@@ -946,6 +977,7 @@ static void deferred_run(fg_sched_t *s, size_t upto)
     }
     while (s->dhead < upto) {
         fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
+        lazy_fix(s, j); /* its reason before the claim writes r_a */
         j->est = plan_claim(s, j, s->plan_now, false);
     }
 }
@@ -982,6 +1014,7 @@ static void deferred_replay(fg_sched_t *s, size_t upto)
                               s->plan_now + j->time_limit);
         } else if (k < upto) {
             fg__job_t *j = &s->jobs[e];
+            lazy_fix(s, j);
             j->est = plan_claim(s, j, s->plan_now, false);
         }
     }
@@ -1011,9 +1044,13 @@ static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32
     }
 }
 
-/* Makes the walk's queued estimate-only claims now. */
+static void walk_tail(fg_sched_t *s);
+
+/* Makes the walk's queued estimate-only claims now (and walks what it left first). */
 void fg__plan_settle(fg_sched_t *s)
 {
+    walk_tail(s);
+    lazy_flush(s);
     deferred_run(s, s->ndeferred);
 }
 
@@ -1030,6 +1067,109 @@ static inline fg_time_t estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
     return FG_TIME_NEVER;
 }
 
+/* The rest of a walk that stopped with no GPU free (walk): every claim that decisions
+ * depend on is made (the first blocked jobs' reservations and preemption candidates),
+ * nothing can start (no GPU is free and the walk starts nothing), and no pending job waits
+ * out a backoff (so none of them moves next_wake). What is left up to the walk's end, its
+ * first estimate_depth jobs, only gets reasons and queued estimates, on a plan that only
+ * estimate-only claims change until the next event or pass: walked here, as the walk
+ * would have walked it, when someone asks about a job it did not reach yet
+ * (fg__plan_ask), before a preemption of the walk (fg__plan_settle) and before an
+ * account, member or turn changes (fg__plan_finish_walk); dropped at the next event or
+ * pass (fg__plan_close). */
+static void walk_tail(fg_sched_t *s)
+{
+    if (!s->tail_on)
+        return;
+    s->tail_on = false;
+    const fg_time_t now = s->tail_now;
+    const bool ahead = s->tail_ahead, window = s->tail_window;
+    fg__order_t *o = s->tail_o;
+    int64_t left = s->tail_left;
+    int32_t apos = s->tail_apos, slot;
+    while (left > 0 &&
+           (slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
+        fg__job_t *j = &s->jobs[slot];
+        /* (the backfill window counts every job the order gives; the first K, pending ones) */
+        left -= window || j->state == FG_JOB_PENDING;
+        if (j->state != FG_JOB_PENDING)
+            continue;
+        if (s->wout)
+            s->wout->scanned++;
+        j->reason_pass = s->pass_no;
+        j->est = FG_TIME_NEVER;
+        j->r_job = 0;
+        j->r_a = j->r_b = 0;
+        const fg__account_t *a = &s->accounts[j->account];
+        fg_reason_t why;
+        if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
+            j->reason = FG_REASON_RETRY_BACKOFF;
+            j->est = j->eligible_time;
+        } else if (a->budget_exhausted) {
+            j->reason = FG_REASON_BUDGET;
+        } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+            j->reason = FG_REASON_QUOTA;
+            j->r_a = a->running;
+            j->r_b = a->quota;
+        } else if (!feasible(s, j, &why)) {
+            j->reason = why;
+        } else if (s->tail_head) { /* no backfill: behind the first blocked job */
+            j->reason = FG_REASON_PRIORITY;
+            j->r_job = s->tail_head;
+            estimate(s, j, now);
+        } else if (window) { /* past the first K: a reason only (lazy_fix) */
+            j->reason = blocked_reason_memo(s, j);
+            if (j->reason == FG_REASON_RESERVATION)
+                j->r_b = j->r_a;
+        } else { /* blocked_reason with no GPU free */
+            j->reason = FG_REASON_RESOURCES;
+            estimate(s, j, now);
+        }
+    }
+}
+
+/* Could walk_tail reach pending job j? (Not if the walk's order already gave it, or if
+ * more of its member's jobs come before it than walk_tail has looks left; a mark of this
+ * pass on j may be an earlier walk's, so it tells nothing.) */
+static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
+{
+    const int32_t slot = (int32_t)(j - s->jobs);
+    const fg__order_t *o = s->tail_o;
+    int64_t left = s->tail_left; /* jobs it looks at at most */
+    if (s->tail_ahead)
+        for (int32_t k = s->tail_apos; k < s->nahead; k++) {
+            if (s->ahead[k] == slot)
+                return true;
+            left -= s->jobs[s->ahead[k]].state == FG_JOB_PENDING;
+        }
+    if (left <= 0)
+        return false;
+    if (o->band < 0 || o->band >= FG__NBANDS || j->band > o->band)
+        return true;
+    if (j->band < o->band)
+        return false; /* its band was walked: the order gave it (ahead, or before) */
+    /* its place in its member's queue (sorted by submit time, then id) */
+    const fg__queue_t *q = &s->members[j->member].q[j->band];
+    int32_t lo = q->head, hi = q->len;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const fg__job_t *x = &s->jobs[q->v[mid]];
+        if (x->submit_time < j->submit_time || (x->submit_time == j->submit_time && x->id < j->id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= q->len || q->v[lo] != slot)
+        return true; /* (not found: cannot happen; the safe answer) */
+    const int32_t cur = o->cursor[j->member];
+    return lo >= cur && lo - cur < left;
+}
+
+void fg__plan_finish_walk(fg_sched_t *s)
+{
+    walk_tail(s);
+}
+
 /* Drops the pass-local view: leaves go back to the real state. */
 static void plan_restore(fg_sched_t *s)
 {
@@ -1040,11 +1180,13 @@ static void plan_restore(fg_sched_t *s)
     }
     s->ntouched = 0;
     s->plan_alive = false;
+    s->tail_on = false;
 }
 
 void fg__plan_close(fg_sched_t *s)
 {
-    s->dhead = s->ndeferred = s->ndsnap = 0; /* estimates not asked for stay unknown */
+    /* estimates and lazy reasons not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
     if (s->plan_alive)
         plan_restore(s);
 }
@@ -1053,6 +1195,11 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
 {
     if (!s->plan_alive)
         return;
+    fg__job_t *j = &s->jobs[slot];
+    if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
+        walk_tail(s);
+    if (j->reason == FG__REASON_LAZY && j->reason_pass == s->pass_no)
+        lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {
             deferred_run(s, k + 1);
@@ -1111,6 +1258,120 @@ static void serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     s->nclaims = keep;
 }
 
+/* For fg__order_peek, in a walk past its claims (see walk): could pending job `slot` start
+ * now? Not when it waits for its account's budget or quota, could never run, or a failed
+ * placement of the walk proves it cannot fit; any other job may (the safe answer). */
+typedef struct peek_ctx {
+    fg_time_t now;
+    /* [g], g = 1..8: a job of g GPUs of any type fits now iff it ends by this */
+    fg_time_t fit_end[FG_WHOLE_NODE_GPUS + 1];
+} peek_ctx_t;
+
+/* The walk's plan as place_single sees it: a job of g GPUs of any type ending at E fits iff
+ * an untouched up node has g free GPUs, or a touched up node has g free GPUs not reserved
+ * before E, i.e. E is at most the g-th latest reservation start among its free GPUs. */
+static void peek_fill(fg_sched_t *s, peek_ctx_t *p)
+{
+    int32_t untouched = 0; /* most free GPUs on an untouched up node */
+    for (size_t ti = 0; ti < s->ntypes; ti++) {
+        const fg__type_t *t = &s->types[ti];
+        if (t->dirty)
+            continue;
+        for (int f = t->maxgpus; f > untouched; f--) {
+            const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+            bool found = false;
+            for (int32_t w = 0; w < t->words && !found; w++)
+                for (uint64_t bits = bm[w]; bits && !found; bits &= bits - 1)
+                    found = !is_touched(s, t->nodes[w * 64 + __builtin_ctzll(bits)]);
+            if (found) {
+                untouched = f;
+                break;
+            }
+        }
+    }
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
+        p->fit_end[g] = g <= untouched ? FG__INF : INT64_MIN;
+    for (size_t k = 0; k < s->ntouched; k++) {
+        const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
+        if (nd->state != FG_NODE_UP || nd->nfree <= 0)
+            continue;
+        fg_time_t r[FG_MAX_NODE_GPUS];
+        int n = 0;
+        for (int i = 0; i < nd->gpus; i++)
+            if (nd->gpu_job[i] < 0) { /* insertion, latest first */
+                int q = n++;
+                while (q > 0 && r[q - 1] < nd->res_from[i]) {
+                    r[q] = r[q - 1];
+                    q--;
+                }
+                r[q] = nd->res_from[i];
+            }
+        for (int g = 1; g <= FG_WHOLE_NODE_GPUS && g <= n; g++)
+            if (r[g - 1] > p->fit_end[g])
+                p->fit_end[g] = r[g - 1];
+    }
+}
+
+static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
+{
+    const peek_ctx_t *p = ctx;
+    const fg_time_t now = p->now;
+    fg__job_t *j = &s->jobs[slot];
+    const fg__account_t *a = &s->accounts[j->account];
+    fg_reason_t why;
+    if (j->state != FG_JOB_PENDING || j->eligible_time > now)
+        return true;
+    if (a->budget_exhausted || (a->quota >= 0 && a->running + j->gpus > a->quota) ||
+        !feasible(s, j, &why))
+        return false;
+    const fg_time_t end = now + j->time_limit;
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS) /* exact (place_single) */
+        return end <= p->fit_end[j->gpus];
+    return !(fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
+             (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
+}
+
+/* The walk stops here; walk_tail walks the rest (`left` jobs) when needed. */
+static void tail_stop(fg_sched_t *s, fg__order_t *o, bool ahead, int32_t apos, int64_t left,
+                      fg_time_t now, bool window, fg_job_id_t head)
+{
+    s->tail_on = true;
+    s->tail_window = window;
+    s->tail_head = head;
+    s->tail_o = o;
+    s->tail_ahead = ahead;
+    s->tail_apos = apos;
+    s->tail_left = left;
+    s->tail_now = now;
+}
+
+/* What the walk leaves on a job fg__order_peek moved past (it cannot start; pending,
+ * eligible): as the walk would, with a blocked reason made lazily (lazy_fix). */
+static void peeked(fg_sched_t *s, int32_t slot)
+{
+    fg__job_t *j = &s->jobs[slot];
+    const fg__account_t *a = &s->accounts[j->account];
+    fg_reason_t why;
+    j->reason_pass = s->pass_no;
+    j->est = FG_TIME_NEVER;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+    if (a->budget_exhausted) {
+        j->reason = FG_REASON_BUDGET;
+    } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+        j->reason = FG_REASON_QUOTA;
+        j->r_a = a->running;
+        j->r_b = a->quota;
+    } else if (!feasible(s, j, &why)) {
+        j->reason = why;
+    } else {
+        j->reason = FG__REASON_LAZY;
+        if (s->nlazy == s->lazy_cap)
+            s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+        s->lazy[s->nlazy++] = slot;
+    }
+}
+
 /* One walk over the pending jobs in plan order (see the banner). Appends starts to
  * *out, records blocked preemption candidates in s->blocked, lowers *wake. */
 static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *wakep)
@@ -1120,7 +1381,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->ntouched = 0;
     s->touched_free_max = 0;
     s->in_walk = true;
-    s->dhead = s->ndeferred = s->ndsnap = 0;
+    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    s->tail_on = false;
     s->nblocked = 0;
     s->reserved_free = 0;
     s->window_max = 0;
@@ -1146,8 +1408,73 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     int32_t free_now = fg_sched_gpus_free(s);
     fg_time_t short_for = -1;
     bool short_any = false;
+    /* lazy reasons (lazy_fix): with estimates on demand and backfill */
+    const bool can_lazy = s->est_on_demand && !no_backfill;
+    const bool can_peek = can_lazy && c->policy == FG_POLICY_WFQ && c->backfill_depth > 0;
+    /* past every claim that decisions depend on (the first blocked jobs' reservations and
+     * preemption candidates; without backfill, the first blocked job's): past_claims;
+     * and with estimates on demand, no start in this walk and no pending job in a
+     * backoff: tail_ok (both change only when a job blocks or starts) */
+    bool past_claims = false, tail_ok = false;
+    int64_t peek_at = 0;
 
-    while ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
+    for (;;) {
+        /* Past every claim that decisions depend on, with estimates on demand: what is
+         * left may only need reasons (and queued estimates). When the walk started
+         * nothing and no pending job waits out a backoff (tail_ok), it is the last walk
+         * unless it preempts, and such a rest is left to walk_tail. */
+        if (past_claims && s->est_on_demand) {
+            /* With no GPU free (or without backfill, behind the first blocked job) the
+             * rest up to the K-th job only gets reasons and queued estimates: left to
+             * walk_tail. */
+            if (tail_ok && idx < K && (no_backfill || free_now == 0)) {
+                tail_stop(s, o, ahead, apos, K - idx, now, false, no_backfill ? head_blocked : 0);
+                break;
+            }
+            /* The same past the first K jobs with GPUs free, under wfq, when none of the
+             * rest of the backfill window can start (fg__order_peek). Else (or in a walk
+             * that started a job: another walk follows) the order moves past the jobs
+             * that cannot start, up to the first that might or to the window's end, which
+             * get their reasons lazily, and it looks again past the one that might. (Not
+             * when the walk stops at its next job anyway: every free GPU reserved and no
+             * pending job short enough.) */
+            if (can_peek && free_now > 0 && idx >= K && idx >= peek_at &&
+                after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
+                bool stops = false;
+                if (free_now <= s->reserved_free) { /* (reserved >= reserve_depth) */
+                    if (short_for != s->window_max) {
+                        short_for = s->window_max;
+                        short_any = fg__pending_limit_at_most(s, short_for);
+                    }
+                    stops = !short_any;
+                }
+                const int64_t wleft = c->backfill_depth - after_block;
+                int64_t r = -1;
+                if (!stops) {
+                    peek_ctx_t pc = {.now = now};
+                    peek_fill(s, &pc);
+                    if ((size_t)wleft > s->peek_cap)
+                        s->peek_buf =
+                            fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
+                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf,
+                                       !tail_ok);
+                }
+                if (r == wleft && tail_ok) {
+                    tail_stop(s, o, ahead, apos, wleft, now, true, 0);
+                    break;
+                }
+                /* the order moved past the r jobs that cannot start: what the walk leaves
+                 * on them (as below, their reasons lazily) */
+                for (int64_t k = 0; k < r; k++)
+                    peeked(s, s->peek_buf[k]);
+                idx += r > 0 ? r : 0;
+                after_block += r > 0 ? r : 0;
+                out->scanned += r > 0 ? r : 0;
+                peek_at = r >= 0 ? idx + 1 : INT64_MAX; /* again past the one that may */
+            }
+        }
+        if ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) < 0)
+            break;
         idx++;
         if (head_blocked) {
             after_block++;
@@ -1176,12 +1503,44 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             idx--;
             continue;
         }
+        fg__account_t *a = &s->accounts[j->account];
+        fg_reason_t why;
+        /* Past every claim that decisions depend on (the first blocked jobs' reservations
+         * and preemption candidates), a job that cannot fit gets only its reason (and,
+         * among the first K, a queued estimate): with no free GPU the reason is known
+         * (blocked_reason: resources, none free); else it is made when asked for. */
+        if (can_lazy && past_claims && j->eligible_time <= now && !a->budget_exhausted &&
+            (a->quota < 0 || a->running + j->gpus <= a->quota) && feasible(s, j, &why)) {
+            bool lazy = false;
+            if (free_now > 0) {
+                const fg_time_t end = now + j->time_limit;
+                lazy = fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
+                       (j->type >= 0 && fail_known(fail_memo(s, 0), j, end));
+            }
+            if (free_now == 0 || lazy) {
+                out->scanned++;
+                j->reason_pass = s->pass_no;
+                j->est = FG_TIME_NEVER;
+                j->r_job = 0;
+                j->r_a = j->r_b = 0;
+                if (lazy) {
+                    j->reason = FG__REASON_LAZY;
+                    if (s->nlazy == s->lazy_cap)
+                        s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+                    s->lazy[s->nlazy++] = slot;
+                } else {
+                    j->reason = FG_REASON_RESOURCES;
+                }
+                if (idx <= K)
+                    estimate(s, j, now);
+                continue;
+            }
+        }
         out->scanned++;
         j->reason_pass = s->pass_no;
         j->est = FG_TIME_NEVER;
         j->r_job = 0;
         j->r_a = j->r_b = 0;
-        fg__account_t *a = &s->accounts[j->account];
 
         if (j->eligible_time > now) {
             j->reason = FG_REASON_RETRY_BACKOFF;
@@ -1200,7 +1559,6 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             j->r_b = a->quota;
             continue;
         }
-        fg_reason_t why;
         if (!feasible(s, j, &why)) {
             j->reason = why;
             continue;
@@ -1223,6 +1581,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
+            lazy_flush(s); /* their reasons, on the plan before this start */
             /* queued estimates see the plan before this start: deferred_replay */
             if (s->dhead < s->ndeferred)
                 defer_start(s, slot, al, n);
@@ -1231,6 +1590,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             s->in_walk = true;
             push_start(out, j, al, n);
             free_now = fg_sched_gpus_free(s);
+            tail_ok = false;
             continue;
         }
         j->reason = blocked_reason_memo(s, j);
@@ -1256,6 +1616,10 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
             s->blocked[s->nblocked++] = slot;
         }
+        past_claims = (no_backfill || reserved >= c->reserve_depth) &&
+                      (!c->preemption || nblk >= c->preempt_jobs_per_pass);
+        tail_ok = s->est_on_demand && past_claims && out->nstarts == starts_before &&
+                  s->max_eligible <= now;
     }
 
     /* Preemption, in the walk that started nothing (the last one), while its
@@ -1273,7 +1637,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
 
     s->in_walk = false;
     *wakep = wake;
-    if (s->dhead < s->ndeferred) {
+    if (s->dhead < s->ndeferred || s->nlazy || s->tail_on) {
         s->plan_alive = true; /* kept for fg__plan_ask or plan_next_walk */
         return;
     }
@@ -1315,6 +1679,7 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
 {
     if (!s->plan_alive)
         return;
+    walk_tail(s); /* (a walk that started something leaves none) */
     const int32_t *first = s->ahead;
     int32_t nfirst = 0;
     if (s->cfg.estimate_depth <= (int32_t)(sizeof s->ahead / sizeof s->ahead[0])) {
@@ -1334,6 +1699,11 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
     ahead_set_fill(s, first, nfirst);
+    /* the lazy reasons the next walk does not replace (it looks at its first jobs) */
+    for (size_t k = 0; k < s->nlazy; k++)
+        if (!slot_in(s, s->lazy[k]))
+            lazy_fix(s, &s->jobs[s->lazy[k]]);
+    s->nlazy = 0;
     while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
         upto--; /* (a start's mark is no estimate) */
     deferred_run(s, upto);
@@ -1357,6 +1727,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     s->last_now = now;
     out->nstarts = out->nallocs = out->npreempts = 0;
     out->scanned = 0;
+    s->wout = out;
     out->next_wake = FG_TIME_NEVER;
     s->pass_no++;
     out->pass_no = s->pass_no;
@@ -1392,6 +1763,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     }
     if (!settled)
         wake = now;
+    s->wout = NULL;
 
     out->next_wake = wake;
     return FG_OK;
@@ -1434,8 +1806,9 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
     const fg__account_t *a = &s->accounts[j->account];
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_pass != s->pass_no) {
-        /* not reached by the last pass: count the jobs before it in plan order */
+    if (j->reason_pass != s->pass_no || j->reason == FG__REASON_LAZY) {
+        /* not reached by the last pass (or its reason was left to be made when asked
+         * for, and nobody asked before the next event): count the jobs before it in plan order */
         fg__order_t tmp = {0};
         fg__order_prepare(s, &tmp, now);
         int64_t ahead = 0;

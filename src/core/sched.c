@@ -129,6 +129,7 @@ fg_sched_t *fg_sched_new(const fg_config_t *cfg)
     s->cfg = *cfg;
     s->tau = cfg->half_life_s > 0 ? (double)cfg->half_life_s / M_LN2 : 0.0;
     s->last_now = INT64_MIN;
+    s->max_eligible = INT64_MIN;
     s->node_gen = 1;
     fg_sched_account_set(s, "default", 1.0, -1);
     return s;
@@ -164,6 +165,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->fail);
     free(s->deferred);
     free(s->dsnap);
+    free(s->lazy);
+    free(s->peek_buf);
     free(s->ent_blk);
     free(s->claims);
     free(s);
@@ -259,6 +262,7 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
 {
     if (!name_ok(name) || !(weight > 0.0) || !isfinite(weight))
         return FG_EINVAL;
+    fg__plan_finish_walk(s); /* (what a walk left to be walked, on the old quota) */
     int i = fg_sched_account_find(s, name);
     if (i < 0) {
         s->accounts =
@@ -280,6 +284,7 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
 {
     if (account < 0 || (size_t)account >= s->naccounts)
         return FG_ENOENT;
+    fg__plan_finish_walk(s);
     s->accounts[account].budget_exhausted = exhausted;
     return FG_OK;
 }
@@ -302,6 +307,7 @@ int fg_sched_member_set(fg_sched_t *s, const char *account, const char *user, do
     int a = fg_sched_account_find(s, account);
     if (a < 0)
         return FG_ENOENT;
+    fg__plan_finish_walk(s); /* (its order is sized for the members it began with) */
     int i = fg_sched_member_find(s, account, user);
     if (i < 0) {
         s->members = fg__grow(s->members, &s->members_cap, s->nmembers + 1, sizeof *s->members);
@@ -728,6 +734,8 @@ int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, in
     j->attained_gpu_s = attained_gpu_s;
     j->run_s = attained_gpu_s / j->gpus;
     j->eligible_time = eligible_time;
+    if (eligible_time > s->max_eligible)
+        s->max_eligible = eligible_time;
     /* the preemption wait counts from when the job could run again */
     j->queued_since = eligible_time > j->submit_time ? eligible_time : j->submit_time;
     pending_add(s, slot);
@@ -762,6 +770,7 @@ int fg_sched_set_rr_turn(fg_sched_t *s, int32_t member)
 {
     if (member < 0 || (member > 0 && (size_t)member >= s->nmembers))
         return FG_EINVAL;
+    fg__plan_finish_walk(s);
     s->rr_next = member;
     return FG_OK;
 }
@@ -839,6 +848,8 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
             if (b > s->cfg.retry_backoff_max_s)
                 b = s->cfg.retry_backoff_max_s;
             j->eligible_time = now + b;
+            if (j->eligible_time > s->max_eligible)
+                s->max_eligible = j->eligible_time;
             next = FG_JOB_PENDING;
         } else {
             next = FG_JOB_FAILED;
@@ -897,7 +908,10 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     o->preempting = j->preempting;
     o->claimed = j->state == FG_JOB_PENDING && j->claimed;
     o->claim_victims = o->claimed ? j->claim : 0;
-    bool fresh = j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no;
+    /* (a reason left to be made when asked for, and not asked for before the next
+     * event: as if the pass had not reached the job) */
+    bool fresh =
+        j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no && j->reason != FG__REASON_LAZY;
     o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
                 : fresh                    ? j->reason
                                            : FG_REASON_PRIORITY;
