@@ -352,7 +352,38 @@ void fg__queue_free(fg__queue_t *q);
 
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
-int32_t fg__order_next(fg_sched_t *s, fg__order_t *o);
+int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o);
+void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
+
+/* fg__order_next (order.c), with the common wfq step inline: inside a band, the
+ * smallest-key account has a single member with jobs left in it (the same steps as
+ * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
+static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
+{
+    if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
+        const int32_t a = o->ah[0].id;
+        if (o->mh_cnt[a] == 1) {
+            const int32_t m = o->mhk[o->mh_off[a]].id;
+            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t g = s->jobs[slot].gpus;
+            o->m_picked[m] += g;
+            o->a_picked[a] += g;
+            if (--o->m_left[m] == 0)
+                o->mh_cnt[a] = 0;
+            if (--o->a_left[a] == 0) {
+                o->ah[0] = o->ah[--o->nah];
+                if (o->nah > 1)
+                    fg__sift_key(o->ah, o->nah, 0);
+            } else if (o->nah > 1) {
+                const double x = o->a_base[a] + (double)o->a_picked[a];
+                o->ah[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* (acct_key) */
+                fg__sift_key(o->ah, o->nah, 0);
+            }
+            return slot;
+        }
+    }
+    return fg__order_next_any(s, o);
+}
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
                        int32_t *skipped, bool move_all);

@@ -231,7 +231,7 @@ static inline bool hk_before(fg__hk_t a, fg__hk_t b)
 
 /* sift_down for the wfq key heaps (accounts, members of an account): by key, then
  * index; each entry carries its key, so a comparison reads the heap only. */
-static void sift_key(fg__hk_t *h, int32_t n, int32_t i)
+void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i)
 {
     const fg__hk_t v = h[i];
     for (;;) {
@@ -252,7 +252,7 @@ static void sift_key(fg__hk_t *h, int32_t n, int32_t i)
 static void heapify_keys(fg__hk_t *h, int32_t n)
 {
     for (int32_t i = n / 2 - 1; i >= 0; i--)
-        sift_key(h, n, i);
+        fg__sift_key(h, n, i);
 }
 
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
@@ -328,8 +328,9 @@ static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
     return -1;
 }
 
-/* Returns the slot of the next pending job in plan order, or -1 when none is left. */
-int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
+/* Returns the slot of the next pending job in plan order, or -1 when none is left
+ * (fg__order_next: its common wfq step inline, in internal.h). */
+int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
         if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
@@ -346,18 +347,18 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
             if (--o->m_left[m] == 0) {
                 mh[0] = mh[--o->mh_cnt[a]];
                 if (o->mh_cnt[a] > 1)
-                    sift_key(mh, o->mh_cnt[a], 0);
+                    fg__sift_key(mh, o->mh_cnt[a], 0);
             } else if (o->mh_cnt[a] > 1) {
                 mh[0].key = member_key(s, o, m);
-                sift_key(mh, o->mh_cnt[a], 0);
+                fg__sift_key(mh, o->mh_cnt[a], 0);
             }
             if (--o->a_left[a] == 0) {
                 o->ah[0] = o->ah[--o->nah];
                 if (o->nah > 1)
-                    sift_key(o->ah, o->nah, 0);
+                    fg__sift_key(o->ah, o->nah, 0);
             } else if (o->nah > 1) {
                 o->ah[0].key = acct_key(s, o, a);
-                sift_key(o->ah, o->nah, 0);
+                fg__sift_key(o->ah, o->nah, 0);
             }
             return slot;
         }
@@ -435,6 +436,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         return -1;
     fg__hk_t h[PEEK_MAX];
     int32_t cur[PEEK_MAX], left[PEEK_MAX], mem[PEEK_MAX], acct[PEEK_MAX];
+    const int32_t *qv[PEEK_MAX]; /* each account's one member's queue in the band */
     int64_t picked[PEEK_MAX];
     const int32_t n0 = o->nah;
     int64_t total = 0;
@@ -453,6 +455,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             return -1;
         const int32_t m = o->mhk[o->mh_off[a]].id;
         mem[i] = m;
+        qv[i] = s->members[m].q[o->band].v;
         cur[i] = o->cursor[m];
         left[i] = o->m_left[m];
         picked[i] = o->a_picked[a];
@@ -467,7 +470,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     heapify_keys(h, n);
     for (int64_t count = 0; count < limit; count++) {
         const int32_t i = h[0].id, a = acct[i];
-        const int32_t slot = s->members[mem[i]].q[o->band].v[cur[i]];
+        const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         /* (a pending, eligible job of any type on one node that cannot fit: fit_end;
          * else ask) */
@@ -487,7 +490,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
         }
         if (n > 1)
-            sift_key(h, n, 0);
+            fg__sift_key(h, n, 0);
     }
     if (move_all)
         peek_move(s, o, n0, acct, mem, cur, left, picked);
