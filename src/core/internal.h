@@ -355,10 +355,30 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
 int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o);
 void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
 
+/* fg__sift_key's steps, for the inline wfq step below: by key, then index. */
+static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *h, int32_t n,
+                                                                      int32_t i)
+{
+    const fg__hk_t v = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n &&
+            (h[c + 1].key < h[c].key || (h[c + 1].key == h[c].key && h[c + 1].id < h[c].id)))
+            c++;
+        if (!(h[c].key < v.key || (h[c].key == v.key && h[c].id < v.id)))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
 /* fg__order_next (order.c), with the common wfq step inline: inside a band, the
  * smallest-key account has a single member with jobs left in it (the same steps as
  * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
-static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
+static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
     if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
         const int32_t a = o->ah[0].id;
@@ -377,7 +397,7 @@ static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
             } else if (o->nah > 1) {
                 const double x = o->a_base[a] + (double)o->a_picked[a];
                 o->ah[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* (acct_key) */
-                fg__sift_key(o->ah, o->nah, 0);
+                fg__sift_key_inline(o->ah, o->nah, 0);
             }
             return slot;
         }

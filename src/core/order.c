@@ -490,7 +490,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
         }
         if (n > 1)
-            fg__sift_key(h, n, 0);
+            fg__sift_key_inline(h, n, 0);
     }
     if (move_all)
         peek_move(s, o, n0, acct, mem, cur, left, picked);
