@@ -190,12 +190,11 @@ typedef struct fg__hk {
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
-    int32_t *cursor;   /* per member: next index in q[band] */
-    int64_t *m_picked; /* per member: GPUs walked this pass */
-    int64_t *a_picked; /* per account */
-    int32_t *m_left;   /* per member: jobs left in band */
-    int64_t *a_left;   /* per account: jobs left in band */
-    int32_t *m_run0, *a_run0;
+    int32_t *cursor;         /* per member: next index in q[band] */
+    int64_t *m_picked;       /* per member: GPUs walked this pass */
+    int64_t *a_picked;       /* per account */
+    int32_t *m_left;         /* per member: jobs left in band */
+    int64_t *a_left;         /* per account: jobs left in band */
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
     int32_t rr_pos;

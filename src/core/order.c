@@ -39,8 +39,6 @@ void fg__order_free(fg__order_t *o)
     free(o->a_picked);
     free(o->m_left);
     free(o->a_left);
-    free(o->m_run0);
-    free(o->a_run0);
     free(o->m_base);
     free(o->a_base);
     free(o->m_w);
@@ -92,7 +90,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
         o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
         o->m_left = re(o->m_left, nm * sizeof *o->m_left);
-        o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
         o->m_w = re(o->m_w, nm * sizeof *o->m_w);
         o->mh = re(o->mh, nm * sizeof *o->mh);
@@ -107,7 +104,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
     if (na > o->cap_a) {
         o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
         o->a_left = re(o->a_left, na * sizeof *o->a_left);
-        o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
         o->a_w = re(o->a_w, na * sizeof *o->a_w);
         o->ah = re(o->ah, na * sizeof *o->ah);
@@ -146,7 +142,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         order_size(mo, nm, na);
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
-        o->a_run0[i] = a->running;
         /* (a key is computed only for an account or member with jobs in the band: the
          * usage term of one with no pending job is never read) */
         o->a_base[i] = a->pending
@@ -157,7 +152,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
-        o->m_run0[i] = m->running;
         o->m_base[i] = m->pending
                            ? base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
                                  o->run_w * (double)m->running

@@ -1390,9 +1390,7 @@ static void peeked(fg_sched_t *s, int32_t slot)
         j->reason = why;
     } else {
         j->reason = FG__REASON_LAZY;
-        if (s->nlazy == s->lazy_cap)
-            s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
-        s->lazy[s->nlazy++] = slot;
+        s->lazy[s->nlazy++] = slot; /* (room made by the caller) */
     }
 }
 
@@ -1489,6 +1487,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 }
                 /* the order moved past the r jobs that cannot start: what the walk leaves
                  * on them (as below, their reasons lazily) */
+                if (r > 0 && s->nlazy + (size_t)r > s->lazy_cap)
+                    s->lazy =
+                        fg__grow(s->lazy, &s->lazy_cap, s->nlazy + (size_t)r, sizeof *s->lazy);
                 for (int64_t k = 0; k < r; k++)
                     peeked(s, s->peek_buf[k]);
                 idx += r > 0 ? r : 0;
