@@ -284,17 +284,24 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         return 0;
     if (s->cfg.policy == FG_POLICY_WFQ) {
         for (size_t a = 0; a < s->naccounts; a++) {
+            if (!o->a_left[a]) { /* (none of its members has a job in the band) */
+                o->mh_cnt[a] = 0;
+                continue;
+            }
             int32_t n = 0;
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
                 if (o->m_left[m])
-                    h[n++] = (fg__hk_t){member_key(s, o, m), m};
+                    h[n++] = (fg__hk_t){0.0, m};
             }
             o->mh_cnt[a] = n;
-            heapify_keys(h, n);
-            if (o->a_left[a])
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
+            if (n > 1) { /* (the key of a heap of one is never compared: it only shrinks) */
+                for (int32_t k = 0; k < n; k++)
+                    h[k].key = member_key(s, o, h[k].id);
+                heapify_keys(h, n);
+            }
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
