@@ -190,12 +190,11 @@ typedef struct fg__hk {
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
-    int32_t *cursor;   /* per member: next index in q[band] */
-    int64_t *m_picked; /* per member: GPUs walked this pass */
-    int64_t *a_picked; /* per account */
-    int32_t *m_left;   /* per member: jobs left in band */
-    int64_t *a_left;   /* per account: jobs left in band */
-    int32_t *m_run0, *a_run0;
+    int32_t *cursor;         /* per member: next index in q[band] */
+    int64_t *m_picked;       /* per member: GPUs walked this pass */
+    int64_t *a_picked;       /* per account */
+    int32_t *m_left;         /* per member: jobs left in band */
+    int64_t *a_left;         /* per account: jobs left in band */
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
@@ -352,7 +351,58 @@ void fg__queue_free(fg__queue_t *q);
 
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
-int32_t fg__order_next(fg_sched_t *s, fg__order_t *o);
+int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o);
+void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
+
+/* fg__sift_key's steps, for the inline wfq step below: by key, then index. */
+static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *h, int32_t n,
+                                                                      int32_t i)
+{
+    const fg__hk_t v = h[i];
+    for (;;) {
+        int32_t c = 2 * i + 1;
+        if (c >= n)
+            break;
+        if (c + 1 < n &&
+            (h[c + 1].key < h[c].key || (h[c + 1].key == h[c].key && h[c + 1].id < h[c].id)))
+            c++;
+        if (!(h[c].key < v.key || (h[c].key == v.key && h[c].id < v.id)))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = v;
+}
+
+/* fg__order_next (order.c), with the common wfq step inline: inside a band, the
+ * smallest-key account has a single member with jobs left in it (the same steps as
+ * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
+static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
+{
+    if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
+        const int32_t a = o->ah[0].id;
+        if (o->mh_cnt[a] == 1) {
+            const int32_t m = o->mhk[o->mh_off[a]].id;
+            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t g = s->jobs[slot].gpus;
+            o->m_picked[m] += g;
+            o->a_picked[a] += g;
+            if (--o->m_left[m] == 0)
+                o->mh_cnt[a] = 0;
+            if (--o->a_left[a] == 0) {
+                o->ah[0] = o->ah[--o->nah];
+                if (o->nah > 1)
+                    fg__sift_key(o->ah, o->nah, 0);
+            } else if (o->nah > 1) {
+                const double x = o->a_base[a] + (double)o->a_picked[a];
+                o->ah[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* (acct_key) */
+                fg__sift_key_inline(o->ah, o->nah, 0);
+            }
+            return slot;
+        }
+    }
+    return fg__order_next_any(s, o);
+}
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
                        int32_t *skipped, bool move_all);

@@ -39,8 +39,6 @@ void fg__order_free(fg__order_t *o)
     free(o->a_picked);
     free(o->m_left);
     free(o->a_left);
-    free(o->m_run0);
-    free(o->a_run0);
     free(o->m_base);
     free(o->a_base);
     free(o->m_w);
@@ -92,7 +90,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
         o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
         o->m_left = re(o->m_left, nm * sizeof *o->m_left);
-        o->m_run0 = re(o->m_run0, nm * sizeof *o->m_run0);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
         o->m_w = re(o->m_w, nm * sizeof *o->m_w);
         o->mh = re(o->mh, nm * sizeof *o->mh);
@@ -107,7 +104,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
     if (na > o->cap_a) {
         o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
         o->a_left = re(o->a_left, na * sizeof *o->a_left);
-        o->a_run0 = re(o->a_run0, na * sizeof *o->a_run0);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
         o->a_w = re(o->a_w, na * sizeof *o->a_w);
         o->ah = re(o->ah, na * sizeof *o->ah);
@@ -146,7 +142,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         order_size(mo, nm, na);
     for (size_t i = 0; i < s->naccounts; i++) {
         const fg__account_t *a = &s->accounts[i];
-        o->a_run0[i] = a->running;
         /* (a key is computed only for an account or member with jobs in the band: the
          * usage term of one with no pending job is never read) */
         o->a_base[i] = a->pending
@@ -157,7 +152,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
-        o->m_run0[i] = m->running;
         o->m_base[i] = m->pending
                            ? base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
                                  o->run_w * (double)m->running
@@ -231,7 +225,7 @@ static inline bool hk_before(fg__hk_t a, fg__hk_t b)
 
 /* sift_down for the wfq key heaps (accounts, members of an account): by key, then
  * index; each entry carries its key, so a comparison reads the heap only. */
-static void sift_key(fg__hk_t *h, int32_t n, int32_t i)
+void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i)
 {
     const fg__hk_t v = h[i];
     for (;;) {
@@ -252,7 +246,7 @@ static void sift_key(fg__hk_t *h, int32_t n, int32_t i)
 static void heapify_keys(fg__hk_t *h, int32_t n)
 {
     for (int32_t i = n / 2 - 1; i >= 0; i--)
-        sift_key(h, n, i);
+        fg__sift_key(h, n, i);
 }
 
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
@@ -290,17 +284,24 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         return 0;
     if (s->cfg.policy == FG_POLICY_WFQ) {
         for (size_t a = 0; a < s->naccounts; a++) {
+            if (!o->a_left[a]) { /* (none of its members has a job in the band) */
+                o->mh_cnt[a] = 0;
+                continue;
+            }
             int32_t n = 0;
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
                 if (o->m_left[m])
-                    h[n++] = (fg__hk_t){member_key(s, o, m), m};
+                    h[n++] = (fg__hk_t){0.0, m};
             }
             o->mh_cnt[a] = n;
-            heapify_keys(h, n);
-            if (o->a_left[a])
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
+            if (n > 1) { /* (the key of a heap of one is never compared: it only shrinks) */
+                for (int32_t k = 0; k < n; k++)
+                    h[k].key = member_key(s, o, h[k].id);
+                heapify_keys(h, n);
+            }
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
@@ -328,8 +329,9 @@ static int32_t pick_rr(const fg_sched_t *s, fg__order_t *o)
     return -1;
 }
 
-/* Returns the slot of the next pending job in plan order, or -1 when none is left. */
-int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
+/* Returns the slot of the next pending job in plan order, or -1 when none is left
+ * (fg__order_next: its common wfq step inline, in internal.h). */
+int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
         if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
@@ -346,18 +348,18 @@ int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
             if (--o->m_left[m] == 0) {
                 mh[0] = mh[--o->mh_cnt[a]];
                 if (o->mh_cnt[a] > 1)
-                    sift_key(mh, o->mh_cnt[a], 0);
+                    fg__sift_key(mh, o->mh_cnt[a], 0);
             } else if (o->mh_cnt[a] > 1) {
                 mh[0].key = member_key(s, o, m);
-                sift_key(mh, o->mh_cnt[a], 0);
+                fg__sift_key(mh, o->mh_cnt[a], 0);
             }
             if (--o->a_left[a] == 0) {
                 o->ah[0] = o->ah[--o->nah];
                 if (o->nah > 1)
-                    sift_key(o->ah, o->nah, 0);
+                    fg__sift_key(o->ah, o->nah, 0);
             } else if (o->nah > 1) {
                 o->ah[0].key = acct_key(s, o, a);
-                sift_key(o->ah, o->nah, 0);
+                fg__sift_key(o->ah, o->nah, 0);
             }
             return slot;
         }
@@ -435,6 +437,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         return -1;
     fg__hk_t h[PEEK_MAX];
     int32_t cur[PEEK_MAX], left[PEEK_MAX], mem[PEEK_MAX], acct[PEEK_MAX];
+    const int32_t *qv[PEEK_MAX]; /* each account's one member's queue in the band */
     int64_t picked[PEEK_MAX];
     const int32_t n0 = o->nah;
     int64_t total = 0;
@@ -453,6 +456,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             return -1;
         const int32_t m = o->mhk[o->mh_off[a]].id;
         mem[i] = m;
+        qv[i] = s->members[m].q[o->band].v;
         cur[i] = o->cursor[m];
         left[i] = o->m_left[m];
         picked[i] = o->a_picked[a];
@@ -467,7 +471,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     heapify_keys(h, n);
     for (int64_t count = 0; count < limit; count++) {
         const int32_t i = h[0].id, a = acct[i];
-        const int32_t slot = s->members[mem[i]].q[o->band].v[cur[i]];
+        const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         /* (a pending, eligible job of any type on one node that cannot fit: fit_end;
          * else ask) */
@@ -487,7 +491,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
         }
         if (n > 1)
-            sift_key(h, n, 0);
+            fg__sift_key_inline(h, n, 0);
     }
     if (move_all)
         peek_move(s, o, n0, acct, mem, cur, left, picked);

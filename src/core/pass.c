@@ -512,9 +512,27 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
     return FG_REASON_FRAGMENTATION;
 }
 
+/* blocked_reason_memo when the memo does not hold the answer: makes it and keeps it. */
+static __attribute__((noinline)) fg_reason_t blocked_reason_fill(fg_sched_t *s, fg__job_t *j,
+                                                                 fg__why_memo_t *m)
+{
+    fg_job_id_t r_job = j->r_job;
+    int64_t r_a = j->r_a;
+    fg_reason_t r = blocked_reason(s, j);
+    m->walk = s->walk_no;
+    m->ver = s->plan_ver;
+    m->gpus = j->gpus;
+    m->type = j->type;
+    m->reason = r;
+    m->r_b = j->r_b;
+    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
+    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    return r;
+}
+
 /* blocked_reason through the walk's memo: the same job size and type get the same
  * answer while the plan is unchanged (plan_ver). */
-static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
+static inline fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
 {
     fg__why_memo_t *m =
         &s->why_memo[(j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : 8 + j->gpus / FG_WHOLE_NODE_GPUS) &
@@ -528,18 +546,7 @@ static fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
         }
         return m->reason;
     }
-    fg_job_id_t r_job = j->r_job;
-    int64_t r_a = j->r_a;
-    fg_reason_t r = blocked_reason(s, j);
-    m->walk = s->walk_no;
-    m->ver = s->plan_ver;
-    m->gpus = j->gpus;
-    m->type = j->type;
-    m->reason = r;
-    m->r_b = j->r_b;
-    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
-    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
-    return r;
+    return blocked_reason_fill(s, j, m);
 }
 
 /* Lazy reasons (estimates on demand only). Once a walk has made every claim that
@@ -886,7 +893,24 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             }
         }
     }
-    qsort(cand, ncand, sizeof *cand, int32_cmp);
+    /* ascending node index: the marked nodes read in order when they are many for the
+     * cluster, else sorted (distinct indices: the same order either way) */
+    if (ncand > 1 && s->nnodes <= 16 * ncand) {
+        size_t k = 0;
+        for (size_t n = 0; n < s->nnodes; n++)
+            if (s->nodes[n].cand_pass == s->stamp)
+                cand[k++] = (int32_t)n;
+    } else if (ncand > 1 && ncand <= 16) {
+        for (size_t a = 1; a < ncand; a++) {
+            int32_t v = cand[a];
+            size_t b = a;
+            for (; b > 0 && cand[b - 1] > v; b--)
+                cand[b] = cand[b - 1];
+            cand[b] = v;
+        }
+    } else {
+        qsort(cand, ncand, sizeof *cand, int32_cmp);
+    }
 
     /* 2. cost of making room on each candidate node; keep the cheapest need_nodes */
     int32_t best_nodes[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
@@ -1366,9 +1390,7 @@ static void peeked(fg_sched_t *s, int32_t slot)
         j->reason = why;
     } else {
         j->reason = FG__REASON_LAZY;
-        if (s->nlazy == s->lazy_cap)
-            s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
-        s->lazy[s->nlazy++] = slot;
+        s->lazy[s->nlazy++] = slot; /* (room made by the caller) */
     }
 }
 
@@ -1465,6 +1487,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 }
                 /* the order moved past the r jobs that cannot start: what the walk leaves
                  * on them (as below, their reasons lazily) */
+                if (r > 0 && s->nlazy + (size_t)r > s->lazy_cap)
+                    s->lazy =
+                        fg__grow(s->lazy, &s->lazy_cap, s->nlazy + (size_t)r, sizeof *s->lazy);
                 for (int64_t k = 0; k < r; k++)
                     peeked(s, s->peek_buf[k]);
                 idx += r > 0 ? r : 0;
