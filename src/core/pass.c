@@ -453,6 +453,35 @@ static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
     return m->ok;
 }
 
+/* A pending job looked at in this pass: no estimate or numbers yet. */
+static inline void reason_clear(const fg_sched_t *s, fg__job_t *j)
+{
+    j->reason_pass = s->pass_no;
+    j->est = FG_TIME_NEVER;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+}
+
+/* The reasons that depend on neither the plan nor the order, in the order every walk
+ * tests them: the account's budget, its quota, no node that could ever run it. Sets the
+ * reason and returns true when one applies. */
+static inline bool reason_account_or_fit(fg_sched_t *s, fg__job_t *j, const fg__account_t *a)
+{
+    fg_reason_t why;
+    if (a->budget_exhausted) {
+        j->reason = FG_REASON_BUDGET;
+    } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+        j->reason = FG_REASON_QUOTA;
+        j->r_a = a->running;
+        j->r_b = a->quota;
+    } else if (!feasible(s, j, &why)) {
+        j->reason = why;
+    } else {
+        return false;
+    }
+    return true;
+}
+
 static bool feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
     bool exists = false; /* some node, any state, could hold it */
@@ -1120,23 +1149,12 @@ static void walk_tail(fg_sched_t *s)
             continue;
         if (s->wout)
             s->wout->scanned++;
-        j->reason_pass = s->pass_no;
-        j->est = FG_TIME_NEVER;
-        j->r_job = 0;
-        j->r_a = j->r_b = 0;
-        const fg__account_t *a = &s->accounts[j->account];
-        fg_reason_t why;
+        reason_clear(s, j);
         if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
             j->reason = FG_REASON_RETRY_BACKOFF;
             j->est = j->eligible_time;
-        } else if (a->budget_exhausted) {
-            j->reason = FG_REASON_BUDGET;
-        } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
-            j->reason = FG_REASON_QUOTA;
-            j->r_a = a->running;
-            j->r_b = a->quota;
-        } else if (!feasible(s, j, &why)) {
-            j->reason = why;
+        } else if (reason_account_or_fit(s, j, &s->accounts[j->account])) {
+            /* (set) */
         } else if (s->tail_head) { /* no backfill: behind the first blocked job */
             j->reason = FG_REASON_PRIORITY;
             j->r_job = s->tail_head;
@@ -1374,21 +1392,8 @@ static void tail_stop(fg_sched_t *s, fg__order_t *o, bool ahead, int32_t apos, i
 static void peeked(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
-    const fg__account_t *a = &s->accounts[j->account];
-    fg_reason_t why;
-    j->reason_pass = s->pass_no;
-    j->est = FG_TIME_NEVER;
-    j->r_job = 0;
-    j->r_a = j->r_b = 0;
-    if (a->budget_exhausted) {
-        j->reason = FG_REASON_BUDGET;
-    } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
-        j->reason = FG_REASON_QUOTA;
-        j->r_a = a->running;
-        j->r_b = a->quota;
-    } else if (!feasible(s, j, &why)) {
-        j->reason = why;
-    } else {
+    reason_clear(s, j);
+    if (!reason_account_or_fit(s, j, &s->accounts[j->account])) {
         j->reason = FG__REASON_LAZY;
         s->lazy[s->nlazy++] = slot; /* (room made by the caller) */
     }
@@ -1562,10 +1567,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             }
         }
         out->scanned++;
-        j->reason_pass = s->pass_no;
-        j->est = FG_TIME_NEVER;
-        j->r_job = 0;
-        j->r_a = j->r_b = 0;
+        reason_clear(s, j);
 
         if (j->eligible_time > now) {
             j->reason = FG_REASON_RETRY_BACKOFF;
@@ -1574,20 +1576,8 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 wake = j->eligible_time;
             continue;
         }
-        if (a->budget_exhausted) {
-            j->reason = FG_REASON_BUDGET;
+        if (reason_account_or_fit(s, j, a))
             continue;
-        }
-        if (a->quota >= 0 && a->running + j->gpus > a->quota) {
-            j->reason = FG_REASON_QUOTA;
-            j->r_a = a->running;
-            j->r_b = a->quota;
-            continue;
-        }
-        if (!feasible(s, j, &why)) {
-            j->reason = why;
-            continue;
-        }
         if (no_backfill && head_blocked) {
             j->reason = FG_REASON_PRIORITY;
             j->r_job = head_blocked;
