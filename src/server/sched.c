@@ -155,6 +155,10 @@ static int sched_resume(srv_req_t *r)
     if (y->status < 400 && y->render_job) {
         pthread_mutex_lock(&s->mu);
         srv_job_t *j = srv_job_get(s, y->render_job);
+        if (j && !srv_job_published(s, j)) { /* changed again since the call's commit */
+            pthread_mutex_unlock(&s->mu);
+            return srv_park_unpublished(r); /* (runs this again after the next commit) */
+        }
         json_t *o = j ? srv_job_json(s, j, true) : json_object();
         pthread_mutex_unlock(&s->mu);
         return srv_reply_json(r, 200, o);
