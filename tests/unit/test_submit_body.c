@@ -171,6 +171,21 @@ static void ws(gbuf_t *b, uint64_t *r)
     puts_(b, W[rnd(r, 0, 6)]);
 }
 
+/* `"key":` with random white space, after a comma unless it is the object's first */
+static void put_key(gbuf_t *b, uint64_t *r, const char *key, int *nf)
+{
+    if ((*nf)++) {
+        puts_(b, ",");
+        ws(b, r);
+    }
+    puts_(b, "\"");
+    puts_(b, key);
+    puts_(b, "\"");
+    ws(b, r);
+    puts_(b, ":");
+    ws(b, r);
+}
+
 /* A string literal: mostly plain, sometimes escapes, UTF-8, control bytes, or long. */
 static void gen_string(gbuf_t *b, uint64_t *r, int maxlen)
 {
@@ -362,16 +377,7 @@ static void gen_clean_body(gbuf_t *b, uint64_t *r)
         bool core = !strcmp(key, "command") || !strcmp(key, "gpus");
         if (!core && rnd(r, 0, 2))
             continue;
-        if (nf++) {
-            puts_(b, ",");
-            ws(b, r);
-        }
-        puts_(b, "\"");
-        puts_(b, key);
-        puts_(b, "\"");
-        ws(b, r);
-        puts_(b, ":");
-        ws(b, r);
+        put_key(b, r, key, &nf);
         if (!strcmp(key, "command")) {
             if (rnd(r, 0, 3) == 0) {
                 gen_plain(b, r, 1, 30, true);
@@ -434,16 +440,7 @@ static void gen_body(gbuf_t *b, uint64_t *r)
             continue;
         int reps = rnd(r, 0, 40) == 0 ? 2 : 1; /* a repeated key now and then */
         for (int rep = 0; rep < reps; rep++) {
-            if (nf++) {
-                puts_(b, ",");
-                ws(b, r);
-            }
-            puts_(b, "\"");
-            puts_(b, key);
-            puts_(b, "\"");
-            ws(b, r);
-            puts_(b, ":");
-            ws(b, r);
+            put_key(b, r, key, &nf);
             int wrong = rnd(r, 0, 24) == 0; /* a value of another type */
             if (wrong)
                 gen_value(b, r, key);
