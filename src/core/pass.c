@@ -613,6 +613,9 @@ static void lazy_flush(fg_sched_t *s)
 
 typedef struct ent_calc {
     double *ent_a, *ent_m;
+    double *d, *w, *om;
+    int32_t *idx, *ms;
+    bool *m_done; /* per account: its members' entitlements are in ent_m */
     bool done;
 } ent_calc_t;
 
@@ -650,51 +653,59 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     }
 }
 
-/* The accounts' and members' entitlements, once per preemption search. One block
- * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays; the
- * members are grouped by account with a counting sort, ascending inside each account as
- * water_fill always saw them. */
+/* The accounts' entitlements, once per preemption search; the members' are made per
+ * account when one of them is first read (ent_member): a search reads those of the
+ * waiting job's account and of the victims' in that account only. One block
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
         return;
     e->done = true;
     size_t na = s->naccounts, nm = s->nmembers, n = na + nm + 1;
-    s->ent_blk =
-        fg__grow(s->ent_blk, &s->ent_cap,
-                 sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1), 1);
+    s->ent_blk = fg__grow(s->ent_blk, &s->ent_cap,
+                          sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n) +
+                              sizeof(bool) * (na + 1),
+                          1);
     double *blk = s->ent_blk;
     e->ent_a = blk;
     e->ent_m = blk + na;
-    double *d = e->ent_m + nm + 1, *w = d + n, *om = w + n;
-    int32_t *idx = (int32_t *)(om + n), *map = idx + n, *off = map + n;
+    e->d = e->ent_m + nm + 1;
+    e->w = e->d + n;
+    e->om = e->w + n;
+    e->idx = (int32_t *)(e->om + n);
+    e->ms = e->idx + n;
+    e->m_done = (bool *)(e->ms + n);
+    memset(e->m_done, 0, sizeof(bool) * (na + 1));
+    double *d = e->d, *w = e->w;
     for (size_t i = 0; i < na; i++) {
         d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
         w[i] = s->accounts[i].weight;
     }
-    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, idx);
-    for (size_t a = 0; a <= na; a++)
-        off[a] = 0;
-    for (size_t i = 0; i < nm; i++)
-        off[s->members[i].account + 1]++;
-    for (size_t a = 1; a <= na; a++)
-        off[a] += off[a - 1];
-    for (size_t i = 0; i < nm; i++) /* off[a] ends at the start of account a + 1 */
-        map[off[s->members[i].account]++] = (int32_t)i;
-    int32_t from = 0;
-    for (size_t a = 0; a < na; a++) {
-        size_t c = (size_t)(off[a] - from);
-        const int32_t *ms = &map[from];
-        for (size_t k = 0; k < c; k++) {
-            const fg__member_t *m = &s->members[ms[k]];
-            d[k] = (double)m->running + (double)m->pending_gpus;
-            w[k] = m->weight;
+    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx);
+}
+
+/* Member m's entitlement (entitlements made): its account's entitlement split among the
+ * account's members in ascending index order, made for all of them at the first read. */
+static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
+{
+    const int32_t a = s->members[m].account;
+    if (!e->m_done[a]) {
+        e->m_done[a] = true;
+        size_t c = 0;
+        for (size_t i = 0; i < s->nmembers; i++) {
+            const fg__member_t *mb = &s->members[i];
+            if (mb->account != a)
+                continue;
+            e->d[c] = (double)mb->running + (double)mb->pending_gpus;
+            e->w[c] = mb->weight;
+            e->ms[c++] = (int32_t)i;
         }
-        water_fill(c, d, w, e->ent_a[a], om, idx);
+        water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
-            e->ent_m[ms[k]] = om[k];
-        from = off[a];
+            e->ent_m[e->ms[k]] = e->om[k];
     }
+    return e->ent_m[m];
 }
 
 /* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
@@ -734,7 +745,7 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
             if ((double)s->accounts[v->account].running <= e->ent_a[v->account] + 1e-9)
                 return false;
         } else if (v->member == j->member ||
-                   (double)s->members[v->member].running <= e->ent_m[v->member] + 1e-9) {
+                   (double)s->members[v->member].running <= ent_member(s, e, v->member) + 1e-9) {
             return false;
         }
     }
@@ -868,9 +879,8 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             entitlements(s, e);
             bool acct_under =
                 (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9;
-            bool member_under =
-                (double)s->members[j->member].running + j->gpus <= e->ent_m[j->member] + 1e-9;
-            if (!acct_under && !member_under)
+            if (!acct_under && !((double)s->members[j->member].running + j->gpus <=
+                                 ent_member(s, e, j->member) + 1e-9))
                 return;
         }
     } else {
