@@ -14,11 +14,13 @@
 
 #include "fairgpu/core.h"
 
-#define FG__NBANDS    FG_LAS_MAX_LEVELS /* >= 3 classes */
-#define FG__PAST      (INT64_MIN / 4)   /* "available since forever" */
-#define FG__INF       INT64_MAX
-#define FG__TREE_KEYS 9  /* g = 1..8 on one node, then "whole node" */
-#define FG__MAX_WALKS 64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
+#define FG__NBANDS       FG_LAS_MAX_LEVELS /* >= 3 classes */
+#define FG__PAST         (INT64_MIN / 4)   /* "available since forever" */
+#define FG__INF          INT64_MAX
+#define FG__SIZE_CLASSES 10 /* pending jobs by size: g = 1..8, and 9 for whole nodes */
+#define FG__SIZE_WHOLE   9
+#define FG__TREE_KEYS    9  /* g = 1..8 on one node, then "whole node" */
+#define FG__MAX_WALKS    64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
@@ -269,6 +271,12 @@ struct fg_sched {
     /* pending jobs by floor(log2(time limit)): lets a pass stop backfilling when no
      * pending job could end before the reservations */
     int32_t limit_hist[64];
+    /* pending jobs by size (g = 1..8; FG__SIZE_WHOLE: more than one node) and quarter
+     * octave of time limit (limit_qbucket), with a bitmap of the buckets in use: lets a
+     * walk with estimates on demand see that no pending job can start in its plan
+     * (fg__pending_none_fits) */
+    int32_t size_limit_hist[FG__SIZE_CLASSES][256];
+    uint64_t size_limit_mask[FG__SIZE_CLASSES][4];
     int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
     int32_t *blocked;                 /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
@@ -332,6 +340,11 @@ void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queue
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
+/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now (FG__INF:
+ * any end; INT64_MIN: none). Conservative: true only if no pending job of g <= 8 GPUs
+ * would end by fit_end[g], nor a larger one by fit_end[8] (a job ends at now + its time
+ * limit). */
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t now);
 
 /* index.c: free-GPU bitmaps and availability trees */
 void fg__type_rebuild(fg_sched_t *s, int32_t t);

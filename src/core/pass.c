@@ -1490,6 +1490,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 if (!stops) {
                     peek_ctx_t pc = {.now = now};
                     peek_fill(s, &pc);
+                    /* No pending job at all can fit in the plan (its size's fit_end):
+                     * none of the window either, without looking at it. */
+                    if (tail_ok && fg__pending_none_fits(s, pc.fit_end, now)) {
+                        tail_stop(s, o, ahead, apos, wleft, now, true, 0);
+                        break;
+                    }
                     if ((size_t)wleft > s->peek_cap)
                         s->peek_buf =
                             fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
