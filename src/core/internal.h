@@ -340,11 +340,12 @@ void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queue
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
-/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now (FG__INF:
- * any end; INT64_MIN: none). Conservative: true only if no pending job of g <= 8 GPUs
- * would end by fit_end[g], nor a larger one by fit_end[8] (a job ends at now + its time
- * limit). */
-bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t now);
+/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
+ * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
+ * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
+ * whole_end (a job ends at now + its time limit). */
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now);
 
 /* index.c: free-GPU bitmaps and availability trees */
 void fg__type_rebuild(fg_sched_t *s, int32_t t);

@@ -1317,7 +1317,48 @@ typedef struct peek_ctx {
     fg_time_t now;
     /* [g], g = 1..8: a job of g GPUs of any type fits now iff it ends by this */
     fg_time_t fit_end[FG_WHOLE_NODE_GPUS + 1];
+    /* With one GPU type (whole_exact): a job of k whole nodes fits now iff k <= nwhole
+     * and it ends by whole_end[k - 1] (the k-th latest end a whole free node allows) */
+    bool whole_exact;
+    int32_t nwhole;
+    fg_time_t whole_end[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
 } peek_ctx_t;
+
+/* The whole free nodes of the only GPU type as place_whole sees them: a node of f >= 8
+ * GPUs with all f free (its bucket f) may take a job ending by the earliest reservation
+ * on its GPUs (none: any end, untouched: none either). Kept sorted, latest first, up to
+ * the most nodes a job may ask for. */
+static void peek_fill_whole(fg_sched_t *s, peek_ctx_t *p)
+{
+    const int32_t cap = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS;
+    p->nwhole = 0;
+    p->whole_exact = s->ntypes == 1 && !s->types[0].dirty;
+    if (!p->whole_exact)
+        return;
+    const fg__type_t *t = &s->types[0];
+    for (int f = FG_WHOLE_NODE_GPUS; f <= t->maxgpus; f++) {
+        const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+        for (int32_t w = 0; w < t->words; w++)
+            for (uint64_t bits = bm[w]; bits; bits &= bits - 1) {
+                const int32_t n = t->nodes[w * 64 + __builtin_ctzll(bits)];
+                const fg__node_t *nd = &s->nodes[n];
+                if (nd->gpus != f)
+                    continue;
+                fg_time_t until = FG__INF;
+                if (is_touched(s, n))
+                    for (int i = 0; i < nd->gpus; i++)
+                        until = nd->res_from[i] < until ? nd->res_from[i] : until;
+                if (p->nwhole == cap && until <= p->whole_end[cap - 1])
+                    continue;
+                int32_t q = p->nwhole < cap ? p->nwhole++ : cap - 1;
+                while (q > 0 && p->whole_end[q - 1] < until) {
+                    p->whole_end[q] = p->whole_end[q - 1];
+                    q--;
+                }
+                p->whole_end[q] = until;
+            }
+    }
+}
 
 /* The walk's plan as place_single sees it: a job of g GPUs of any type ending at E fits iff
  * an untouched up node has g free GPUs, or a touched up node has g free GPUs not reserved
@@ -1341,6 +1382,7 @@ static void peek_fill(fg_sched_t *s, peek_ctx_t *p)
             }
         }
     }
+    peek_fill_whole(s, p);
     for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
         p->fit_end[g] = g <= untouched ? FG__INF : INT64_MIN;
     for (size_t k = 0; k < s->ntouched; k++) {
@@ -1379,6 +1421,10 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
     const fg_time_t end = now + j->time_limit;
     if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS) /* exact (place_single) */
         return end <= p->fit_end[j->gpus];
+    if (j->gpus > FG_WHOLE_NODE_GPUS && p->whole_exact) { /* exact (place_whole) */
+        const int32_t k = j->gpus / FG_WHOLE_NODE_GPUS;
+        return k <= p->nwhole && end <= p->whole_end[k - 1];
+    }
     return !(fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
              (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
 }
@@ -1492,7 +1538,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     peek_fill(s, &pc);
                     /* No pending job at all can fit in the plan (its size's fit_end):
                      * none of the window either, without looking at it. */
-                    if (tail_ok && fg__pending_none_fits(s, pc.fit_end, now)) {
+                    if (tail_ok &&
+                        fg__pending_none_fits(s, pc.fit_end,
+                                              !pc.whole_exact ? pc.fit_end[FG_WHOLE_NODE_GPUS]
+                                              : pc.nwhole     ? pc.whole_end[0]
+                                                              : INT64_MIN,
+                                              now)) {
                         tail_stop(s, o, ahead, apos, wleft, now, true, 0);
                         break;
                     }

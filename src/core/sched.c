@@ -471,13 +471,13 @@ static bool size_may_end_by(const fg_sched_t *s, int c, fg_time_t end, fg_time_t
     return false;
 }
 
-bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t now)
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now)
 {
     for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
         if (fit_end[g] != INT64_MIN && size_may_end_by(s, g, fit_end[g], now))
             return false;
-    return fit_end[FG_WHOLE_NODE_GPUS] == INT64_MIN ||
-           !size_may_end_by(s, FG__SIZE_WHOLE, fit_end[FG_WHOLE_NODE_GPUS], now);
+    return whole_end == INT64_MIN || !size_may_end_by(s, FG__SIZE_WHOLE, whole_end, now);
 }
 
 static void pending_add(fg_sched_t *s, int32_t slot)
