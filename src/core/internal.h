@@ -418,8 +418,9 @@ static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *
     return fg__order_next_any(s, o);
 }
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
-                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
-                       int32_t *skipped, bool move_all);
+                       const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
+                       bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
+                       bool move_all);
 void fg__order_free(fg__order_t *o);
 
 #endif

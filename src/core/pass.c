@@ -1550,8 +1550,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if ((size_t)wleft > s->peek_cap)
                         s->peek_buf =
                             fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
-                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf,
-                                       !tail_ok);
+                    r = fg__order_peek(s, o, wleft, pc.fit_end, pc.whole_end,
+                                       pc.whole_exact ? pc.nwhole : -1, now, could_start, &pc,
+                                       s->peek_buf, !tail_ok);
                 }
                 if (r == wleft && tail_ok) {
                     tail_stop(s, o, ahead, apos, wleft, now, true, 0);
