@@ -355,6 +355,11 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
 int64_t fg__tree_min(fg__type_t *t, int key);
+/* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
+ * the type), as k calls of fg__tree_argmin would pick them with each picked node taken
+ * out of the tree; *kth: the value of the last one. Reads the leaves only (always up to
+ * date), so it costs the type's node count, not k descents. */
+int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);
 int32_t fg__type_get(fg_sched_t *s, const char *name);
 

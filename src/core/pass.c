@@ -377,12 +377,28 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         best[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t bestT = FG__INF;
     int32_t bt = -1;
+    bool best_out = false; /* the best type's nodes are out of their tree */
     for (size_t ti = 0; ti < s->ntypes; ti++) {
         fg__type_t *t = &s->types[ti];
         if (!type_matches(j, (int32_t)ti) || t->dirty)
             continue;
         int32_t got = 0;
         int64_t T = FG__INF;
+        /* With few nodes per node asked for, one read of the leaves picks them all (the
+         * same nodes in the same order); else one descent per node, each taken out of
+         * the tree while the next ones are picked. */
+        if (t->n <= 64 * k) {
+            got = fg__tree_smallest(t, FG__TREE_KEYS - 1, k, chosen, &T);
+            if (got == k && T < bestT) {
+                if (bt >= 0 && best_out)
+                    unexclude(s, best, k - 1);
+                memcpy(best, chosen, sizeof *chosen * (size_t)k);
+                bestT = T;
+                bt = (int32_t)ti;
+                best_out = false;
+            }
+            continue;
+        }
         while (got < k) {
             int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
             if (n < 0)
@@ -397,11 +413,12 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         /* The best type's nodes stay excluded until they are claimed below (the last
          * one picked never was: no pick came after it). */
         if (got == k && T < bestT) {
-            if (bt >= 0)
+            if (bt >= 0 && best_out)
                 unexclude(s, best, k - 1);
             memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
+            best_out = true;
         } else {
             unexclude(s, chosen, got < k ? got : k - 1);
         }
