@@ -242,6 +242,34 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
     return t->nodes[i - (size_t)t->tinner];
 }
 
+int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth)
+{
+    const int64_t *leaf =
+        &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize) + (size_t)t->tinner];
+    int64_t v[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    int32_t got = 0;
+    if (k > FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS)
+        k = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS;
+    for (int32_t p = 0; p < t->n && k > 0; p++) {
+        const int64_t x = leaf[p];
+        /* (positions come in order: an equal value already kept is before this one) */
+        if (x == FG__INF || (got == k && x >= v[k - 1]))
+            continue;
+        int32_t q = got < k ? got++ : k - 1;
+        while (q > 0 && v[q - 1] > x) {
+            v[q] = v[q - 1];
+            nodes[q] = nodes[q - 1];
+            q--;
+        }
+        v[q] = x;
+        nodes[q] = p;
+    }
+    for (int32_t c = 0; c < got; c++)
+        nodes[c] = t->nodes[nodes[c]];
+    *kth = got ? v[got - 1] : FG__INF;
+    return got;
+}
+
 static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
 {
     uint64_t *w = &t->bm[(size_t)f * (size_t)t->words + (size_t)(pos / 64)];

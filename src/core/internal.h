@@ -14,11 +14,13 @@
 
 #include "fairgpu/core.h"
 
-#define FG__NBANDS    FG_LAS_MAX_LEVELS /* >= 3 classes */
-#define FG__PAST      (INT64_MIN / 4)   /* "available since forever" */
-#define FG__INF       INT64_MAX
-#define FG__TREE_KEYS 9  /* g = 1..8 on one node, then "whole node" */
-#define FG__MAX_WALKS 64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
+#define FG__NBANDS       FG_LAS_MAX_LEVELS /* >= 3 classes */
+#define FG__PAST         (INT64_MIN / 4)   /* "available since forever" */
+#define FG__INF          INT64_MAX
+#define FG__SIZE_CLASSES 10 /* pending jobs by size: g = 1..8, and 9 for whole nodes */
+#define FG__SIZE_WHOLE   9
+#define FG__TREE_KEYS    9  /* g = 1..8 on one node, then "whole node" */
+#define FG__MAX_WALKS    64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
@@ -269,6 +271,12 @@ struct fg_sched {
     /* pending jobs by floor(log2(time limit)): lets a pass stop backfilling when no
      * pending job could end before the reservations */
     int32_t limit_hist[64];
+    /* pending jobs by size (g = 1..8; FG__SIZE_WHOLE: more than one node) and quarter
+     * octave of time limit (limit_qbucket), with a bitmap of the buckets in use: lets a
+     * walk with estimates on demand see that no pending job can start in its plan
+     * (fg__pending_none_fits) */
+    int32_t size_limit_hist[FG__SIZE_CLASSES][256];
+    uint64_t size_limit_mask[FG__SIZE_CLASSES][4];
     int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
     int32_t *blocked;                 /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
@@ -332,6 +340,12 @@ void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queue
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
+/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
+ * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
+ * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
+ * whole_end (a job ends at now + its time limit). */
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now);
 
 /* index.c: free-GPU bitmaps and availability trees */
 void fg__type_rebuild(fg_sched_t *s, int32_t t);
@@ -341,6 +355,11 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
 int64_t fg__tree_min(fg__type_t *t, int key);
+/* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
+ * the type), as k calls of fg__tree_argmin would pick them with each picked node taken
+ * out of the tree; *kth: the value of the last one. Reads the leaves only (always up to
+ * date), so it costs the type's node count, not k descents. */
+int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth);
 int32_t fg__type_find(const fg_sched_t *s, const char *name);
 int32_t fg__type_get(fg_sched_t *s, const char *name);
 
@@ -404,8 +423,9 @@ static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *
     return fg__order_next_any(s, o);
 }
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
-                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
-                       int32_t *skipped, bool move_all);
+                       const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
+                       bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
+                       bool move_all);
 void fg__order_free(fg__order_t *o);
 
 #endif

@@ -58,14 +58,20 @@ void fg__order_free(fg__order_t *o)
 
 /* Usage over tau as of `now` without changing the stored value (so that looking never
  * changes what a later pass computes); memoized on its inputs, so the same inputs give
- * the same bits. */
-static double base_at(const fg_sched_t *s, fg__base_memo_t *m, double u, fg_time_t at,
-                      int32_t running, fg_time_t now)
+ * the same bits. A member's memo may also take its account's (`alt`, or NULL) when the
+ * inputs are the same: a member alone in its account has the account's usage, usage
+ * time and running GPUs. */
+static double base_at(const fg_sched_t *s, fg__base_memo_t *m, const fg__base_memo_t *alt, double u,
+                      fg_time_t at, int32_t running, fg_time_t now)
 {
     if (s->tau <= 0)
         return 0.0;
     if (m->now == now && m->at == at && m->running == running && m->usage == u)
         return m->base;
+    if (alt && alt->now == now && alt->at == at && alt->running == running && alt->usage == u) {
+        *m = *alt;
+        return m->base;
+    }
     m->now = now;
     m->at = at;
     m->running = running;
@@ -144,18 +150,18 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         const fg__account_t *a = &s->accounts[i];
         /* (a key is computed only for an account or member with jobs in the band: the
          * usage term of one with no pending job is never read) */
-        o->a_base[i] = a->pending
-                           ? base_at(s, &mo->a_memo[i], a->usage, a->usage_at, a->running, now) +
-                                 o->run_w * (double)a->running
-                           : 0.0;
+        o->a_base[i] =
+            a->pending ? base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
+                             o->run_w * (double)a->running
+                       : 0.0;
         o->a_w[i] = a->weight;
     }
     for (size_t i = 0; i < s->nmembers; i++) {
         const fg__member_t *m = &s->members[i];
-        o->m_base[i] = m->pending
-                           ? base_at(s, &mo->m_memo[i], m->usage, m->usage_at, m->running, now) +
-                                 o->run_w * (double)m->running
-                           : 0.0;
+        o->m_base[i] = m->pending ? base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage,
+                                            m->usage_at, m->running, now) +
+                                        o->run_w * (double)m->running
+                                  : 0.0;
         o->m_w[i] = m->weight;
     }
     /* members grouped by account (counting sort), ascending inside each account; kept
@@ -424,13 +430,17 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
  * in the band, the band ending within reach, many accounts). The jobs not taken go to
  * skipped[0..r) (room for `limit`). When one is taken, o moves past the r others (as r
  * calls of fg__order_next would), so that it gives that job next; else o moves past the
- * `limit` jobs with `move_all`, and stays without. Each
+ * `limit` jobs with `move_all`, and stays without. A pending, eligible job that cannot
+ * fit is not taken without asking: of any type on one node, when it would end after
+ * fit_end[g]; of k whole nodes, with nwhole >= 0, unless k <= nwhole and it ends by
+ * whole_end[k - 1] (accept answers the same, exactly). Each
  * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
  * the band sorted by (key at their pick, account index): the same merge, on a copy of
  * the account heap and with the account's one member's queue read in place. */
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
-                       fg_time_t now, bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx,
-                       int32_t *skipped, bool move_all)
+                       const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
+                       bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
+                       bool move_all)
 {
     enum { PEEK_MAX = 64 };
     if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
@@ -473,10 +483,14 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         const int32_t i = h[0].id, a = acct[i];
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
-        /* (a pending, eligible job of any type on one node that cannot fit: fit_end;
-         * else ask) */
-        if (!(j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && j->state == FG_JOB_PENDING &&
-              j->eligible_time <= now && now + j->time_limit > fit_end[j->gpus]) &&
+        /* (a pending, eligible job that cannot fit: of any type on one node, fit_end; of
+         * whole nodes with nwhole >= 0, whole_end; else ask) */
+        const fg_time_t end = now + j->time_limit;
+        if (!(j->state == FG_JOB_PENDING && j->eligible_time <= now &&
+              (j->gpus <= FG_WHOLE_NODE_GPUS
+                   ? j->type < 0 && end > fit_end[j->gpus]
+                   : nwhole >= 0 && !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
+                                      end <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]))) &&
             accept(s, slot, ctx)) {
             peek_move(s, o, n0, acct, mem, cur, left, picked);
             return count;

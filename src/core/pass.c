@@ -377,12 +377,28 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         best[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t bestT = FG__INF;
     int32_t bt = -1;
+    bool best_out = false; /* the best type's nodes are out of their tree */
     for (size_t ti = 0; ti < s->ntypes; ti++) {
         fg__type_t *t = &s->types[ti];
         if (!type_matches(j, (int32_t)ti) || t->dirty)
             continue;
         int32_t got = 0;
         int64_t T = FG__INF;
+        /* With few nodes per node asked for, one read of the leaves picks them all (the
+         * same nodes in the same order); else one descent per node, each taken out of
+         * the tree while the next ones are picked. */
+        if (t->n <= 64 * k) {
+            got = fg__tree_smallest(t, FG__TREE_KEYS - 1, k, chosen, &T);
+            if (got == k && T < bestT) {
+                if (bt >= 0 && best_out)
+                    unexclude(s, best, k - 1);
+                memcpy(best, chosen, sizeof *chosen * (size_t)k);
+                bestT = T;
+                bt = (int32_t)ti;
+                best_out = false;
+            }
+            continue;
+        }
         while (got < k) {
             int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
             if (n < 0)
@@ -397,11 +413,12 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         /* The best type's nodes stay excluded until they are claimed below (the last
          * one picked never was: no pick came after it). */
         if (got == k && T < bestT) {
-            if (bt >= 0)
+            if (bt >= 0 && best_out)
                 unexclude(s, best, k - 1);
             memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
+            best_out = true;
         } else {
             unexclude(s, chosen, got < k ? got : k - 1);
         }
@@ -613,6 +630,9 @@ static void lazy_flush(fg_sched_t *s)
 
 typedef struct ent_calc {
     double *ent_a, *ent_m;
+    double *d, *w, *om;
+    int32_t *idx, *ms;
+    bool *m_done; /* per account: its members' entitlements are in ent_m */
     bool done;
 } ent_calc_t;
 
@@ -650,51 +670,59 @@ static void water_fill(size_t n, const double *d, const double *w, double cap, d
     }
 }
 
-/* The accounts' and members' entitlements, once per preemption search. One block
- * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays; the
- * members are grouped by account with a counting sort, ascending inside each account as
- * water_fill always saw them. */
+/* The accounts' entitlements, once per preemption search; the members' are made per
+ * account when one of them is first read (ent_member): a search reads those of the
+ * waiting job's account and of the victims' in that account only. One block
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
         return;
     e->done = true;
     size_t na = s->naccounts, nm = s->nmembers, n = na + nm + 1;
-    s->ent_blk =
-        fg__grow(s->ent_blk, &s->ent_cap,
-                 sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n + na + 1), 1);
+    s->ent_blk = fg__grow(s->ent_blk, &s->ent_cap,
+                          sizeof(double) * (na + nm + 1 + 3 * n) + sizeof(int32_t) * (2 * n) +
+                              sizeof(bool) * (na + 1),
+                          1);
     double *blk = s->ent_blk;
     e->ent_a = blk;
     e->ent_m = blk + na;
-    double *d = e->ent_m + nm + 1, *w = d + n, *om = w + n;
-    int32_t *idx = (int32_t *)(om + n), *map = idx + n, *off = map + n;
+    e->d = e->ent_m + nm + 1;
+    e->w = e->d + n;
+    e->om = e->w + n;
+    e->idx = (int32_t *)(e->om + n);
+    e->ms = e->idx + n;
+    e->m_done = (bool *)(e->ms + n);
+    memset(e->m_done, 0, sizeof(bool) * (na + 1));
+    double *d = e->d, *w = e->w;
     for (size_t i = 0; i < na; i++) {
         d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
         w[i] = s->accounts[i].weight;
     }
-    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, idx);
-    for (size_t a = 0; a <= na; a++)
-        off[a] = 0;
-    for (size_t i = 0; i < nm; i++)
-        off[s->members[i].account + 1]++;
-    for (size_t a = 1; a <= na; a++)
-        off[a] += off[a - 1];
-    for (size_t i = 0; i < nm; i++) /* off[a] ends at the start of account a + 1 */
-        map[off[s->members[i].account]++] = (int32_t)i;
-    int32_t from = 0;
-    for (size_t a = 0; a < na; a++) {
-        size_t c = (size_t)(off[a] - from);
-        const int32_t *ms = &map[from];
-        for (size_t k = 0; k < c; k++) {
-            const fg__member_t *m = &s->members[ms[k]];
-            d[k] = (double)m->running + (double)m->pending_gpus;
-            w[k] = m->weight;
+    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx);
+}
+
+/* Member m's entitlement (entitlements made): its account's entitlement split among the
+ * account's members in ascending index order, made for all of them at the first read. */
+static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
+{
+    const int32_t a = s->members[m].account;
+    if (!e->m_done[a]) {
+        e->m_done[a] = true;
+        size_t c = 0;
+        for (size_t i = 0; i < s->nmembers; i++) {
+            const fg__member_t *mb = &s->members[i];
+            if (mb->account != a)
+                continue;
+            e->d[c] = (double)mb->running + (double)mb->pending_gpus;
+            e->w[c] = mb->weight;
+            e->ms[c++] = (int32_t)i;
         }
-        water_fill(c, d, w, e->ent_a[a], om, idx);
+        water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
-            e->ent_m[ms[k]] = om[k];
-        from = off[a];
+            e->ent_m[e->ms[k]] = e->om[k];
     }
+    return e->ent_m[m];
 }
 
 /* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
@@ -734,7 +762,7 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
             if ((double)s->accounts[v->account].running <= e->ent_a[v->account] + 1e-9)
                 return false;
         } else if (v->member == j->member ||
-                   (double)s->members[v->member].running <= e->ent_m[v->member] + 1e-9) {
+                   (double)s->members[v->member].running <= ent_member(s, e, v->member) + 1e-9) {
             return false;
         }
     }
@@ -868,9 +896,8 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             entitlements(s, e);
             bool acct_under =
                 (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9;
-            bool member_under =
-                (double)s->members[j->member].running + j->gpus <= e->ent_m[j->member] + 1e-9;
-            if (!acct_under && !member_under)
+            if (!acct_under && !((double)s->members[j->member].running + j->gpus <=
+                                 ent_member(s, e, j->member) + 1e-9))
                 return;
         }
     } else {
@@ -1307,7 +1334,48 @@ typedef struct peek_ctx {
     fg_time_t now;
     /* [g], g = 1..8: a job of g GPUs of any type fits now iff it ends by this */
     fg_time_t fit_end[FG_WHOLE_NODE_GPUS + 1];
+    /* With one GPU type (whole_exact): a job of k whole nodes fits now iff k <= nwhole
+     * and it ends by whole_end[k - 1] (the k-th latest end a whole free node allows) */
+    bool whole_exact;
+    int32_t nwhole;
+    fg_time_t whole_end[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
 } peek_ctx_t;
+
+/* The whole free nodes of the only GPU type as place_whole sees them: a node of f >= 8
+ * GPUs with all f free (its bucket f) may take a job ending by the earliest reservation
+ * on its GPUs (none: any end, untouched: none either). Kept sorted, latest first, up to
+ * the most nodes a job may ask for. */
+static void peek_fill_whole(fg_sched_t *s, peek_ctx_t *p)
+{
+    const int32_t cap = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS;
+    p->nwhole = 0;
+    p->whole_exact = s->ntypes == 1 && !s->types[0].dirty;
+    if (!p->whole_exact)
+        return;
+    const fg__type_t *t = &s->types[0];
+    for (int f = FG_WHOLE_NODE_GPUS; f <= t->maxgpus; f++) {
+        const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
+        for (int32_t w = 0; w < t->words; w++)
+            for (uint64_t bits = bm[w]; bits; bits &= bits - 1) {
+                const int32_t n = t->nodes[w * 64 + __builtin_ctzll(bits)];
+                const fg__node_t *nd = &s->nodes[n];
+                if (nd->gpus != f)
+                    continue;
+                fg_time_t until = FG__INF;
+                if (is_touched(s, n))
+                    for (int i = 0; i < nd->gpus; i++)
+                        until = nd->res_from[i] < until ? nd->res_from[i] : until;
+                if (p->nwhole == cap && until <= p->whole_end[cap - 1])
+                    continue;
+                int32_t q = p->nwhole < cap ? p->nwhole++ : cap - 1;
+                while (q > 0 && p->whole_end[q - 1] < until) {
+                    p->whole_end[q] = p->whole_end[q - 1];
+                    q--;
+                }
+                p->whole_end[q] = until;
+            }
+    }
+}
 
 /* The walk's plan as place_single sees it: a job of g GPUs of any type ending at E fits iff
  * an untouched up node has g free GPUs, or a touched up node has g free GPUs not reserved
@@ -1331,6 +1399,7 @@ static void peek_fill(fg_sched_t *s, peek_ctx_t *p)
             }
         }
     }
+    peek_fill_whole(s, p);
     for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
         p->fit_end[g] = g <= untouched ? FG__INF : INT64_MIN;
     for (size_t k = 0; k < s->ntouched; k++) {
@@ -1369,6 +1438,10 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
     const fg_time_t end = now + j->time_limit;
     if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS) /* exact (place_single) */
         return end <= p->fit_end[j->gpus];
+    if (j->gpus > FG_WHOLE_NODE_GPUS && p->whole_exact) { /* exact (place_whole) */
+        const int32_t k = j->gpus / FG_WHOLE_NODE_GPUS;
+        return k <= p->nwhole && end <= p->whole_end[k - 1];
+    }
     return !(fail_known(fail_memo(s, (size_t)(j->type + 1)), j, end) ||
              (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
 }
@@ -1480,11 +1553,23 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 if (!stops) {
                     peek_ctx_t pc = {.now = now};
                     peek_fill(s, &pc);
+                    /* No pending job at all can fit in the plan (its size's fit_end):
+                     * none of the window either, without looking at it. */
+                    if (tail_ok &&
+                        fg__pending_none_fits(s, pc.fit_end,
+                                              !pc.whole_exact ? pc.fit_end[FG_WHOLE_NODE_GPUS]
+                                              : pc.nwhole     ? pc.whole_end[0]
+                                                              : INT64_MIN,
+                                              now)) {
+                        tail_stop(s, o, ahead, apos, wleft, now, true, 0);
+                        break;
+                    }
                     if ((size_t)wleft > s->peek_cap)
                         s->peek_buf =
                             fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
-                    r = fg__order_peek(s, o, wleft, pc.fit_end, now, could_start, &pc, s->peek_buf,
-                                       !tail_ok);
+                    r = fg__order_peek(s, o, wleft, pc.fit_end, pc.whole_end,
+                                       pc.whole_exact ? pc.nwhole : -1, now, could_start, &pc,
+                                       s->peek_buf, !tail_ok);
                 }
                 if (r == wleft && tail_ok) {
                     tail_stop(s, o, ahead, apos, wleft, now, true, 0);

@@ -429,6 +429,57 @@ bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w)
     return false;
 }
 
+/* Quarter octaves: 4 floor(log2 L) + the two bits below the leading one (0..255; a
+ * larger limit never has a smaller bucket). */
+static int limit_qbucket(fg_time_t limit)
+{
+    uint64_t x = (uint64_t)(limit > 0 ? limit : 1);
+    int e = 63 - __builtin_clzll(x);
+    int m = e >= 2 ? (int)((x >> (e - 2)) & 3) : (int)((x << (2 - e)) & 3);
+    return 4 * e + m;
+}
+
+static void size_limit_count(fg_sched_t *s, const fg__job_t *j, int d)
+{
+    const int c = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG__SIZE_WHOLE;
+    const int b = limit_qbucket(j->time_limit);
+    int32_t *n = &s->size_limit_hist[c][b];
+    uint64_t *w = &s->size_limit_mask[c][b / 64], bit = (uint64_t)1 << (b % 64);
+    *n += d;
+    if (*n)
+        *w |= bit;
+    else
+        *w &= ~bit;
+}
+
+/* Might a pending job of size class c end by `end` (at now + its time limit)? */
+static bool size_may_end_by(const fg_sched_t *s, int c, fg_time_t end, fg_time_t now)
+{
+    const uint64_t *mask = s->size_limit_mask[c];
+    if (end == FG__INF)
+        return (mask[0] | mask[1] | mask[2] | mask[3]) != 0;
+    if (end < now) /* (time limits are at least 1; the test holds for 0 as well) */
+        return false;
+    const int top = limit_qbucket(end - now); /* buckets above hold only longer limits */
+    for (int w = 0; w <= top / 64; w++) {
+        uint64_t m = mask[w];
+        if (w == top / 64 && top % 64 < 63)
+            m &= ((uint64_t)1 << (top % 64 + 1)) - 1;
+        if (m)
+            return true;
+    }
+    return false;
+}
+
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now)
+{
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
+        if (fit_end[g] != INT64_MIN && size_may_end_by(s, g, fit_end[g], now))
+            return false;
+    return whole_end == INT64_MIN || !size_may_end_by(s, FG__SIZE_WHOLE, whole_end, now);
+}
+
 static void pending_add(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -442,6 +493,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
     s->limit_hist[limit_bucket(j->time_limit)]++;
+    size_limit_count(s, j, 1);
     s->band_pending[j->band]++;
     j->reason_pass = -1;
     j->est = FG_TIME_NEVER;
@@ -458,6 +510,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
     s->limit_hist[limit_bucket(j->time_limit)]--;
+    size_limit_count(s, j, -1);
     s->band_pending[j->band]--;
 }
 
@@ -1063,6 +1116,8 @@ void fg_sched_rebuild(fg_sched_t *s)
     }
     s->npending = 0;
     memset(s->limit_hist, 0, sizeof s->limit_hist);
+    memset(s->size_limit_hist, 0, sizeof s->size_limit_hist);
+    memset(s->size_limit_mask, 0, sizeof s->size_limit_mask);
     memset(s->band_pending, 0, sizeof s->band_pending);
     /* Re-insert in slot order; queue order is (submit, id) whatever the insert order. */
     for (size_t slot = 0; slot < s->njobs_slots; slot++) {

@@ -28,6 +28,10 @@ void fg_fair_init(fg_fair_t *f, int32_t n, const double *weights, double capacit
     f->entitled = fg_xcalloc(m, sizeof *f->entitled);
     f->received = fg_xcalloc(m, sizeof *f->received);
     f->order = fg_xcalloc(m, sizeof *f->order);
+    f->sorted = fg_xmalloc(m * sizeof *f->sorted);
+    f->key = fg_xcalloc(m, sizeof *f->key);
+    for (int32_t i = 0; i < n; i++)
+        f->sorted[i] = i;
     f->t_last = t0;
     f->next_sample = t0;
 }
@@ -41,6 +45,8 @@ void fg_fair_free(fg_fair_t *f)
     free(f->entitled);
     free(f->received);
     free(f->order);
+    free(f->sorted);
+    free(f->key);
     free(f->samples);
     memset(f, 0, sizeof *f);
 }
@@ -117,6 +123,51 @@ void fg_fair_waterfill(int32_t n, const double *weight, const int64_t *demand, d
         free(k);
 }
 
+/* fg_fair_waterfill for the tracker, with the same result bit for bit: every tenant
+ * stays in f->sorted, ordered by (demand / weight, index), and is sorted again from
+ * the last call's order by insertion (between two calls a few demands change, so this
+ * is close to one pass); tenants without demand are skipped when filling, which leaves
+ * those with demand in fg_fair_waterfill's order (a total order), and wsum is summed
+ * in index order as there. */
+static void waterfill_kept(fg_fair_t *f)
+{
+    const int32_t n = f->n;
+    double wsum = 0;
+    for (int32_t u = 0; u < n; u++) {
+        f->ent[u] = 0;
+        f->key[u] = (double)f->demand[u] / f->weight[u];
+        if (f->demand[u] > 0)
+            wsum += f->weight[u];
+    }
+    int32_t *k = f->sorted;
+    const double *key = f->key;
+    for (int32_t i = 1; i < n; i++) {
+        int32_t v = k[i];
+        int32_t j = i;
+        for (; j > 0 && (key[v] < key[k[j - 1]] || (key[v] == key[k[j - 1]] && v < k[j - 1])); j--)
+            k[j] = k[j - 1];
+        k[j] = v;
+    }
+    double left = f->capacity;
+    int32_t i = 0;
+    for (; i < n; i++) {
+        int32_t u = k[i];
+        if (f->demand[u] <= 0)
+            continue;
+        double slice = left * f->weight[u] / wsum;
+        if ((double)f->demand[u] > slice)
+            break;
+        f->ent[u] = (double)f->demand[u];
+        left -= (double)f->demand[u];
+        wsum -= f->weight[u];
+    }
+    for (; i < n; i++) {
+        int32_t u = k[i];
+        if (f->demand[u] > 0)
+            f->ent[u] = left * f->weight[u] / wsum;
+    }
+}
+
 static void take_samples(fg_fair_t *f, int64_t t)
 {
     while (f->next_sample < t) {
@@ -142,7 +193,7 @@ void fg_fair_advance(fg_fair_t *f, int64_t t)
         take_samples(f, t);
     int64_t dt = t - f->t_last;
     if (f->dirty) {
-        fg_fair_waterfill(f->n, f->weight, f->demand, f->capacity, f->order, f->ent);
+        waterfill_kept(f);
         f->dirty = 0;
     }
     if (f->with_demand > 0) {

@@ -28,6 +28,8 @@ typedef struct fg_fair {
     double *entitled; /* integral of E_u */
     double *received; /* integral of R_u (GPU-seconds) */
     int32_t *order;   /* scratch: tenants with demand */
+    int32_t *sorted;  /* every tenant by (demand / weight, index), kept between calls */
+    double *key;      /* demand / weight */
     int32_t with_demand;
     int64_t n_integral; /* integral of the number of tenants with demand */
     int64_t t_last;

@@ -37,10 +37,43 @@ int64_t fg_percentile(const int64_t *v, size_t n, int p)
     return v[rank - 1];
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* Sorts v[0..n) ascending: LSD radix sort on the bytes of the value with its sign bit
+ * flipped (so unsigned order is signed order), one counting pass for all eight bytes,
+ * then a scatter pass per byte that is not the same in every value (the high bytes of
+ * times in seconds mostly are). The same result as any sort: equal values are equal. */
+static void sort_i64(int64_t *v, size_t n)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
+    if (n < 2)
+        return;
+    size_t(*cnt)[256] = fg_xcalloc(8, sizeof *cnt);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t x = (uint64_t)v[i] ^ ((uint64_t)1 << 63);
+        for (int b = 0; b < 8; b++)
+            cnt[b][(x >> (8 * b)) & 0xff]++;
+    }
+    int64_t *tmp = fg_xmalloc(n * sizeof *tmp), *src = v, *dst = tmp;
+    for (int b = 0; b < 8; b++) {
+        uint64_t first = (((uint64_t)src[0] ^ ((uint64_t)1 << 63)) >> (8 * b)) & 0xff;
+        if (cnt[b][first] == n)
+            continue; /* every value has this byte */
+        size_t pos = 0;
+        for (int d = 0; d < 256; d++) {
+            size_t c = cnt[b][d];
+            cnt[b][d] = pos;
+            pos += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint64_t x = (uint64_t)src[i] ^ ((uint64_t)1 << 63);
+            dst[cnt[b][(x >> (8 * b)) & 0xff]++] = src[i];
+        }
+        int64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v)
+        memcpy(v, src, n * sizeof *v);
+    free(tmp);
+    free(cnt);
 }
 
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
@@ -96,8 +129,8 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
     r->gpu_seconds = gpu_s;
     r->utilization =
         (n && r->makespan_s > 0) ? (double)gpu_s / ((double)gpus * (double)r->makespan_s) : 0.0;
-    qsort(jct, n, sizeof *jct, cmp_i64);
-    qsort(wait, n, sizeof *wait, cmp_i64);
+    sort_i64(jct, n);
+    sort_i64(wait, n);
     r->jct_avg_s = n ? jct_sum / (double)n : 0;
     r->jct_p50_s = fg_percentile(jct, n, 50);
     r->jct_p95_s = fg_percentile(jct, n, 95);
@@ -107,17 +140,17 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
     r->wait_max_s = wmax;
     r->waits_over_24h = over24;
     for (int c = 0; c < FG_SIZE_CLASSES; c++) {
-        qsort(cls[c], ncls[c], sizeof *cls[c], cmp_i64);
+        sort_i64(cls[c], ncls[c]);
         r->has_size[c] = ncls[c] > 0;
         r->wait_p50_by_size[c] = fg_percentile(cls[c], ncls[c], 50);
         free(cls[c]);
-        qsort(ecls[c], necls[c], sizeof *ecls[c], cmp_i64);
+        sort_i64(ecls[c], necls[c]);
         r->has_est[c] = necls[c] > 0;
         r->est_err_p50_by_size[c] = fg_percentile(ecls[c], necls[c], 50);
         r->est_err_p90_by_size[c] = fg_percentile(ecls[c], necls[c], 90);
         free(ecls[c]);
     }
-    qsort(eall, neall, sizeof *eall, cmp_i64);
+    sort_i64(eall, neall);
     r->estimate_jobs = (int64_t)neall;
     r->est_err_p50_s = fg_percentile(eall, neall, 50);
     r->est_err_p90_s = fg_percentile(eall, neall, 90);

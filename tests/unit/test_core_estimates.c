@@ -13,7 +13,10 @@
  *     are never asked for before the next event) has the same state, reason and
  *     estimate in both; fg_sched_explain gives the same words.
  * Configurations vary the policy, the estimate, reserve and backfill depths, and the
- * number of preemption candidates, on nodes of two GPU types.
+ * number of preemption candidates, on nodes of two GPU types; 1,000 more sequences run
+ * wfq with backfill on 5 to 12 nodes of one type and 8 GPUs, with more jobs of whole
+ * nodes (the look ahead tests those exactly with one GPU type: letting it take a job of
+ * as many nodes as are free for one that cannot fit fails in them).
  * 3,000 sequences: 464 walks in them have estimates queued before a start that are
  * needed after the walk (made at its end, with the starts taken back and made again in
  * between); making them on the plan after the starts, or all of them before the starts
@@ -45,6 +48,7 @@ typedef struct world {
     bool running[MAXJOBS];
     int32_t attempt[MAXJOBS];
     fg_time_t end_at[MAXJOBS];
+    bool one_type; /* nodes of one GPU type and 8 GPUs, more jobs of whole nodes */
 } world_t;
 
 /* passes whose last walk left its tail to be walked when asked for (fewer scanned) */
@@ -59,8 +63,9 @@ static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 
 static void submit(world_t *w)
 {
-    static const int32_t sizes[] = {1, 1, 1, 2, 4, 8, 16};
-    static const char *const types[] = {NULL, NULL, "a100", "t4"};
+    static const int32_t sizes[] = {1, 1, 1, 2, 4, 8, 16}, sizes1[] = {1, 2, 4, 8, 16, 16, 24};
+    static const char *const types[] = {NULL, NULL, "a100", "t4"}, *const types1[] = {NULL, NULL,
+                                                                                      NULL, "a100"};
     static const char *const accts[] = {"a", "b", "c"};
     if (w->next_id >= MAXJOBS)
         return;
@@ -68,8 +73,8 @@ static void submit(world_t *w)
     fg_job_spec_t j = {.id = w->next_id,
                        .account = accts[rnd(r, 0, 2)],
                        .user = "u",
-                       .gpus = sizes[rnd(r, 0, 6)],
-                       .gpu_type = types[rnd(r, 0, 3)],
+                       .gpus = (w->one_type ? sizes1 : sizes)[rnd(r, 0, 6)],
+                       .gpu_type = (w->one_type ? types1 : types)[rnd(r, 0, 3)],
                        .time_limit_s = rnd(r, 10, 5000),
                        .prio = (fg_prio_t)rnd(r, 0, 2),
                        .max_retries = 1,
@@ -176,9 +181,10 @@ static void pass(world_t *w)
  * window and no failed attempts (no backoff), where walks most often stop early. */
 static void run_sequence(uint64_t seed)
 {
-    const bool focused = seed > 1000000;
+    const bool focused = seed > 1000000 && seed <= 2000000;
     world_t w;
     memset(&w, 0, sizeof w);
+    w.one_type = seed > 2000000;
     w.seed = seed;
     w.rng = seed * 0x2545f4914f6cdd1dull + 7;
     uint64_t *r = &w.rng;
@@ -202,6 +208,10 @@ static void run_sequence(uint64_t seed)
     c.min_run_s = rnd(r, 0, 300);
     c.quantum_s = rnd(r, 100, 1000);
     c.half_life_s = rnd(r, 0, 1) ? 3600 : 0;
+    if (w.one_type) { /* the look ahead's test of jobs of whole nodes (one GPU type) */
+        c.policy = FG_POLICY_WFQ;
+        c.backfill = true;
+    }
     assert_int_equal(fg_config_check(&c, NULL), FG_OK);
     for (int k = 0; k < 2; k++) {
         w.s[k] = fg_sched_new(&c);
@@ -213,12 +223,12 @@ static void run_sequence(uint64_t seed)
         }
     }
     fg_sched_set_estimates_on_demand(w.s[1], true);
-    int nodes = (int)rnd(r, 1, 8);
+    int nodes = (int)rnd(r, 1, 8) + (w.one_type ? 4 : 0);
     for (int n = 0; n < nodes; n++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", n);
-        int32_t gpus = rnd(r, 0, 3) ? 8 : 4;
-        const char *type = rnd(r, 0, 2) ? "a100" : "t4";
+        int32_t gpus = rnd(r, 0, 3) || w.one_type ? 8 : 4;
+        const char *type = rnd(r, 0, 2) || w.one_type ? "a100" : "t4";
         for (int k = 0; k < 2; k++)
             assert_int_equal(fg_sched_node_add(w.s[k], name, gpus, type, FG_NODE_UP), n);
     }
@@ -253,6 +263,8 @@ static void test_estimates_on_demand_match_the_eager_ones_and_change_no_decision
     for (uint64_t seed = 1; seed <= 3000; seed++)
         run_sequence(seed);
     for (uint64_t seed = 1000001; seed <= 1001000; seed++)
+        run_sequence(seed);
+    for (uint64_t seed = 2000001; seed <= 2001000; seed++)
         run_sequence(seed);
     assert_true(tails_left > 0); /* the early stop was exercised */
 }

@@ -11,6 +11,7 @@
 
 #include "sim/fair.h"
 #include "sim/metrics.h"
+#include "splitmix.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -277,11 +278,90 @@ static void test_samples(void **state)
     fg_fair_free(&f);
 }
 
+/* The tracker keeps its tenants sorted between two water-fillings: random demand
+ * changes (some tenants going to and from no demand, weights 1 and not), and after
+ * each advance its entitlements are fg_fair_waterfill's, bit for bit. */
+static void test_waterfill_kept(void **state)
+{
+    (void)state;
+    uint64_t x = 42;
+    for (int round = 0; round < 50; round++) {
+        int32_t n = (int32_t)rnd(&x, 1, 40);
+        double *w = malloc((size_t)n * sizeof *w), *e = malloc((size_t)n * sizeof *e);
+        int32_t *order = malloc((size_t)n * sizeof *order);
+        for (int32_t u = 0; u < n; u++)
+            w[u] = rnd(&x, 0, 2) ? 1.0 : (double)rnd(&x, 1, 7) / 3.0;
+        fg_fair_t f;
+        fg_fair_init(&f, n, w, (double)rnd(&x, 1, 500), 0);
+        for (int64_t t = 1; t <= 200; t++) {
+            for (int64_t c = rnd(&x, 0, 3); c > 0; c--) {
+                int32_t u = (int32_t)rnd(&x, 0, n - 1);
+                int64_t dg = rnd(&x, -8, 8);
+                if (f.demand[u] + dg < 0)
+                    dg = -f.demand[u];
+                fg_fair_demand(&f, u, dg);
+            }
+            fg_fair_advance(&f, t);
+            fg_fair_waterfill(n, w, f.demand, f.capacity, order, e);
+            assert_memory_equal(e, f.ent, (size_t)n * sizeof *e);
+        }
+        fg_fair_free(&f);
+        free(w);
+        free(e);
+        free(order);
+    }
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The percentiles of random records (spread over many magnitudes, so that most bytes of
+ * the values differ) are those of a qsort. */
+static void test_percentiles_random(void **state)
+{
+    (void)state;
+    uint64_t x = 7;
+    for (int round = 0; round < 20; round++) {
+        size_t n = (size_t)rnd(&x, 1, 3000);
+        fg_jobrec_t *r = calloc(n, sizeof *r);
+        int64_t *jct = malloc(n * sizeof *jct), *wait = malloc(n * sizeof *wait);
+        for (size_t i = 0; i < n; i++) {
+            int sh = (int)rnd(&x, 0, round % 2 ? 8 : 40);
+            r[i].submit = rnd(&x, 0, 1000);
+            r[i].start = r[i].submit + (rnd(&x, 0, 1000) << sh);
+            r[i].end = r[i].start + rnd(&x, 1, 1000);
+            r[i].duration = r[i].end - r[i].start;
+            r[i].gpus = 1;
+            r[i].estimate = -1;
+            jct[i] = r[i].end - r[i].submit;
+            wait[i] = r[i].start - r[i].submit;
+        }
+        qsort(jct, n, sizeof *jct, cmp_i64);
+        qsort(wait, n, sizeof *wait, cmp_i64);
+        double ent = 1, rec = 1;
+        fg_sim_result_t m;
+        memset(&m, 0, sizeof m);
+        fg_metrics_compute(r, n, 8, 1, &ent, &rec, &m);
+        assert_int_equal(m.jct_p50_s, fg_percentile(jct, n, 50));
+        assert_int_equal(m.jct_p95_s, fg_percentile(jct, n, 95));
+        assert_int_equal(m.jct_p99_s, fg_percentile(jct, n, 99));
+        assert_int_equal(m.wait_p50_s, fg_percentile(wait, n, 50));
+        free(r);
+        free(jct);
+        free(wait);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_waterfill_equal),
         cmocka_unit_test(test_waterfill_weighted),
+        cmocka_unit_test(test_waterfill_kept),
+        cmocka_unit_test(test_percentiles_random),
         cmocka_unit_test(test_jain),
         cmocka_unit_test(test_percentile),
         cmocka_unit_test(test_size_class),
