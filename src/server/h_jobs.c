@@ -67,7 +67,7 @@ static int reply_existing(srv_req_t *r, int64_t id)
 }
 
 /* A submission between its validation and its durable commit: the connection is
- * suspended while the store group-commits it (no thread waits), and resumed by the
+ * parked while the store group-commits it (no thread waits), and resumed by the
  * store's completion callback. */
 typedef struct submit_ctx {
     srv_t *s;
@@ -292,10 +292,10 @@ int h_jobs_create(srv_req_t *r)
     x->eo_i = x->bt.n - 1;
     r->ctx = x;
     r->ctx_free = submit_ctx_free;
-    /* suspend first: the completion may run before srv_batch_commit_async returns */
+    /* park first: the completion may run before srv_batch_commit_async returns */
     atomic_fetch_add(&s->async_inflight, 1);
     if (atomic_load(&s->stopping)) {
-        /* shutting down: the daemon must not be left with a suspended connection */
+        /* shutting down: the engine must not be left with a parked connection */
         atomic_fetch_sub(&s->async_inflight, 1);
         return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
     }

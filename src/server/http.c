@@ -546,8 +546,7 @@ void srv_http_stop(srv_t *s)
         nanosleep(&ts, NULL);
     }
     if (atomic_load(&s->suspended) > 0)
-        fg_log(FG_LOG_WARN, "%ld connections still suspended at shutdown",
-               atomic_load(&s->suspended));
+        fg_log(FG_LOG_WARN, "%ld connections still parked at shutdown", atomic_load(&s->suspended));
     hd_stop(s->httpd);
     s->httpd = NULL;
 }

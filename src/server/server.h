@@ -9,9 +9,13 @@
  *   - srv->sched_mu guards only the scheduler inbox (a queue of events) and its condvar.
  *     HTTP threads push and signal; the scheduler thread drains. The core (fg_sched_t)
  *     is owned by the scheduler thread alone and needs no lock.
- *   - srv->wait_mu guards the list of parked (suspended) HTTP connections (long-polls,
+ *   - srv->wait_mu guards the list of parked HTTP connections (long-polls,
  *     event streams, agent assignment polls). Order, when both are needed: mu, then
- *     wait_mu.
+ *     wait_mu. Resuming a connection under wait_mu takes its HTTP worker's queue mutex
+ *     (httpd.c) last: wait_mu, then the worker's.
+ *   - A connection, its request and its answer belong to one HTTP worker thread; a
+ *     parked request is touched only by the party that will resume it, and not after
+ *     it called hd_resume (docs/http-engine.md).
  *   - Metrics are relaxed atomics.
  *
  * The in-memory model is the runtime authority; the store (src/store) makes every
@@ -233,7 +237,7 @@ typedef struct srv_sync {
     char code[32];
     char msg[256];
     json_t *reply; /* owned by the waiter once done */
-    /* asynchronous callers: the suspended connection to resume when done */
+    /* asynchronous callers: the parked connection to resume when done */
     struct srv *srv;
     hd_conn_t *conn;
     uint64_t render_job; /* on success, answer with this job (cancel) */
@@ -349,11 +353,11 @@ typedef struct srv {
     pthread_mutex_t wait_mu;
     srv_waiter_t *waiters;
     pthread_t timer_thread;
-    pthread_t accept_thread; /* accepts and hands connections to the daemon (http.c) */
+    pthread_t accept_thread; /* accepts and hands connections to the engine (http.c) */
     int listen_fd;
     atomic_bool stopping;
     atomic_ulong wake_gen;      /* incremented by every srv_wake_kind */
-    atomic_long async_inflight; /* suspended submissions waiting for their commit */
+    atomic_long async_inflight; /* parked submissions waiting for their commit */
     atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
@@ -590,7 +594,7 @@ srv_msg_t *srv_msg_new(int kind);
 void srv_msg_free(srv_msg_t *m);
 /* Posts m and waits until the scheduler thread processed and persisted it; replies
  * from y (status, code, msg or reply JSON). */
-/* Posts m and suspends the connection (no thread waits); the scheduler thread resumes
+/* Posts m and parks the connection (no thread waits); the scheduler thread resumes
  * it once the outcome is durable, and the answer is the sync's status/reply, or job
  * `render_job` (0: none) on success. */
 int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job);
