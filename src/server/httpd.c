@@ -412,12 +412,14 @@ typedef struct hd_worker {
     hd_conn_t *incoming;          /* new connections (mu) */
     atomic_int sleeping;          /* 1: in (or entering) epoll_wait; the waker clears it */
     hd_conn_t *conns;             /* every connection of the worker (worker only) */
+    hd_conn_t *dead;              /* closed in this round, freed at its end (worker only) */
     time_t date_s;
     char date[64]; /* "Date: ...\r\n" of date_s */
 } hd_worker_t;
 
 struct hd_server {
     hd_config_t cfg;
+    size_t head_limit; /* of a head: the input buffer less room for reading its body */
     int n;
     hd_worker_t *w;
     atomic_bool stop;
@@ -436,7 +438,9 @@ struct hd_conn {
     bool broken;        /* error or hang-up: close when not parked */
     bool wr_blocked;    /* the last send hit a full buffer: wait for EPOLLOUT */
     bool close_after;   /* close once the answer is sent */
+    bool dead;          /* closed: freed at the end of the worker's round */
     hd_conn_t *rq_next;
+    hd_conn_t *dead_next;
     hd_conn_t *prev, *next;
     int64_t last_ms;
     /* input: the current request starts at in[0] */
@@ -805,9 +809,24 @@ static void conn_close(hd_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     close(c->fd); /* (also leaves the epoll set: the descriptor is not shared) */
+    c->fd = -1;
     free(c->in);
-    free(c);
+    c->in = NULL;
+    /* freed at the end of the round: an event of this round's epoll_wait may still
+     * name it */
+    c->dead = true;
+    c->dead_next = w->dead;
+    w->dead = c;
     atomic_fetch_sub(&h->nconns, 1);
+}
+
+static void free_dead(hd_worker_t *w)
+{
+    while (w->dead) {
+        hd_conn_t *c = w->dead;
+        w->dead = c->dead_next;
+        free(c);
+    }
 }
 
 /* Reads into dst (space bytes). Returns the bytes read; 0 when nothing now (c->eof or
@@ -816,7 +835,10 @@ static size_t do_read(hd_conn_t *c, char *dst, size_t space)
 {
     if (!c->rd_ready || c->eof || space == 0)
         return 0;
-    ssize_t n = recv(c->fd, dst, space, 0);
+    ssize_t n;
+    do
+        n = recv(c->fd, dst, space, 0);
+    while (n < 0 && errno == EINTR);
     if (n > 0) {
         c->last_ms = mono_ms();
         if ((size_t)n < space) { /* drained: edge triggering reports the next arrival */
@@ -829,10 +851,8 @@ static size_t do_read(hd_conn_t *c, char *dst, size_t space)
     c->rd_ready = false;
     if (n == 0)
         c->eof = true;
-    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+    else if (errno != EAGAIN && errno != EWOULDBLOCK)
         c->broken = true;
-    else if (errno == EINTR)
-        c->rd_ready = true;
     else if (c->rdhup)
         c->eof = true;
     return 0;
@@ -1045,7 +1065,7 @@ static void run(hd_conn_t *c)
         switch (c->st) {
         case ST_HEAD: {
             if (c->in_len) {
-                long r = hd_parse_head(c->in, c->in_len, h->cfg.head_max, &c->q);
+                long r = hd_parse_head(c->in, c->in_len, h->head_limit, &c->q);
                 if (r < 0) {
                     request_reset(c, false);
                     respond_error(c, (unsigned)-r);
@@ -1175,21 +1195,10 @@ static void *worker_main(void *arg)
             if (epoll_ctl(w->ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
                 conn_close(c);
         }
-        while (rq) {
-            hd_conn_t *c = rq;
-            rq = c->rq_next;
-            /* cleared after reading the link: until then a resume of c is coalesced
-             * with this one (hd_resume relinks only a connection not queued) */
-            atomic_store(&c->queued, false);
-            if (!c->parked)
-                continue;
-            c->parked = false;
-            run(c);
-        }
         for (int i = 0; i < n; i++) {
             hd_conn_t *c = evs[i].data.ptr;
-            if (!c)
-                continue; /* the eventfd (edge triggered: never read) */
+            if (!c || c->dead)
+                continue; /* the eventfd (edge triggered: never read), or closed */
             uint32_t e = evs[i].events;
             if (e & (EPOLLERR | EPOLLHUP))
                 c->broken = true;
@@ -1206,11 +1215,24 @@ static void *worker_main(void *arg)
             if (!c->parked)
                 run(c);
         }
+        /* then the resumed: parked until now, so no event above closed one */
+        while (rq) {
+            hd_conn_t *c = rq;
+            rq = c->rq_next;
+            /* cleared after reading the link: until then a resume of c is coalesced
+             * with this one (hd_resume relinks only a connection not queued) */
+            atomic_store(&c->queued, false);
+            if (c->dead || !c->parked)
+                continue;
+            c->parked = false;
+            run(c);
+        }
         int64_t now = mono_ms();
         if (now - last_sweep >= 1000) {
             last_sweep = now;
             sweep(w, now);
         }
+        free_dead(w);
     }
     /* stopping: close every connection (parked ones too: nothing resumes them now) */
     hd_conn_t *rq, *inc;
@@ -1228,6 +1250,7 @@ static void *worker_main(void *arg)
         w->conns->parked = false;
         conn_close(w->conns);
     }
+    free_dead(w);
     return NULL;
 }
 
@@ -1260,6 +1283,9 @@ hd_server_t *hd_start(const hd_config_t *cfg)
         h->cfg.threads = 1;
     if (h->cfg.head_max < 1024)
         h->cfg.head_max = 1024;
+    /* a body is read (or dropped, or decoded) in the buffer's room after its head */
+    size_t room = h->cfg.head_max / 4 < 1024 ? h->cfg.head_max / 4 : 1024;
+    h->head_limit = h->cfg.head_max - room;
     h->n = h->cfg.threads;
     h->w = fg_xcalloc((size_t)h->n, sizeof *h->w);
     for (int i = 0; i < h->n; i++)

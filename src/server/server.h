@@ -36,8 +36,8 @@
 #include <stdint.h>
 
 #define SRV_MAX_BODY (1024 * 1024)
-/* A connection's input buffer (httpd.c): the request line and headers must fit in it
- * (else 431); a body that arrives with them is used in place, a larger one is read into
+/* A connection's input buffer (httpd.c): the request line and headers must fit in it,
+ * less 1 KiB (else 431); a body that arrives with them is used in place, a larger one is read into
  * its own allocation of the declared size. */
 #ifndef SRV_CONN_MEMORY
 #define SRV_CONN_MEMORY (16 * 1024)
