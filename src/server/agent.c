@@ -76,7 +76,7 @@ int h_agent_register(srv_req_t *r)
 {
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
+        return SRV_YES;
     const char *node, *inst, *addr, *gtype;
     long long cpus = 0, mem = 0;
     bool has;
@@ -122,7 +122,7 @@ int h_agent_register(srv_req_t *r)
     return srv_sched_call(r, m);
 bad:
     json_decref(b);
-    return MHD_YES;
+    return SRV_YES;
 }
 
 /* Checks node, instance, epoch of a heartbeat or long-poll (mu held). Replies 404/409
@@ -154,11 +154,11 @@ int h_agent_heartbeat(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
+        return SRV_YES;
     const char *node, *inst;
     long long epoch = 0;
     bool has;
-    int ret = MHD_YES;
+    int ret = SRV_YES;
     if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "instance", true, 64, &inst) ||
         !v_int(r, b, "epoch", true, 0, INT64_MAX, &epoch, &has))
         goto out;
@@ -214,7 +214,7 @@ int h_agent_assignments(srv_req_t *r)
     srv_node_t *n = agent_node(r, node, inst, -1);
     if (!n) {
         pthread_mutex_unlock(&s->mu);
-        return MHD_YES;
+        return SRV_YES;
     }
     /* drop acknowledged messages */
     while (json_array_size(n->outbox) > 0 &&
@@ -302,10 +302,10 @@ static int single_report(srv_req_t *r, srv_msg_t *(*parse)(srv_req_t *, json_t *
 {
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
+        return SRV_YES;
     srv_msg_t *m = parse(r, b);
     json_decref(b);
-    return m ? srv_sched_call(r, m) : MHD_YES;
+    return m ? srv_sched_call(r, m) : SRV_YES;
 }
 
 int h_agent_started(srv_req_t *r)
@@ -368,11 +368,11 @@ int h_agent_reports(srv_req_t *r)
 {
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
+        return SRV_YES;
     srv_msg_t *m = srv_agent_parse_reports(r, b);
     json_decref(b);
     if (!m)
-        return MHD_YES;
+        return SRV_YES;
     bool any = false;
     for (size_t i = 0; i < m->nslots; i++)
         any = any || m->slots[i].m;
@@ -406,8 +406,8 @@ int h_agent_logs(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     srv_msg_t m = {0};
     const char *data;
     long long off = 0;
@@ -471,7 +471,7 @@ out:
 
 typedef struct log_stream {
     srv_t *s;
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     uint64_t job;
     int attempt, rank;
     int64_t off;
@@ -492,7 +492,7 @@ static bool job_ended(srv_t *s, uint64_t id)
     return ended;
 }
 
-static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
+static ssize_t log_read(void *cls, char *out, size_t max)
 {
     log_stream_t *st = cls;
     srv_t *s = st->s;
@@ -509,7 +509,7 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
         return (ssize_t)n;
     }
     if (atomic_load(&s->stopping))
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return HD_STREAM_END;
     unsigned long gen = atomic_load(&s->wake_gen);
     char path[1400];
     log_path(s, st->job, st->attempt, st->rank, path, sizeof path);
@@ -545,7 +545,7 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
         memcpy(st->pending + st->plen, idl, (size_t)il);
         st->plen += (size_t)il;
         st->last_write_ms = srv_now_ms();
-        return log_read(cls, pos, out, max);
+        return log_read(cls, out, max);
     }
     if (ended) {
         static const char bye[] = "event: end\ndata: \n\n";
@@ -555,7 +555,7 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
             memcpy(out, bye, k);
             return (ssize_t)k;
         }
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return HD_STREAM_END;
     }
     int64_t now = srv_now_ms();
     if (now - st->last_write_ms >= 15000) {
@@ -573,6 +573,8 @@ static ssize_t log_read(void *cls, uint64_t pos, char *out, size_t max)
 static void log_free(void *cls)
 {
     log_stream_t *st = cls;
+    if (st->parked) /* closed while parked (its peer went away, or shutdown) */
+        atomic_fetch_sub(&st->s->suspended, 1);
     free(st->pending);
     free(st);
 }
@@ -640,10 +642,7 @@ int h_jobs_logs(srv_req_t *r)
         st->rank = rank < 0 ? 0 : (int)rank;
         st->off = off;
         st->last_write_ms = srv_now_ms();
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 32768, log_read, st, log_free);
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        return srv_reply_response(r, 200, resp);
+        return srv_reply_stream(r, 200, "text/event-stream", NULL, log_read, st, log_free);
     }
     /* plain text: one rank, or all ranks with a rank prefix on every line */
     char *buf = NULL;

@@ -67,11 +67,11 @@ static int reply_existing(srv_req_t *r, int64_t id)
 }
 
 /* A submission between its validation and its durable commit: the connection is
- * suspended while the store group-commits it (no thread waits), and resumed by the
+ * parked while the store group-commits it (no thread waits), and resumed by the
  * store's completion callback. */
 typedef struct submit_ctx {
     srv_t *s;
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     char *cmd, *env, *idem;
     char acct[80];
     fg_store_job_t rec;
@@ -117,7 +117,7 @@ static void submit_done(int rc, void *arg)
     submit_ctx_t *x = arg;
     srv_t *s = x->s;
     x->rc = rc;
-    MHD_resume_connection(x->conn);
+    hd_resume(x->conn);
     atomic_fetch_sub(&s->async_inflight, 1); /* x may be gone now */
 }
 
@@ -178,9 +178,9 @@ int h_jobs_create(srv_req_t *r)
     if (!srv_submit_parse_fast(r->body, r->len, idem, &lim, &in) &&
         !srv_submit_parse_json(r->body, r->len, idem, &lim, &in, &perr)) {
         srv_reply_error(r, perr.status, perr.code, perr.field, "%s", perr.msg);
-        return MHD_YES;
+        return SRV_YES;
     }
-    int ret = MHD_YES;
+    int ret = SRV_YES;
     const char *name = in.name, *gpu_type = in.gpu_type, *model = in.model, *dataset = in.dataset,
                *account = in.account;
     long long gpus = in.gpus, tl = in.time_limit_s, retries = in.max_retries, cpus = in.cpus,
@@ -292,23 +292,23 @@ int h_jobs_create(srv_req_t *r)
     x->eo_i = x->bt.n - 1;
     r->ctx = x;
     r->ctx_free = submit_ctx_free;
-    /* suspend first: the completion may run before srv_batch_commit_async returns */
+    /* park first: the completion may run before srv_batch_commit_async returns */
     atomic_fetch_add(&s->async_inflight, 1);
     if (atomic_load(&s->stopping)) {
-        /* shutting down: the daemon must not be left with a suspended connection */
+        /* shutting down: the engine must not be left with a parked connection */
         atomic_fetch_sub(&s->async_inflight, 1);
         return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
     }
     r->parked = true;
     atomic_fetch_add(&s->suspended, 1);
-    MHD_suspend_connection(r->conn);
+    hd_park(r->conn);
     int rc = srv_batch_commit_async(s, &x->bt, submit_done, x);
     if (rc) {
         atomic_fetch_sub(&s->async_inflight, 1);
         x->rc = rc;
-        MHD_resume_connection(r->conn);
+        hd_resume(r->conn);
     }
-    return MHD_YES;
+    return SRV_YES;
 out:
     if (reserved) {
         pthread_mutex_lock(&s->mu);
@@ -377,7 +377,7 @@ int h_jobs_list(srv_req_t *r)
     long long limit;
     unsigned mask;
     if (parse_limit(r, &limit) || parse_states(r, &mask))
-        return MHD_YES;
+        return SRV_YES;
     const char *user = srv_query(r, "user");
     const char *account = srv_query(r, "account");
     const char *model = srv_query(r, "model");
@@ -493,7 +493,7 @@ int h_jobs_cancel(srv_req_t *r)
     fg_job_state_t st;
     uint64_t id = owned_job(r, &st);
     if (!id)
-        return MHD_YES;
+        return SRV_YES;
     if (st != FG_JOB_PENDING && st != FG_JOB_RUNNING)
         return srv_reply_error(r, 409, "conflict", NULL, "job %llu has already ended (%s)",
                                (unsigned long long)id, fg_job_state_name(st));
@@ -507,7 +507,7 @@ int h_jobs_events(srv_req_t *r)
     srv_t *s = r->srv;
     uint64_t id = owned_job(r, NULL);
     if (!id)
-        return MHD_YES;
+        return SRV_YES;
     fg_store_tx_t *tx;
     int rc = fg_store_read_begin(s->store, &tx);
     if (rc)
@@ -534,7 +534,7 @@ int h_jobs_attempts(srv_req_t *r)
     srv_t *s = r->srv;
     uint64_t id = owned_job(r, NULL);
     if (!id)
-        return MHD_YES;
+        return SRV_YES;
     fg_store_tx_t *tx;
     int rc = fg_store_read_begin(s->store, &tx);
     if (rc)
@@ -573,7 +573,7 @@ int h_jobs_attempts(srv_req_t *r)
 
 typedef struct ev_stream {
     srv_t *s;
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     int64_t since;
     int64_t viewer;
     bool admin;
@@ -617,7 +617,7 @@ static void ev_fill(ev_stream_t *st)
     pthread_mutex_unlock(&s->mu);
 }
 
-static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
+static ssize_t ev_read(void *cls, char *out, size_t max)
 {
     ev_stream_t *st = cls;
     srv_t *s = st->s;
@@ -626,7 +626,7 @@ static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
         atomic_fetch_sub(&s->suspended, 1);
     }
     if (atomic_load(&s->stopping))
-        return MHD_CONTENT_READER_END_OF_STREAM;
+        return HD_STREAM_END;
     unsigned long gen = atomic_load(&s->wake_gen);
     if (st->off >= st->len)
         ev_fill(st);
@@ -655,6 +655,8 @@ static ssize_t ev_read(void *cls, uint64_t pos, char *out, size_t max)
 static void ev_free(void *cls)
 {
     ev_stream_t *st = cls;
+    if (st->parked) /* closed while parked (its peer went away, or shutdown) */
+        atomic_fetch_sub(&st->s->suspended, 1);
     free(st->buf);
     free(st);
 }
@@ -678,7 +680,7 @@ int h_events(srv_req_t *r)
     }
     long long limit;
     if (parse_limit(r, &limit))
-        return MHD_YES;
+        return SRV_YES;
     const char *follow = srv_query(r, "follow");
     if (follow && (!strcmp(follow, "1") || !strcmp(follow, "true"))) {
         ev_stream_t *st = fg_xcalloc(1, sizeof *st);
@@ -688,11 +690,8 @@ int h_events(srv_req_t *r)
         st->viewer = r->user_id;
         st->admin = r->admin;
         st->last_write_ms = srv_now_ms();
-        struct MHD_Response *resp =
-            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, ev_read, st, ev_free);
-        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-        return srv_reply_response(r, 200, resp);
+        return srv_reply_stream(r, 200, "text/event-stream", "X-Accel-Buffering: no\r\n", ev_read,
+                                st, ev_free);
     }
     long long wait = 0;
     const char *ws = srv_query(r, "wait");

@@ -91,9 +91,9 @@ int h_users_create(srv_req_t *r)
                                             "registration is closed; log in as an admin");
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
+        return SRV_YES;
     const char *username, *email, *password, *account, *display;
-    int ret = MHD_YES;
+    int ret = SRV_YES;
     if (!v_string(r, b, "username", true, 64, &username) ||
         !v_string(r, b, "email", true, 254, &email) ||
         !v_string(r, b, "password", true, 1024, &password) ||
@@ -227,8 +227,8 @@ int h_users_patch(srv_req_t *r)
         return srv_reply_error(r, 404, "not_found", NULL, "no such user");
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *role, *account;
     double weight = 1;
     bool has_weight, disabled = false, has_disabled;
@@ -320,8 +320,8 @@ int h_sessions_create(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *username, *password;
     if (!v_string(r, b, "username", true, 256, &username) ||
         !v_string(r, b, "password", true, 1024, &password))
@@ -410,8 +410,8 @@ int h_me_patch(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *email, *password, *current, *display;
     char *newhash = NULL;
     if (!v_string(r, b, "email", false, 254, &email) ||
@@ -498,8 +498,8 @@ int h_tokens_create(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *name;
     if (!v_string(r, b, "name", true, 128, &name))
         goto out;
@@ -680,8 +680,8 @@ int h_accounts_create(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *name;
     if (!v_string(r, b, "name", true, 64, &name))
         goto out;
@@ -763,7 +763,7 @@ int h_accounts_patch(srv_req_t *r)
     if (!a)
         return srv_reply_error(r, 404, "not_found", NULL, "no account '%s'", r->seg[2]);
     json_t *b = srv_body_object(r);
-    int ret = MHD_YES;
+    int ret = SRV_YES;
     if (!b)
         goto out;
     if (!account_fields(r, b, &na))
@@ -799,8 +799,8 @@ int h_members_add(srv_req_t *r)
     srv_t *s = r->srv;
     json_t *b = srv_body_object(r);
     if (!b)
-        return MHD_YES;
-    int ret = MHD_YES;
+        return SRV_YES;
+    int ret = SRV_YES;
     const char *user;
     double weight = 1.0;
     bool has;

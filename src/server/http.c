@@ -1,15 +1,16 @@
 /*
- * http.c - the HTTP layer of the controller over libmicrohttpd.
+ * http.c - the HTTP layer of the controller over its own engine (httpd.h).
  *
- * MHD runs an internal epoll thread pool. For each request the access handler is
- * called first with the headers (we check the declared body size there: over 1 MiB is
- * answered 413 at once), then with body pieces (accumulated up to 1 MiB; more is
- * discarded and answered 413), then once more with no data: we route and answer.
+ * The engine's worker threads read and parse each request (bodies over 1 MiB are read
+ * and dropped, and answered 413 here) and call on_request: we authenticate, route and
+ * answer through the srv_reply_* functions.
  *
  * Parking: a handler that must wait (long-poll of /v1/events, an agent waiting for
- * assignments) suspends its connection and registers a waiter; srv_wake_kind() or the
- * deadline (checked by the timer thread every 100 ms) resumes it and MHD calls the
- * access handler again, which re-runs the handler. A parked request holds no thread.
+ * assignments, a submission while its commit runs) parks its connection (a flag) and
+ * registers a waiter or a completion; srv_wake_kind(), the deadline (checked by the
+ * timer thread every 100 ms) or the completion resumes it, and the connection's worker
+ * calls on_request again, which re-runs the handler (or its resume step). A parked
+ * request holds no thread. docs/http-engine.md has the lock model.
  */
 #define _GNU_SOURCE /* accept4 */
 #include "server/server.h"
@@ -51,37 +52,42 @@ static void count_status(srv_t *s, unsigned status)
         atomic_fetch_add_explicit(&s->m.http_by_code[status], 1, memory_order_relaxed);
 }
 
-static int queue(srv_req_t *r, unsigned status, struct MHD_Response *resp)
+static void mark(srv_req_t *r, unsigned status)
 {
-    if (!resp)
-        return MHD_NO;
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    int ret = MHD_queue_response(r->conn, status, resp);
-    MHD_destroy_response(resp);
     r->responded = true;
     r->status = (int)status;
     count_status(r->srv, status);
-    return ret;
 }
 
-int srv_reply_response(srv_req_t *r, unsigned status, struct MHD_Response *resp)
+int srv_reply_full(srv_req_t *r, unsigned status, const char *ctype, const char *extra, char *buf,
+                   size_t n, bool must_free)
 {
-    return queue(r, status, resp);
+    if (r->responded) {
+        if (must_free)
+            free(buf);
+        return SRV_NO;
+    }
+    hd_respond(r->conn, status, ctype, extra, buf, n, must_free);
+    mark(r, status);
+    return SRV_YES;
 }
 
 int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, size_t n,
                    bool must_free)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        n, buf, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
-    if (!resp) {
-        if (must_free)
-            free(buf);
-        return MHD_NO;
+    return srv_reply_full(r, status, ctype, NULL, buf, n, must_free);
+}
+
+int srv_reply_stream(srv_req_t *r, unsigned status, const char *ctype, const char *extra,
+                     hd_reader_t read, void *ctx, void (*ctx_free)(void *ctx))
+{
+    if (r->responded) {
+        ctx_free(ctx);
+        return SRV_NO;
     }
-    if (ctype)
-        MHD_add_response_header(resp, "Content-Type", ctype);
-    return queue(r, status, resp);
+    hd_respond_stream(r->conn, status, ctype, extra, read, ctx, ctx_free);
+    mark(r, status);
+    return SRV_YES;
 }
 
 int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj)
@@ -90,14 +96,14 @@ int srv_reply_json(srv_req_t *r, unsigned status, json_t *obj)
         json_decref(r->captured);
         r->captured = obj;
         r->captured_status = status;
-        return MHD_YES;
+        return SRV_YES;
     }
     char *txt = json_dumps(obj, JSON_COMPACT);
     json_decref(obj);
     if (!txt)
         return srv_reply_error(r, 500, "internal", NULL, "could not render the reply");
     size_t n = strlen(txt);
-    /* jansson allocates with malloc: MHD may free it. A trailing newline helps curl. */
+    /* jansson allocates with malloc: the engine may free it. A trailing newline helps curl. */
     char *buf = fg_xrealloc(txt, n + 2);
     buf[n] = '\n';
     buf[n + 1] = 0;
@@ -129,19 +135,17 @@ int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char 
 
 int srv_reply_empty(srv_req_t *r, unsigned status)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    return queue(r, status, resp);
+    return srv_reply_full(r, status, NULL, NULL, NULL, 0, false);
 }
 
 const char *srv_query(srv_req_t *r, const char *key)
 {
-    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+    return hd_query(r->conn, key);
 }
 
 const char *srv_header(srv_req_t *r, const char *key)
 {
-    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, key);
+    return hd_header(r->conn, key);
 }
 
 json_t *srv_body_object(srv_req_t *r)
@@ -196,9 +200,9 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
     r->parked = true;
     r->waiter = w;
     atomic_fetch_add(&s->suspended, 1);
-    MHD_suspend_connection(r->conn);
+    hd_park(r->conn);
     add_waiter(s, w, r->wake_gen);
-    return MHD_YES;
+    return SRV_YES;
 }
 
 int srv_park_unpublished(srv_req_t *r)
@@ -212,15 +216,14 @@ int srv_park_unpublished(srv_req_t *r)
     return srv_park(r, WAIT_PUBLISH, r->pub_deadline_ms);
 }
 
-void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
-                   unsigned long gen)
+void srv_park_conn(srv_t *s, hd_conn_t *conn, int kind, int64_t deadline_ms, unsigned long gen)
 {
     srv_waiter_t *w = fg_xcalloc(1, sizeof *w);
     w->conn = conn;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
     atomic_fetch_add(&s->suspended, 1);
-    MHD_suspend_connection(conn);
+    hd_park(conn);
     add_waiter(s, w, gen);
 }
 
@@ -233,11 +236,11 @@ static void unpark(srv_t *s, srv_waiter_t *w)
         s->waiters = w->next;
     if (w->next)
         w->next->prev = w->prev;
-    struct MHD_Connection *c = w->conn;
+    hd_conn_t *c = w->conn;
     if (w->req)
         w->req->waiter = NULL;
     free(w);
-    MHD_resume_connection(c);
+    hd_resume(c);
 }
 
 void srv_wake_kind(srv_t *s, int kind)
@@ -275,7 +278,7 @@ static void *timer_main(void *arg)
     return NULL;
 }
 
-/* ------------------------------------------------------------------ MHD callbacks */
+/* ------------------------------------------------------------------ engine callbacks */
 
 static int method_bit(const char *m)
 {
@@ -315,71 +318,28 @@ static void split_path(srv_req_t *r)
     }
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version, const char *upload_data,
-                                  size_t *upload_data_size, void **con_cls)
+/* A request is complete, or a parked one was resumed (engine worker thread): route it,
+ * or run its resume step. */
+static void on_request(void *arg, hd_conn_t *conn)
 {
-    srv_t *s = cls;
-    srv_req_t *r = *con_cls;
+    srv_t *s = arg;
+    srv_req_t *r = hd_req_data(conn);
     if (!r) {
         r = fg_xcalloc(1, sizeof *r);
         r->srv = s;
         r->conn = conn;
-        r->method = method_bit(method);
-        r->path = fg_xstrdup(url);
-        *con_cls = r;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            char *end;
-            errno = 0;
-            unsigned long long n = strtoull(cl, &end, 10);
-            /* Up to 16 MiB the body is read and discarded so that the client gets the
-             * 413 cleanly; beyond, answer at once and close. */
-            if (errno || *end || n > 16 * SRV_MAX_BODY) {
-                srv_reply_error(r, 413, "payload_too_large", NULL,
-                                "the request body is over the limit of %d bytes", SRV_MAX_BODY);
-                return MHD_YES;
-            }
-            if (n > SRV_MAX_BODY)
-                r->too_large = true;
-            else if (n > 0) {
-                /* the declared size at once: no regrowth, and a small body stays a small
-                 * allocation (glibc consolidates its fast bins on each one >= 1 KiB) */
-                r->cap = (size_t)n + 1;
-                r->body = fg_xmalloc(r->cap);
-            }
+        r->method = method_bit(hd_method(conn));
+        r->path = hd_path(conn);
+        r->body = (char *)hd_body(conn, &r->len);
+        hd_set_req_data(conn, r);
+        /* Up to 16 MiB the engine read and dropped the body, so that the client gets the
+         * 413 cleanly; beyond, it answers at once and closes. */
+        if (hd_body_too_large(conn)) {
+            srv_reply_error(r, 413, "payload_too_large", NULL,
+                            "the request body is over the limit of %d bytes", SRV_MAX_BODY);
+            return;
         }
-        return MHD_YES;
     }
-    if (r->responded) {
-        /* An early 413: drop whatever body still arrives. */
-        *upload_data_size = 0;
-        return MHD_YES;
-    }
-    if (*upload_data_size) {
-        size_t n = *upload_data_size;
-        *upload_data_size = 0;
-        if (r->too_large || r->len + n > SRV_MAX_BODY) {
-            r->too_large = true;
-            return MHD_YES;
-        }
-        if (r->len + n + 1 > r->cap) {
-            size_t c = r->cap ? r->cap : 1024;
-            while (c < r->len + n + 1)
-                c *= 2;
-            r->body = fg_xrealloc(r->body, c);
-            r->cap = c;
-        }
-        memcpy(r->body + r->len, upload_data, n);
-        r->len += n;
-        r->body[r->len] = 0;
-        return MHD_YES;
-    }
-    if (r->too_large)
-        return srv_reply_error(r, 413, "payload_too_large", NULL,
-                               "the request body is over the limit of %d bytes", SRV_MAX_BODY)
-                   ? MHD_YES
-                   : MHD_NO;
     if (r->parked) {
         r->parked = false;
         atomic_fetch_sub(&s->suspended, 1);
@@ -390,25 +350,24 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         srv_authenticate(r);
     }
     r->wake_gen = atomic_load(&s->wake_gen);
-    int ret = (r->resume_count > 0 && r->resume) ? r->resume(r) : srv_route(r);
+    if (r->resume_count > 0 && r->resume)
+        r->resume(r);
+    else
+        srv_route(r);
     if (!r->responded && !r->parked)
-        return srv_reply_error(r, 500, "internal", NULL, "the handler gave no reply") ? MHD_YES
-                                                                                      : MHD_NO;
-    return ret == MHD_NO ? MHD_NO : MHD_YES;
+        srv_reply_error(r, 500, "internal", NULL, "the handler gave no reply");
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe)
+/* The request is done with (answered, or its connection closed). */
+static void on_request_done(void *arg, hd_conn_t *conn, void *data)
 {
-    srv_req_t *r = *con_cls;
-    if (!r)
-        return;
+    srv_t *s = arg;
+    srv_req_t *r = data;
+    if (r->parked) /* closed while parked: only at shutdown */
+        atomic_fetch_sub(&s->suspended, 1);
     if (r->ctx && r->ctx_free)
         r->ctx_free(r->ctx);
-    free(r->path);
-    free(r->body);
     free(r);
-    *con_cls = NULL;
 }
 
 /*
@@ -417,8 +376,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
  * here) was ~6% of an HTTP worker's time under bench/bench_server.sh. Only the hash is
  * reused: the credential is still looked up, and checked for revocation, expiry and a
  * disabled user, on every request. The token is compared in constant time, and the
- * copy lives as long as the connection (as the request's own headers do in
- * libmicrohttpd's connection memory) and is wiped when it closes.
+ * copy lives as long as the connection (allocated at its first token, as hd_conn_data)
+ * and is wiped when it closes.
  */
 typedef struct conn_auth {
     size_t n;
@@ -426,55 +385,40 @@ typedef struct conn_auth {
     unsigned char hash[SRV_TOKEN_HASH];
 } conn_auth_t;
 
-void srv_conn_token_hash(struct MHD_Connection *conn, const char *tok, size_t n,
+void srv_conn_token_hash(hd_conn_t *conn, const char *tok, size_t n,
                          unsigned char out[SRV_TOKEN_HASH])
 {
-    const union MHD_ConnectionInfo *ci =
-        conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT) : NULL;
-    conn_auth_t *a = ci ? ci->socket_context : NULL;
+    conn_auth_t *a = conn ? hd_conn_data(conn) : NULL;
     if (a && a->n == n && sodium_memcmp(a->tok, tok, n) == 0) {
         memcpy(out, a->hash, SRV_TOKEN_HASH);
         return;
     }
     srv_token_hash(tok, out);
-    if (a && n <= sizeof a->tok) {
+    if (conn && n <= sizeof a->tok) {
+        if (!a) {
+            a = fg_xcalloc(1, sizeof *a);
+            hd_set_conn_data(conn, a);
+        }
         a->n = n;
         memcpy(a->tok, tok, n);
         memcpy(a->hash, out, SRV_TOKEN_HASH);
     }
 }
 
-static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode toe)
+static void on_conn_close(void *arg, hd_conn_t *conn, void *data)
 {
-    /* set here: MHD_get_connection_info hands out a copy of the pointer */
-    if (toe == MHD_CONNECTION_NOTIFY_STARTED)
-        *socket_context = fg_xcalloc(1, sizeof(conn_auth_t));
-    else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
-        sodium_memzero(*socket_context, sizeof(conn_auth_t));
-        free(*socket_context);
-        *socket_context = NULL;
-    }
-}
-
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-    char msg[512];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    size_t n = strlen(msg);
-    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-        msg[--n] = 0;
-    fg_log(FG_LOG_DEBUG, "http: %s", msg);
+    sodium_memzero(data, sizeof(conn_auth_t));
+    free(data);
 }
 
 /*
- * The listening socket is the server's own, not libmicrohttpd's: this thread accepts
- * and hands each connection to the daemon with MHD_add_connection, which gives it to
- * worker (socket number mod pool size), so the keep-alive connections of a client
- * spread evenly over the worker threads. When the workers accepted themselves, the
- * one awake when a burst of connections arrived took most of them (measured with 64
- * connections and 2 workers: splits of 50/50, 86/14 and 100/0 in three runs), and
- * one thread then parsed and answered for everyone while the other idled.
+ * This thread accepts and hands each connection to the engine (hd_add_connection),
+ * which gives it to worker (socket number mod pool size), so the keep-alive
+ * connections of a client spread evenly over the worker threads. When the workers
+ * accepted themselves (libmicrohttpd's own listening socket, before), the one awake
+ * when a burst of connections arrived took most of them (measured with 64 connections
+ * and 2 workers: splits of 50/50, 86/14 and 100/0 in three runs), and one thread then
+ * parsed and answered for everyone while the other idled.
  */
 static void *accept_main(void *arg)
 {
@@ -502,8 +446,8 @@ static void *accept_main(void *arg)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        /* closes fd itself when the daemon cannot take it (connection limit) */
-        MHD_add_connection(s->mhd, fd, (struct sockaddr *)&peer, plen);
+        /* closes fd itself when over the connection limit */
+        hd_add_connection(s->httpd, fd);
     }
 }
 
@@ -540,25 +484,27 @@ int srv_http_start(srv_t *s)
                strerror(errno));
         return -1;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-                     MHD_USE_ERROR_LOG | MHD_USE_TURBO | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
-    s->mhd =
-        MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_THREAD_POOL_SIZE,
-                         (unsigned)s->cfg.threads, MHD_OPTION_CONNECTION_LIMIT,
-                         (unsigned)s->cfg.max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-                         (unsigned)120, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY,
-                         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
-                         on_connection, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_END);
-    if (!s->mhd) {
+    hd_config_t hc = {.threads = s->cfg.threads,
+                      .max_connections = s->cfg.max_connections,
+                      .idle_timeout_s = 120,
+                      .head_max = SRV_CONN_MEMORY,
+                      .max_body = SRV_MAX_BODY,
+                      .discard_max = 16 * (size_t)SRV_MAX_BODY,
+                      .on_request = on_request,
+                      .on_request_done = on_request_done,
+                      .on_conn_close = on_conn_close,
+                      .arg = s};
+    s->httpd = hd_start(&hc);
+    if (!s->httpd) {
         fg_log(FG_LOG_ERROR, "cannot start the HTTP server on %s:%d: %s", s->cfg.listen_host,
-               s->cfg.listen_port, errno ? strerror(errno) : "out of resources");
+               s->cfg.listen_port, strerror(errno));
         close(s->listen_fd);
         s->listen_fd = -1;
         return -1;
     }
     if (pthread_create(&s->timer_thread, NULL, timer_main, s) != 0) {
-        MHD_stop_daemon(s->mhd);
-        s->mhd = NULL;
+        hd_stop(s->httpd);
+        s->httpd = NULL;
         close(s->listen_fd);
         s->listen_fd = -1;
         return -1;
@@ -566,8 +512,8 @@ int srv_http_start(srv_t *s)
     if (pthread_create(&s->accept_thread, NULL, accept_main, s) != 0) {
         atomic_store(&s->stopping, true);
         pthread_join(s->timer_thread, NULL);
-        MHD_stop_daemon(s->mhd);
-        s->mhd = NULL;
+        hd_stop(s->httpd);
+        s->httpd = NULL;
         close(s->listen_fd);
         s->listen_fd = -1;
         return -1;
@@ -577,7 +523,7 @@ int srv_http_start(srv_t *s)
 
 void srv_http_stop(srv_t *s)
 {
-    if (!s->mhd)
+    if (!s->httpd)
         return;
     atomic_store(&s->stopping, true);
     pthread_join(s->timer_thread, NULL);
@@ -586,22 +532,21 @@ void srv_http_stop(srv_t *s)
     pthread_join(s->accept_thread, NULL);
     close(s->listen_fd);
     s->listen_fd = -1;
-    /* Submissions suspended while their commit runs are resumed by the store's writer:
-     * wait for those callbacks before the daemon (and its connections) goes away. */
+    /* Submissions parked while their commit runs are resumed by the store's writer:
+     * wait for those callbacks before the engine (and its connections) goes away. */
     for (int i = 0; i < 500 && atomic_load(&s->async_inflight) > 0; i++) {
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    /* MHD refuses to stop with suspended connections: resume every parked one (each
-     * answers at once, or ends its stream, now that stopping is set) until none is. */
+    /* Resume every parked request (each answers at once, or ends its stream, now that
+     * stopping is set) until none is, then stop the engine's workers. */
     for (int i = 0; i < 500 && atomic_load(&s->suspended) > 0; i++) {
         srv_wake_kind(s, 0);
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
     if (atomic_load(&s->suspended) > 0)
-        fg_log(FG_LOG_WARN, "%ld connections still suspended at shutdown",
-               atomic_load(&s->suspended));
-    MHD_stop_daemon(s->mhd);
-    s->mhd = NULL;
+        fg_log(FG_LOG_WARN, "%ld connections still parked at shutdown", atomic_load(&s->suspended));
+    hd_stop(s->httpd);
+    s->httpd = NULL;
 }

@@ -5,7 +5,7 @@
  * Start order: parse and check every setting; open the store (new epoch, agent
  * token); load the model; rebuild the core; block SIGINT/SIGTERM in this thread (so
  * every thread started after inherits the mask); start the scheduler thread and the
- * HTTP daemon; print where it listens; sigwait. Stop order: HTTP first (no new
+ * HTTP engine; print where it listens; sigwait. Stop order: HTTP first (no new
  * requests, parked ones answered), then the scheduler (its last iteration saves
  * fair-share usage), then the store (queued units commit first).
  */

@@ -129,11 +129,10 @@ int srv_route(srv_req_t *r)
                               "this route does not accept that method");
         char *txt = json_dumps(e, JSON_COMPACT);
         json_decref(e);
-        struct MHD_Response *resp =
-            MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
-        MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-        MHD_add_response_header(resp, "Allow", buf);
-        return srv_reply_response(r, 405, resp);
+        char allow[96];
+        snprintf(allow, sizeof allow, "Allow: %s\r\n", buf);
+        return srv_reply_full(r, 405, "application/json; charset=utf-8", allow, txt, strlen(txt),
+                              true);
     }
     switch (hit->auth) {
     case A_AGENT:
@@ -161,11 +160,10 @@ int srv_route(srv_req_t *r)
                                   "too many requests for this token; retry later");
             char *txt = json_dumps(e, JSON_COMPACT);
             json_decref(e);
-            struct MHD_Response *resp =
-                MHD_create_response_from_buffer(strlen(txt), txt, MHD_RESPMEM_MUST_FREE);
-            MHD_add_response_header(resp, "Content-Type", "application/json; charset=utf-8");
-            MHD_add_response_header(resp, "Retry-After", ra);
-            return srv_reply_response(r, 429, resp);
+            char hdr[64];
+            snprintf(hdr, sizeof hdr, "Retry-After: %s\r\n", ra);
+            return srv_reply_full(r, 429, "application/json; charset=utf-8", hdr, txt, strlen(txt),
+                                  true);
         }
     }
     return hit->h(r);

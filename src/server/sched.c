@@ -59,7 +59,7 @@ static void sync_done(srv_sync_t *y)
          * as soon as it is resumed; touch nothing of y after that */
         srv_t *s = y->srv;
         y->done = true;
-        MHD_resume_connection(y->conn);
+        hd_resume(y->conn);
         atomic_fetch_sub(&s->async_inflight, 1);
         return;
     }
@@ -193,9 +193,9 @@ int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job)
     r->resume = sched_resume;
     r->parked = true;
     atomic_fetch_add(&s->suspended, 1);
-    MHD_suspend_connection(r->conn);
+    hd_park(r->conn);
     srv_sched_post(s, m);
-    return MHD_YES;
+    return SRV_YES;
 }
 
 int srv_sched_call(srv_req_t *r, srv_msg_t *m)

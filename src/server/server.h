@@ -9,9 +9,13 @@
  *   - srv->sched_mu guards only the scheduler inbox (a queue of events) and its condvar.
  *     HTTP threads push and signal; the scheduler thread drains. The core (fg_sched_t)
  *     is owned by the scheduler thread alone and needs no lock.
- *   - srv->wait_mu guards the list of parked (suspended) HTTP connections (long-polls,
+ *   - srv->wait_mu guards the list of parked HTTP connections (long-polls,
  *     event streams, agent assignment polls). Order, when both are needed: mu, then
- *     wait_mu.
+ *     wait_mu. Resuming a connection under wait_mu takes its HTTP worker's queue mutex
+ *     (httpd.c) last: wait_mu, then the worker's.
+ *   - A connection, its request and its answer belong to one HTTP worker thread; a
+ *     parked request is touched only by the party that will resume it, and not after
+ *     it called hd_resume (docs/http-engine.md).
  *   - Metrics are relaxed atomics.
  *
  * The in-memory model is the runtime authority; the store (src/store) makes every
@@ -21,10 +25,10 @@
 #define FG_SERVER_H
 
 #include "fairgpu/core.h"
+#include "server/httpd.h"
 #include "store/store.h"
 
 #include <jansson.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -32,12 +36,15 @@
 #include <stdint.h>
 
 #define SRV_MAX_BODY (1024 * 1024)
-/* libmicrohttpd's memory per connection: request line, headers and read buffer (bodies
- * are copied out piece by piece). MHD zeroes the used part of it after every request
- * on a kept-alive connection: its default, 32 KiB, was a 32 KiB memset per request. */
+/* A connection's input buffer (httpd.c): the request line and headers must fit in it,
+ * less 1 KiB (else 431); a body that arrives with them is used in place, a larger one is read into
+ * its own allocation of the declared size. */
 #ifndef SRV_CONN_MEMORY
 #define SRV_CONN_MEMORY (16 * 1024)
 #endif
+/* Handlers return SRV_YES (SRV_NO only where an answer could not be queued). */
+#define SRV_YES          1
+#define SRV_NO           0
 #define SRV_TOKEN_HASH   32
 #define SRV_MAX_ACCOUNTS 4096
 #define SRV_EVENT_NODE   1
@@ -186,7 +193,7 @@ void srv_map_del(srv_map_t *m, uint64_t key);
 void srv_map_free(srv_map_t *m);
 uint64_t srv_hash_bytes(const void *p, size_t n);
 
-/* util.c: a growing text buffer (malloc'd; the owner frees p, or hands it to MHD). */
+/* util.c: a growing text buffer (malloc'd; the owner frees p, or hands it to the answer). */
 typedef struct srv_buf {
     char *p;
     size_t n, cap;
@@ -230,9 +237,9 @@ typedef struct srv_sync {
     char code[32];
     char msg[256];
     json_t *reply; /* owned by the waiter once done */
-    /* asynchronous callers: the suspended connection to resume when done */
+    /* asynchronous callers: the parked connection to resume when done */
     struct srv *srv;
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     uint64_t render_job; /* on success, answer with this job (cancel) */
 } srv_sync_t;
 
@@ -263,7 +270,7 @@ void srv_sync_destroy(srv_sync_t *y);
 enum { WAIT_EVENTS = 1, WAIT_AGENT = 2, WAIT_STREAM = 3, WAIT_PUBLISH = 4 };
 
 typedef struct srv_waiter {
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     struct srv_req *req;
     int64_t deadline_ms;
     int kind;
@@ -288,7 +295,7 @@ typedef struct srv_metrics {
 typedef struct srv {
     srv_config_t cfg;
     fg_store_t *store;
-    struct MHD_Daemon *mhd;
+    hd_server_t *httpd; /* the HTTP engine (httpd.h) */
     int64_t epoch;
     unsigned char agent_token_hash[SRV_TOKEN_HASH];
     unsigned long long pw_ops;
@@ -346,11 +353,11 @@ typedef struct srv {
     pthread_mutex_t wait_mu;
     srv_waiter_t *waiters;
     pthread_t timer_thread;
-    pthread_t accept_thread; /* accepts and hands connections to the daemon (http.c) */
+    pthread_t accept_thread; /* accepts and hands connections to the engine (http.c) */
     int listen_fd;
     atomic_bool stopping;
     atomic_ulong wake_gen;      /* incremented by every srv_wake_kind */
-    atomic_long async_inflight; /* suspended submissions waiting for their commit */
+    atomic_long async_inflight; /* parked submissions waiting for their commit */
     atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
@@ -362,14 +369,13 @@ enum { M_GET = 1, M_POST = 2, M_PUT = 4, M_PATCH = 8, M_DELETE = 16, M_HEAD = 32
 
 typedef struct srv_req {
     srv_t *srv;
-    struct MHD_Connection *conn;
+    hd_conn_t *conn;
     int method;
     char *path;
     char *seg[8];
     int nseg;
-    char *body;
-    size_t len, cap;
-    bool too_large;
+    char *body; /* NUL-terminated; owned by the engine (valid until the request is done) */
+    size_t len;
     bool responded;
     int status;
     /* auth */
@@ -406,7 +412,12 @@ int srv_reply_text(srv_req_t *r, unsigned status, const char *ctype, char *buf, 
 int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 int srv_reply_empty(srv_req_t *r, unsigned status);
-int srv_reply_response(srv_req_t *r, unsigned status, struct MHD_Response *resp);
+/* As srv_reply_text, with more header lines (each ending "\r\n", e.g. "Allow: GET\r\n"). */
+int srv_reply_full(srv_req_t *r, unsigned status, const char *ctype, const char *extra, char *buf,
+                   size_t n, bool must_free);
+/* A streaming answer (server-sent events): see hd_respond_stream. */
+int srv_reply_stream(srv_req_t *r, unsigned status, const char *ctype, const char *extra,
+                     hd_reader_t read, void *ctx, void (*ctx_free)(void *ctx));
 const char *srv_query(srv_req_t *r, const char *key);
 const char *srv_header(srv_req_t *r, const char *key);
 json_t *srv_body_object(srv_req_t *r);
@@ -414,9 +425,8 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms);
 /* Parks the request until the scheduler thread's next commit, when its handler runs
  * again; 503 if the store has not committed for 10 s. */
 int srv_park_unpublished(srv_req_t *r);
-/* Parks from inside a content reader callback (SSE): conn only. */
-void srv_park_conn(srv_t *s, struct MHD_Connection *conn, int kind, int64_t deadline_ms,
-                   unsigned long gen);
+/* Parks from inside a stream's reader (SSE): conn only. */
+void srv_park_conn(srv_t *s, hd_conn_t *conn, int kind, int64_t deadline_ms, unsigned long gen);
 void srv_wake_kind(srv_t *s, int kind);
 int64_t srv_now_ms(void);
 int64_t srv_now(void);
@@ -430,7 +440,7 @@ void srv_token_new(char *out, size_t n, const char *prefix);
 void srv_token_hash(const char *tok, unsigned char out[SRV_TOKEN_HASH]);
 /* srv_token_hash of the n-byte token tok presented on conn; reuses the hash when the
  * connection's previous request presented the same token (http.c). */
-void srv_conn_token_hash(struct MHD_Connection *conn, const char *tok, size_t n,
+void srv_conn_token_hash(hd_conn_t *conn, const char *tok, size_t n,
                          unsigned char out[SRV_TOKEN_HASH]);
 void srv_token_hex(const unsigned char h[SRV_TOKEN_HASH], char out[2 * SRV_TOKEN_HASH + 1]);
 srv_token_t *srv_token_add(srv_t *s, int64_t id, int64_t user_id, bool session, const char *name,
@@ -584,7 +594,7 @@ srv_msg_t *srv_msg_new(int kind);
 void srv_msg_free(srv_msg_t *m);
 /* Posts m and waits until the scheduler thread processed and persisted it; replies
  * from y (status, code, msg or reply JSON). */
-/* Posts m and suspends the connection (no thread waits); the scheduler thread resumes
+/* Posts m and parks the connection (no thread waits); the scheduler thread resumes
  * it once the outcome is durable, and the answer is the sync's status/reply, or job
  * `render_job` (0: none) on success. */
 int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job);

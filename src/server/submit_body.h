@@ -1,6 +1,6 @@
 /*
  * submit_body.h - the body of POST /v1/jobs: parsed and validated into the fields of a
- * submission, without libmicrohttpd (the unit test and the fuzz target call it alone).
+ * submission, without the HTTP engine (the unit test and the fuzz target call it alone).
  *
  * Two parsers give the same answer:
  *   - srv_submit_parse_json, the reference: jansson (duplicate keys rejected), then
