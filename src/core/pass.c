@@ -385,29 +385,22 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         int32_t got = 0;
         int64_t T = FG__INF;
         /* With few nodes per node asked for, one read of the leaves picks them all (the
-         * same nodes in the same order); else one descent per node, each taken out of
-         * the tree while the next ones are picked. */
-        if (t->n <= 64 * k) {
+         * same nodes in the same order, none taken out); else one descent per node, each
+         * taken out of the tree while the next ones are picked. */
+        bool out = t->n > 64 * k;
+        if (!out) {
             got = fg__tree_smallest(t, FG__TREE_KEYS - 1, k, chosen, &T);
-            if (got == k && T < bestT) {
-                if (bt >= 0 && best_out)
-                    unexclude(s, best, k - 1);
-                memcpy(best, chosen, sizeof *chosen * (size_t)k);
-                bestT = T;
-                bt = (int32_t)ti;
-                best_out = false;
-            }
-            continue;
-        }
-        while (got < k) {
-            int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
-            if (n < 0)
-                break;
-            T = fg__tree_min(t, FG__TREE_KEYS - 1);
-            chosen[got++] = n;
-            if (got < k) { /* out of the tree while the next ones are picked */
-                s->nodes[n].excluded = true;
-                fg__node_leaf_update(s, n);
+        } else {
+            while (got < k) {
+                int32_t n = fg__tree_argmin(t, FG__TREE_KEYS - 1);
+                if (n < 0)
+                    break;
+                T = fg__tree_min(t, FG__TREE_KEYS - 1);
+                chosen[got++] = n;
+                if (got < k) { /* out of the tree while the next ones are picked */
+                    s->nodes[n].excluded = true;
+                    fg__node_leaf_update(s, n);
+                }
             }
         }
         /* The best type's nodes stay excluded until they are claimed below (the last
@@ -418,8 +411,8 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             memcpy(best, chosen, sizeof *chosen * (size_t)k);
             bestT = T;
             bt = (int32_t)ti;
-            best_out = true;
-        } else {
+            best_out = out;
+        } else if (out) {
             unexclude(s, chosen, got < k ? got : k - 1);
         }
     }
