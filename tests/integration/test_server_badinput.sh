@@ -7,21 +7,8 @@
 # includes no leak and no memory error).
 set -euo pipefail
 BIN=${1:?usage: test_server_badinput.sh /path/to/fairgpu}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_badinput.XXXXXX")
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --insecure-fast-password-hash \
-    --rate-limit 0 >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 200); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
+source "$(dirname "$0")/lib_server.sh"
+server_start test_server_badinput "$BIN" --insecure-fast-password-hash --rate-limit 0
 python3 - "$port" "$tmp/data/agent.token" "${FG_BADINPUT_N:-1500}" <<'PY'
 import json, random, sys, http.client
 PORT, AGENT, N = int(sys.argv[1]), open(sys.argv[2]).read().strip(), int(sys.argv[3])
@@ -112,7 +99,5 @@ if bad:
     sys.exit("%d bad answers out of %d" % (len(bad), N))
 print("test_server_badinput: %d random requests, every answer 2xx/4xx" % N)
 PY
-kill -TERM "$server_pid"
-wait "$server_pid" || { echo "server exited with $?" >&2; tail -30 "$tmp/server.log" >&2; exit 1; }
-server_pid=
+server_stop test_server_badinput 30
 echo "test_server_badinput: OK"

@@ -9,22 +9,9 @@
 # line 400 and another HTTP version 505 (each closed), and a clean stop afterwards.
 set -euo pipefail
 BIN=${1:?usage: test_server_http.sh /path/to/fairgpu}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_http.XXXXXX")
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --insecure-fast-password-hash \
-    --rate-limit 0 --threads 2 >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 200); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
-url=http://127.0.0.1:$port
+source "$(dirname "$0")/lib_server.sh"
+server_start test_server_http "$BIN" --insecure-fast-password-hash --rate-limit 0 \
+    --threads 2
 curl -fsS -X POST "$url/v1/users" -d '{"username":"alice","email":"a@x","password":"alice-password"}' >/dev/null
 token=$(curl -fsS -X POST "$url/v1/sessions" -d '{"username":"alice","password":"alice-password"}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
@@ -241,7 +228,5 @@ if fails:
     sys.exit("%d failures" % len(fails))
 print("test_server_http: every check passed")
 PY
-kill -TERM "$server_pid"
-wait "$server_pid" || { echo "server exited with $?" >&2; tail -30 "$tmp/server.log" >&2; exit 1; }
-server_pid=
+server_stop test_server_http 30
 echo "test_server_http: OK"

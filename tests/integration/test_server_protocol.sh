@@ -9,21 +9,9 @@
 # twice, malformed entries answered per entry, a malformed batch refused whole).
 set -euo pipefail
 BIN=${1:?usage: test_server_protocol.sh /path/to/fairgpu}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_protocol.XXXXXX")
-server_pid=
-cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"$BIN" server --data-dir "$tmp/data" --listen "127.0.0.1:$port" --insecure-fast-password-hash \
-    --rate-limit 0 --heartbeat-interval 2 --heartbeat-misses 3 >"$tmp/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 200); do
-    curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
+source "$(dirname "$0")/lib_server.sh"
+server_start test_server_protocol "$BIN" --insecure-fast-password-hash \
+    --rate-limit 0 --heartbeat-interval 2 --heartbeat-misses 3
 python3 - "$port" "$tmp/data/agent.token" <<'PY'
 import base64, json, sys, threading, time, http.client
 PORT = int(sys.argv[1])
@@ -210,7 +198,5 @@ if fails:
 print("test_server_protocol: all checks passed")
 PY
 # SIGTERM: the server stops cleanly (exit 0; under ASan this includes no leaks).
-kill -TERM "$server_pid"
-wait "$server_pid" || { echo "server exited with $?" >&2; tail -20 "$tmp/server.log" >&2; exit 1; }
-server_pid=
+server_stop test_server_protocol 20
 echo "test_server_protocol: OK"
