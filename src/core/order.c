@@ -455,15 +455,25 @@ static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
 static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
                          const fg_time_t *fit_end, const fg_time_t *whole_end, int32_t nwhole,
                          fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
-                         const int32_t *const *qv, const int32_t *cur, const int32_t *left,
-                         const int64_t *picked, bool (*accept)(fg_sched_t *, int32_t, void *),
-                         void *ctx, int64_t *cnt)
+                         const int32_t *mem, const int32_t *const *qv, const int32_t *cur,
+                         const int32_t *left, const int64_t *picked,
+                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
     double bk = 0.0;
-    for (int32_t k = 0; k < n0; k++) { /* in heap order: the smallest key first */
-        const int32_t i = h[k].id, a = acct[i];
+    /* in heap order (the smallest key first), the account of the last job found first (the
+     * answer does not depend on the order: a good first guess only bounds the others'
+     * reading sooner) */
+    int32_t ord[FG__PEEK_MAX], no = 0;
+    for (int32_t k = 0; k < n0; k++)
+        if (mem[h[k].id] == s->peek_hint)
+            ord[no++] = h[k].id;
+    for (int32_t k = 0; k < n0; k++)
+        if (mem[h[k].id] != s->peek_hint)
+            ord[no++] = h[k].id;
+    for (int32_t k = 0; k < n0; k++) {
+        const int32_t i = ord[k], a = acct[i];
         const int64_t cap = left[i] < limit ? left[i] : limit;
         const double w = o->a_w[a], base = o->a_base[a];
         const int32_t *v = qv[i] + cur[i];
@@ -490,14 +500,15 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
     }
     if (bi < 0)
         return limit;
+    s->peek_hint = mem[bi];
     /* the best job's place in the merge: the accounts read after it stopped at the first
      * job not before it; those read before may have read past it */
     cnt[bi] = bp;
     int64_t rank = bp;
     for (int32_t k = bk_at + 1; k < n0; k++)
-        rank += cnt[h[k].id];
+        rank += cnt[ord[k]];
     for (int32_t k = 0; k < bk_at && rank < limit; k++) {
-        const int32_t i = h[k].id, a = acct[i];
+        const int32_t i = ord[k], a = acct[i];
         const double w = o->a_w[a], base = o->a_base[a];
         const int32_t *v = qv[i] + cur[i];
         int64_t pk = picked[i], q = 0;
@@ -573,8 +584,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     heapify_keys(h, n);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
         int64_t cnt[PEEK_MAX];
-        const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, qv,
-                                    cur, left, picked, accept, ctx, cnt);
+        const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, mem,
+                                    qv, cur, left, picked, accept, ctx, cnt);
         if (r == limit)
             return limit;
         int64_t c = 0;
