@@ -312,6 +312,7 @@ struct fg_sched {
     size_t nlazy, lazy_cap;
     int32_t *peek_buf; /* fg__order_peek's skipped jobs */
     size_t peek_cap;
+    int32_t peek_hint; /* the member of the last job fg__order_peek's reading found */
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
     size_t ndsnap, dsnap_cap;

@@ -424,6 +424,107 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
     heapify_keys(o->ah, nah);
 }
 
+enum { FG__PEEK_MAX = 64 }; /* most accounts fg__order_peek merges */
+
+/* fg__order_peek's test without asking: job j is pending, eligible and cannot fit (of any
+ * type on one node: it ends after fit_end[g]; of k whole nodes, with nwhole >= 0: unless
+ * k <= nwhole and it ends by whole_end[k - 1]). Any other job is asked about. */
+static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
+                                const fg_time_t *whole_end, int32_t nwhole, fg_time_t now)
+{
+    const fg_time_t end = now + j->time_limit;
+    return j->state == FG_JOB_PENDING && j->eligible_time <= now &&
+           (j->gpus <= FG_WHOLE_NODE_GPUS
+                ? j->type < 0 && end > fit_end[j->gpus]
+                : nwhole >= 0 && !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
+                                   end <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
+}
+
+/* For fg__order_peek without its merge: the place r in the merge of the first job it
+ * would take (peek_rejects refuses it and accept takes it), when r < limit, with cnt[i]
+ * the jobs of local account i before it (cnt[i] of them first in its queue); else
+ * `limit` (none of the first `limit` is taken). The merge gives the jobs sorted by (key
+ * at their pick, account index), an account's keys growing along its queue; so its
+ * first job taken is, of each account's first job taken, the one with the smallest
+ * (key at its pick, account index), and its place in the merge is the number of jobs of
+ * every account before it in that order. Each account's queue is read from its cursor
+ * only while its keys may still come before the best such job found so far, and at most
+ * `limit` jobs deep (a job's place in the merge is at least its place in its account's
+ * queue); with none found, none of the first `limit` is taken (the band holds more than
+ * `limit`). The keys are computed as the merge computes them. */
+static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
+                         const fg_time_t *fit_end, const fg_time_t *whole_end, int32_t nwhole,
+                         fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
+                         const int32_t *mem, const int32_t *const *qv, const int32_t *cur,
+                         const int32_t *left, const int64_t *picked,
+                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt)
+{
+    int32_t bi = -1, bk_at = 0;
+    int64_t bp = 0;
+    double bk = 0.0;
+    /* in heap order (the smallest key first), the account of the last job found first (the
+     * answer does not depend on the order: a good first guess only bounds the others'
+     * reading sooner) */
+    int32_t ord[FG__PEEK_MAX], no = 0;
+    for (int32_t k = 0; k < n0; k++)
+        if (mem[h[k].id] == s->peek_hint)
+            ord[no++] = h[k].id;
+    for (int32_t k = 0; k < n0; k++)
+        if (mem[h[k].id] != s->peek_hint)
+            ord[no++] = h[k].id;
+    for (int32_t k = 0; k < n0; k++) {
+        const int32_t i = ord[k], a = acct[i];
+        const int64_t cap = left[i] < limit ? left[i] : limit;
+        const double w = o->a_w[a], base = o->a_base[a];
+        const int32_t *v = qv[i] + cur[i];
+        int64_t pk = picked[i], q = 0;
+        for (; q < cap; q++) {
+            if (bi >= 0) {
+                const double x = base + (double)pk;
+                const double key = w == 1.0 ? x : x / w;
+                if (key > bk || (key == bk && i > bi))
+                    break; /* this job and the rest of the account come after the best */
+            }
+            const fg__job_t *j = &s->jobs[v[q]];
+            if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
+                const double x = base + (double)pk;
+                bi = i;
+                bp = q;
+                bk = n0 > 1 ? (w == 1.0 ? x : x / w) : 0.0;
+                bk_at = k;
+                break;
+            }
+            pk += j->gpus;
+        }
+        cnt[i] = q; /* (jobs read before its stop) */
+    }
+    if (bi < 0)
+        return limit;
+    s->peek_hint = mem[bi];
+    /* the best job's place in the merge: the accounts read after it stopped at the first
+     * job not before it; those read before may have read past it */
+    cnt[bi] = bp;
+    int64_t rank = bp;
+    for (int32_t k = bk_at + 1; k < n0; k++)
+        rank += cnt[ord[k]];
+    for (int32_t k = 0; k < bk_at && rank < limit; k++) {
+        const int32_t i = ord[k], a = acct[i];
+        const double w = o->a_w[a], base = o->a_base[a];
+        const int32_t *v = qv[i] + cur[i];
+        int64_t pk = picked[i], q = 0;
+        for (; q < cnt[i]; q++) {
+            const double x = base + (double)pk;
+            const double key = w == 1.0 ? x : x / w;
+            if (!(key < bk || (key == bk && i < bi)))
+                break;
+            pk += s->jobs[v[q]].gpus;
+        }
+        cnt[i] = q;
+        rank += q;
+    }
+    return rank < limit ? rank : limit;
+}
+
 /* wfq: the number r of jobs order o gives before the first one that accept() takes,
  * looking at most `limit` jobs ahead; `limit` when none of the next `limit` is taken; -1
  * when it cannot tell cheaply (not wfq, an account with jobs of two or more members left
@@ -436,13 +537,15 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
  * whole_end[k - 1] (accept answers the same, exactly). Each
  * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
  * the band sorted by (key at their pick, account index): the same merge, on a copy of
- * the account heap and with the account's one member's queue read in place. */
+ * the account heap and with the account's one member's queue read in place. Without
+ * move_all, the answer comes from peek_find instead (the same r and moves; skipped[]
+ * account by account, and left unset when r is `limit`). */
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
                        bool move_all)
 {
-    enum { PEEK_MAX = 64 };
+    enum { PEEK_MAX = FG__PEEK_MAX };
     if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
         return -1;
     fg__hk_t h[PEEK_MAX];
@@ -479,19 +582,28 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     int32_t n = n0;
     /* a min-heap by (key, account index) */
     heapify_keys(h, n);
+    if (!move_all) { /* without merging: the jobs before the one taken, account by account */
+        int64_t cnt[PEEK_MAX];
+        const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, mem,
+                                    qv, cur, left, picked, accept, ctx, cnt);
+        if (r == limit)
+            return limit;
+        int64_t c = 0;
+        for (int32_t i = 0; i < n0; i++)
+            for (int64_t q = 0; q < cnt[i]; q++) {
+                const int32_t slot = qv[i][cur[i]++];
+                skipped[c++] = slot;
+                picked[i] += s->jobs[slot].gpus;
+                left[i]--;
+            }
+        peek_move(s, o, n0, acct, mem, cur, left, picked);
+        return r;
+    }
     for (int64_t count = 0; count < limit; count++) {
         const int32_t i = h[0].id, a = acct[i];
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
-        /* (a pending, eligible job that cannot fit: of any type on one node, fit_end; of
-         * whole nodes with nwhole >= 0, whole_end; else ask) */
-        const fg_time_t end = now + j->time_limit;
-        if (!(j->state == FG_JOB_PENDING && j->eligible_time <= now &&
-              (j->gpus <= FG_WHOLE_NODE_GPUS
-                   ? j->type < 0 && end > fit_end[j->gpus]
-                   : nwhole >= 0 && !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
-                                      end <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]))) &&
-            accept(s, slot, ctx)) {
+        if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, slot, ctx)) {
             peek_move(s, o, n0, acct, mem, cur, left, picked);
             return count;
         }
