@@ -163,8 +163,9 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     const size_t span = (size_t)t->tinner + (size_t)t->tsize;
     size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
-    for (int k = 0; k < FG__TREE_KEYS; k++) {
-        int64_t *leaf = &t->tree[(size_t)k * span + i];
+    int64_t *leaf = &t->tree[i];
+#pragma GCC unroll 9
+    for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span) {
         changed |= (unsigned)(*leaf != key[k]) << k;
         *leaf = key[k];
     }
@@ -213,6 +214,36 @@ void fg__node_leaf_update(fg_sched_t *s, int32_t n)
         return;
     int64_t key[FG__TREE_KEYS];
     leaf_keys(s, nd, key);
+    tree_set(t, nd->type_pos, key);
+}
+
+/* fg__node_leaf_update after a claim of node n's g GPUs with the smallest avail (each
+ * now ending at x), n touched: a leaf always holds its node's keys, and for a node of
+ * FG_WHOLE_NODE_GPUS GPUs those are its avail sorted (the last one twice), so the new
+ * keys are the old ones past the first g merged with g times x: the same keys as
+ * sorting the new avail, without sorting. */
+void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
+{
+    fg__node_t *nd = &s->nodes[n];
+    fg__type_t *t = &s->types[nd->type];
+    if (nd->gpus != FG_WHOLE_NODE_GPUS || nd->state != FG_NODE_UP || nd->excluded ||
+        nd->touched != s->walk_no || t->dirty) {
+        fg__node_leaf_update(s, n);
+        return;
+    }
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const int64_t *leaf = &t->tree[(size_t)t->tinner + (size_t)nd->type_pos];
+    int64_t old[FG_WHOLE_NODE_GPUS], key[FG__TREE_KEYS];
+    int c = 0; /* old keys past the first g below x: they come first, then g times x */
+#pragma GCC unroll 8
+    for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++) {
+        old[k] = k >= g ? leaf[(size_t)k * span] : 0;
+        c += k >= g && old[k] < x;
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++)
+        key[k] = k < c ? old[k + g] : k < c + g ? x : old[k];
+    key[FG__TREE_KEYS - 1] = key[FG_WHOLE_NODE_GPUS - 1];
     tree_set(t, nd->type_pos, key);
 }
 

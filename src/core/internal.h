@@ -352,6 +352,7 @@ bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_tim
 void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
+void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x);
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */

@@ -368,7 +368,7 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             if (protect)
                 reserve_gpu(s, nd, i, T, j->id, now);
         }
-        fg__node_leaf_update(s, n);
+        fg__node_leaf_claim(s, n, g, T + j->time_limit);
         j->r_a = n;
         return T;
     }
@@ -431,7 +431,7 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
             if (protect)
                 reserve_gpu(s, nd, i, T, j->id, now);
         }
-        fg__node_leaf_update(s, n);
+        fg__node_leaf_claim(s, n, nd->gpus, T + j->time_limit);
         if (c == 0)
             j->r_a = n;
     }
