@@ -299,9 +299,7 @@ int h_jobs_create(srv_req_t *r)
         atomic_fetch_sub(&s->async_inflight, 1);
         return srv_reply_error(r, 503, "unavailable", NULL, "the server is shutting down");
     }
-    r->parked = true;
-    atomic_fetch_add(&s->suspended, 1);
-    hd_park(r->conn);
+    srv_park_request(r);
     int rc = srv_batch_commit_async(s, &x->bt, submit_done, x);
     if (rc) {
         atomic_fetch_sub(&s->async_inflight, 1);

@@ -189,6 +189,13 @@ static void add_waiter(srv_t *s, srv_waiter_t *w, unsigned long gen)
     pthread_mutex_unlock(&s->wait_mu);
 }
 
+void srv_park_request(srv_req_t *r)
+{
+    r->parked = true;
+    atomic_fetch_add(&r->srv->suspended, 1);
+    hd_park(r->conn);
+}
+
 int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
 {
     srv_t *s = r->srv;
@@ -197,10 +204,8 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
     w->req = r;
     w->deadline_ms = deadline_ms;
     w->kind = kind;
-    r->parked = true;
     r->waiter = w;
-    atomic_fetch_add(&s->suspended, 1);
-    hd_park(r->conn);
+    srv_park_request(r);
     add_waiter(s, w, r->wake_gen);
     return SRV_YES;
 }

@@ -191,9 +191,7 @@ int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job)
     r->ctx = y;
     r->ctx_free = sync_free;
     r->resume = sched_resume;
-    r->parked = true;
-    atomic_fetch_add(&s->suspended, 1);
-    hd_park(r->conn);
+    srv_park_request(r);
     srv_sched_post(s, m);
     return SRV_YES;
 }

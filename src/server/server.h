@@ -421,6 +421,9 @@ int srv_reply_stream(srv_req_t *r, unsigned status, const char *ctype, const cha
 const char *srv_query(srv_req_t *r, const char *key);
 const char *srv_header(srv_req_t *r, const char *key);
 json_t *srv_body_object(srv_req_t *r);
+/* Parks r's connection with no waiter: its owner (a commit's or the scheduler's
+ * completion) resumes it with hd_resume. */
+void srv_park_request(srv_req_t *r);
 int srv_park(srv_req_t *r, int kind, int64_t deadline_ms);
 /* Parks the request until the scheduler thread's next commit, when its handler runs
  * again; 503 if the store has not committed for 10 s. */
