@@ -224,6 +224,13 @@ typedef struct fg__base_memo {
     double base;
 } fg__base_memo_t;
 
+/* An entry of the id hash: the id is kept beside its slot, so a probe, a miss and a
+ * rehash read the table alone, not the job array at random. */
+typedef struct fg__hent {
+    fg_job_id_t id;
+    int32_t slot;
+} fg__hent_t;
+
 struct fg_sched {
     fg_config_t cfg;
     double tau; /* half_life / ln 2; 0 when no memory */
@@ -234,7 +241,7 @@ struct fg_sched {
     size_t nfree_slots, free_slots_cap;
     int32_t *live; /* slots of live jobs */
     size_t nlive, live_cap;
-    int32_t *hash; /* open addressing: slot or -1 */
+    fg__hent_t *hash; /* open addressing by id; slot -1: empty */
     size_t hash_cap;
     size_t npending;
 

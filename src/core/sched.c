@@ -50,15 +50,15 @@ static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot);
 
 static void hash_resize(fg_sched_t *s, size_t cap)
 {
-    int32_t *old = s->hash;
+    fg__hent_t *old = s->hash;
     size_t oldcap = s->hash_cap;
     s->hash = fg__alloc(cap * sizeof *s->hash);
     for (size_t i = 0; i < cap; i++)
-        s->hash[i] = -1;
+        s->hash[i].slot = -1;
     s->hash_cap = cap;
     for (size_t i = 0; i < oldcap; i++)
-        if (old[i] >= 0)
-            hash_put(s, s->jobs[old[i]].id, old[i]);
+        if (old[i].slot >= 0)
+            hash_put(s, old[i].id, old[i].slot);
     free(old);
 }
 
@@ -67,9 +67,9 @@ static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot)
     if ((s->nlive + 1) * 2 > s->hash_cap)
         hash_resize(s, s->hash_cap ? s->hash_cap * 2 : 1024);
     size_t i = hash_id(id, s->hash_cap);
-    while (s->hash[i] >= 0)
+    while (s->hash[i].slot >= 0)
         i = (i + 1) & (s->hash_cap - 1);
-    s->hash[i] = slot;
+    s->hash[i] = (fg__hent_t){.id = id, .slot = slot};
 }
 
 static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
@@ -77,9 +77,9 @@ static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
     if (!s->hash_cap)
         return -1;
     size_t i = hash_id(id, s->hash_cap);
-    while (s->hash[i] >= 0) {
-        if (s->jobs[s->hash[i]].id == id)
-            return s->hash[i];
+    while (s->hash[i].slot >= 0) {
+        if (s->hash[i].id == id)
+            return s->hash[i].slot;
         i = (i + 1) & (s->hash_cap - 1);
     }
     return -1;
@@ -89,18 +89,18 @@ static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
 static void hash_del(fg_sched_t *s, fg_job_id_t id)
 {
     size_t m = s->hash_cap - 1, i = hash_id(id, s->hash_cap);
-    while (s->hash[i] >= 0 && s->jobs[s->hash[i]].id != id)
+    while (s->hash[i].slot >= 0 && s->hash[i].id != id)
         i = (i + 1) & m;
-    if (s->hash[i] < 0)
+    if (s->hash[i].slot < 0)
         return;
     size_t j = i;
     for (;;) {
-        s->hash[i] = -1;
+        s->hash[i].slot = -1;
         for (;;) {
             j = (j + 1) & m;
-            if (s->hash[j] < 0)
+            if (s->hash[j].slot < 0)
                 return;
-            size_t k = hash_id(s->jobs[s->hash[j]].id, s->hash_cap);
+            size_t k = hash_id(s->hash[j].id, s->hash_cap);
             /* move j back to i unless its home k lies cyclically in (i, j] */
             if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
                 continue;
