@@ -599,7 +599,7 @@ static void ev_fill(ev_stream_t *st)
     for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
         if (q < s->first_seq)
             continue;
-        srv_event_t *e = &s->events[q - s->first_seq];
+        srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e))
             break; /* sent once its job's last change is committed (that wakes the stream) */
         json_t *o = srv_event_json(s, e, st->viewer, st->admin);
@@ -710,7 +710,7 @@ int h_events(srv_req_t *r)
     for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
         if (q < s->first_seq)
             continue;
-        const srv_event_t *e = &s->events[q - s->first_seq];
+        const srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e)) {
             held = true;
             break;

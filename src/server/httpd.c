@@ -636,28 +636,63 @@ static const char *date_line(hd_worker_t *w)
     return w->date;
 }
 
+/* Appends len bytes of t to the head being built in h; *n passes cap when they do not fit
+ * (the head is built with plain copies: snprintf was ~2% of a worker's time). */
+static void head_put(char *h, size_t *n, size_t cap, const char *t, size_t len)
+{
+    if (*n <= cap && len <= cap - *n)
+        memcpy(h + *n, t, len);
+    *n += len;
+}
+
+static void head_puts(char *h, size_t *n, size_t cap, const char *t)
+{
+    head_put(h, n, cap, t, strlen(t));
+}
+
 /* Writes the status line and headers into c->hdr. len < 0: a stream. */
 static void build_head(hd_conn_t *c, unsigned status, const char *ctype, const char *extra,
                        long long len)
 {
     if (!c->q.keep_alive || atomic_load(&c->w->h->stop))
         c->close_after = true;
+    char *h = c->hdr;
     size_t n = 0, cap = sizeof c->hdr;
-    n += (size_t)snprintf(c->hdr + n, cap - n, "HTTP/1.1 %u %s\r\n%s", status, reason(status),
-                          date_line(c->w));
-    if (ctype && n < cap)
-        n += (size_t)snprintf(c->hdr + n, cap - n, "Content-Type: %s\r\n", ctype);
-    if (len >= 0 && status != 204 && status != 304 && n < cap)
-        n += (size_t)snprintf(c->hdr + n, cap - n, "Content-Length: %lld\r\n", len);
-    else if (len < 0 && c->chunked_out && n < cap)
-        n += (size_t)snprintf(c->hdr + n, cap - n, "Transfer-Encoding: chunked\r\n");
-    if (n < cap)
-        n += (size_t)snprintf(c->hdr + n, cap - n, "Cache-Control: no-store\r\n%s%s\r\n",
-                              extra ? extra : "",
-                              c->close_after    ? "Connection: close\r\n"
-                              : c->q.minor == 0 ? "Connection: keep-alive\r\n"
-                                                : "");
-    if (n >= cap) { /* extra headers too long: a bare 500 instead */
+    char num[24];
+    head_put(h, &n, cap, "HTTP/1.1 ", 9);
+    const char code[4] = {(char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+                          (char)('0' + status % 10), ' '};
+    head_put(h, &n, cap, code, 4);
+    head_puts(h, &n, cap, reason(status));
+    head_put(h, &n, cap, "\r\n", 2);
+    head_puts(h, &n, cap, date_line(c->w));
+    if (ctype) {
+        head_put(h, &n, cap, "Content-Type: ", 14);
+        head_puts(h, &n, cap, ctype);
+        head_put(h, &n, cap, "\r\n", 2);
+    }
+    if (len >= 0 && status != 204 && status != 304) {
+        /* the digits of len, from the end of num */
+        char *d = num + sizeof num;
+        unsigned long long v = (unsigned long long)len;
+        do
+            *--d = (char)('0' + v % 10);
+        while ((v /= 10) != 0);
+        head_put(h, &n, cap, "Content-Length: ", 16);
+        head_put(h, &n, cap, d, (size_t)(num + sizeof num - d));
+        head_put(h, &n, cap, "\r\n", 2);
+    } else if (len < 0 && c->chunked_out) {
+        head_puts(h, &n, cap, "Transfer-Encoding: chunked\r\n");
+    }
+    head_puts(h, &n, cap, "Cache-Control: no-store\r\n");
+    if (extra)
+        head_puts(h, &n, cap, extra);
+    if (c->close_after)
+        head_puts(h, &n, cap, "Connection: close\r\n");
+    else if (c->q.minor == 0)
+        head_puts(h, &n, cap, "Connection: keep-alive\r\n");
+    head_put(h, &n, cap, "\r\n", 2);
+    if (n > cap) { /* extra headers too long: a bare 500 instead */
         c->close_after = true;
         n = (size_t)snprintf(c->hdr, cap,
                              "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n"

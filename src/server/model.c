@@ -318,17 +318,14 @@ void srv_event_mem(srv_t *s, const fg_store_event_t *e)
         s->first_seq = e->seq < s->pub_seq + 1 ? e->seq : s->pub_seq + 1;
     if (e->seq < s->first_seq)
         return;
-    size_t idx = (size_t)(e->seq - s->first_seq);
-    if (idx >= s->events_cap) {
-        size_t old = s->events_cap;
-        size_t cap = old ? old : 4096;
-        while (cap <= idx)
-            cap *= 2;
-        s->events = fg_xrealloc(s->events, cap * sizeof *s->events);
-        memset(s->events + old, 0, (cap - old) * sizeof *s->events);
-        s->events_cap = cap;
+    size_t blk = (size_t)(e->seq - s->first_seq) / SRV_EVENT_BLOCK;
+    if (blk >= s->nevent_blocks) {
+        s->event_blocks = fg_xrealloc(s->event_blocks, (blk + 1) * sizeof *s->event_blocks);
+        while (s->nevent_blocks <= blk)
+            s->event_blocks[s->nevent_blocks++] =
+                fg_xcalloc(SRV_EVENT_BLOCK, sizeof **s->event_blocks);
     }
-    srv_event_t *v = &s->events[idx];
+    srv_event_t *v = srv_event_at(s, e->seq);
     if (v->seq)
         return; /* already there */
     v->seq = e->seq;
@@ -348,7 +345,7 @@ void srv_event_mem(srv_t *s, const fg_store_event_t *e)
             s->pub_seq = nx;
             continue;
         }
-        if (!s->events[nx - s->first_seq].seq)
+        if (!srv_event_at(s, nx)->seq)
             break;
         s->pub_seq = nx;
     }
@@ -357,7 +354,10 @@ void srv_event_mem(srv_t *s, const fg_store_event_t *e)
 
 static bool seq_present(const srv_t *s, int64_t q)
 {
-    return q < s->first_seq || s->events[q - s->first_seq].seq != 0;
+    if (q < s->first_seq)
+        return true;
+    const srv_event_t *v = srv_event_at(s, q);
+    return v && v->seq != 0;
 }
 
 /* Remembers since when the feed waits for the event right after pub_seq. */

@@ -320,9 +320,11 @@ typedef struct srv {
     int64_t njobs_by_state[6];
     uint64_t *running; /* ids of RUNNING jobs (small: at most one per GPU) */
     size_t nrunning, running_cap;
-    /* global event log in memory: events[seq - first_seq]; published up to pub_seq */
-    srv_event_t *events;
-    size_t events_cap;
+    /* global event log in memory, published up to pub_seq: the event of sequence q is
+     * srv_event_at(s, q), in blocks of SRV_EVENT_BLOCK that never move (the log grows
+     * without copying what it holds while s->mu is held) */
+    srv_event_t **event_blocks;
+    size_t nevent_blocks;
     int64_t first_seq;
     int64_t top_seq;      /* highest seq stored */
     int64_t pub_seq;      /* every seq <= pub_seq is present (or was skipped as a gap) */
@@ -525,6 +527,15 @@ void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta);
 uint64_t *srv_running_snapshot(srv_t *s, size_t *n);
 /* Adds a committed event to the in-memory log and advances the published mark. */
 void srv_event_mem(srv_t *s, const fg_store_event_t *e);
+#define SRV_EVENT_BLOCK 4096
+/* The event of sequence q >= first_seq, if its block exists (zeroed until it is added). */
+static inline srv_event_t *srv_event_at(const srv_t *s, int64_t q)
+{
+    size_t i = (size_t)(q - s->first_seq);
+    return i / SRV_EVENT_BLOCK < s->nevent_blocks
+               ? &s->event_blocks[i / SRV_EVENT_BLOCK][i % SRV_EVENT_BLOCK]
+               : NULL;
+}
 void srv_event_gap_check(srv_t *s);
 json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin);
 srv_node_t *srv_node_by_name(srv_t *s, const char *name);
