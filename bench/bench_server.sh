@@ -9,7 +9,10 @@
 # a temporary data dir (rate limit and pending cap off, SQLite WAL synchronous=FULL as
 # always), registers its own user, then runs the load generator. Only 201 answers count
 # as durable submissions (fg_loadgen counts answers by status code): every one was
-# committed and fsync'd before it was sent. Prints `name value unit` lines.
+# committed and fsync'd before it was sent. Prints `name value unit` lines;
+# server_cpu_per_submission is the server's CPU time (user + system, procfs) over the
+# submission phase divided by its 201s: a figure other load on the machine inflates less
+# than the rate.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs=${1:-10}
@@ -44,8 +47,12 @@ LG=build/server-rel/bench/fg_loadgen
 # lg_field FILE NAME: a value printed by fg_loadgen (0 when absent)
 lg_field() { awk -v k="$2" '$1 == k { v = $2 } END { print v ? v : 0 }' "$1"; }
 
+# server_cpu: the server's user + system CPU time so far, in clock ticks (procfs)
+server_cpu() { awk '{ print $14 + $15 }' "/proc/$pid/stat"; }
+cpu0=$(server_cpu)
 "$LG" -c "$conns" -t "$lg_threads" -d "$secs" -m POST -H "Content-Type: application/json" \
     -H "Authorization: Bearer $token" -b "$body" "127.0.0.1:$port" /v1/jobs >"$tmp/post.out"
+cpu1=$(server_cpu)
 cat "$tmp/post.out" >&2
 created=$(lg_field "$tmp/post.out" status_201)
 other=$(awk '$1 == "requests" { r = $2 } $1 == "status_201" { c = $2 } $1 == "errors" { e = $2 }
@@ -74,6 +81,8 @@ echo "server_submit_latency_p50 $p50 ms"
 echo "server_submit_latency_p99 $p99 ms"
 echo "server_submit_latency_max $pmax ms"
 echo "server_submit_non_201 $other responses"
+awk -v c="$created" -v t="$((cpu1 - cpu0))" -v hz="$(getconf CLK_TCK)" \
+    'BEGIN { if (c > 0) printf "server_cpu_per_submission %.1f us\n", 1e6 * t / hz / c }'
 echo "server_submissions_acknowledged $created jobs"
 echo "server_submissions_counted_by_server $stored jobs"
 echo "server_store_commits $commits commits"
