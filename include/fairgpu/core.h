@@ -362,7 +362,7 @@ typedef struct fg_job_info {
     fg_reason_t reason;        /* PENDING: from the last pass that looked at it */
     fg_time_t estimated_start; /* PENDING: FG_TIME_NEVER when unknown */
     int32_t nallocs;
-    fg_alloc_t allocs[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    fg_alloc_t allocs[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS]; /* the first nallocs are set */
 } fg_job_info_t;
 
 int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out);

@@ -943,7 +943,9 @@ int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type)
 
 static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
 {
-    memset(o, 0, sizeof *o);
+    /* all but allocs[], which is 2 KiB and read only up to nallocs (set below): the
+     * controller reads every live job each second */
+    memset(o, 0, offsetof(fg_job_info_t, allocs));
     o->id = j->id;
     o->state = j->state;
     o->account = j->account;
