@@ -471,6 +471,7 @@ struct sq_store {
     sq_conn_t *free_readers;
 
     int wal_pages; /* writer thread only: WAL frames after its last commit */
+    int ckpt_step; /* writer thread only: quarters of wal_checkpoint_pages last signalled */
     int ckpt_next; /* writer thread only: WAL size at which it completes a checkpoint */
 
     sq_conn_t *ckpt;
@@ -659,12 +660,20 @@ static sq_conn_t *conn_open(sq_store_t *st, bool writable, char **errmsg)
  * still pin old frames, the writer tries again a quarter later.
  */
 
-/* Called by SQLite on the writer thread after each commit with the WAL's size. */
+/* Called by SQLite on the writer thread after each commit with the WAL's size. The
+ * checkpointer is woken each time the WAL passes one more quarter of
+ * opts.wal_checkpoint_pages, not after every commit: each of its runs syncs the WAL and
+ * the database, and a run per commit would double the flushes the disk serves. */
 static int wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
     sq_store_t *st = arg;
     st->wal_pages = pages;
-    if (pages >= st->opts.wal_checkpoint_pages / 4) {
+    int quarter = st->opts.wal_checkpoint_pages / 4 > 0 ? st->opts.wal_checkpoint_pages / 4 : 1;
+    int step = pages / quarter;
+    if (step < st->ckpt_step)
+        st->ckpt_step = step; /* the WAL restarted */
+    if (step > st->ckpt_step) {
+        st->ckpt_step = step;
         pthread_mutex_lock(&st->ckpt_mu);
         st->ckpt_wanted = true;
         pthread_cond_signal(&st->ckpt_cv);
@@ -677,6 +686,11 @@ static void *ckpt_main(void *arg)
 {
     prctl(PR_SET_NAME, "fg-checkpoint"); /* as top -H and ps -L show it */
     sq_store_t *st = arg;
+    /* A connection that has not read yet has not opened the WAL, and SQLite's checkpoint
+     * call then returns at once having copied nothing: read once first. */
+    if (sqlite3_exec(st->ckpt->db, "SELECT count(*) FROM sqlite_master", NULL, NULL, NULL) !=
+        SQLITE_OK)
+        fg_log(FG_LOG_WARN, "store: checkpointer: %s", sqlite3_errmsg(st->ckpt->db));
     pthread_mutex_lock(&st->ckpt_mu);
     for (;;) {
         while (!st->ckpt_wanted && !st->ckpt_stop)

@@ -1330,6 +1330,42 @@ static void test_wal_stays_bounded(void **state)
     }
 }
 
+/* The checkpointer thread copies the WAL into the database in the background once the
+ * WAL passes a quarter of wal_checkpoint_pages, before the writer's own checkpoint at
+ * the whole: the database file grows while the WAL is still below the whole. (Its
+ * connection must have read once, or SQLite's checkpoint call copies nothing.) */
+static void test_checkpointer_copies_in_background(void **state)
+{
+    fx_t *f = *state;
+    fg_store_close(f->st);
+    fg_store_opts_t opts = {.wal_checkpoint_pages = 4000};
+    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    struct stat sb;
+    assert_int_equal(stat(f->path, &sb), 0);
+    off_t db0 = sb.st_size;
+    fg_store_stats_t stats;
+    int n = 0;
+    do { /* past a quarter (1000 pages), well below the whole */
+        submit_t sub = {.user = uid};
+        WRITE_OK(f->st, unit_submit, &sub);
+        fg_store_get_stats(f->st, &stats);
+        n++;
+    } while (stats.wal_pages < 1500 && n < 100000);
+    assert_true(stats.wal_pages >= 1500 && stats.wal_pages < 4000);
+    off_t db1 = db0;
+    for (int i = 0; i < 300 && db1 <= db0; i++) { /* up to 3 s */
+        usleep(10000);
+        assert_int_equal(stat(f->path, &sb), 0);
+        db1 = sb.st_size;
+    }
+    fprintf(stderr, "checkpointer: %d submissions, WAL %llu pages, database %lld -> %lld KiB\n", n,
+            (unsigned long long)stats.wal_pages, (long long)db0 / 1024, (long long)db1 / 1024);
+    assert_true(db1 > db0);
+    assert_int_equal(stats.checkpoints, 0); /* the writer did not complete one itself */
+}
+
 /* ------------------------------------------------------------------ async writes */
 
 #define ASYNC_N 2000
@@ -1860,6 +1896,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unit_rollback_and_snapshots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_group_commit_many_threads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_wal_stays_bounded, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checkpointer_copies_in_background, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_async, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failing_unit_in_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_commit_delay, setup, teardown),
