@@ -6,12 +6,16 @@
 # close, HEAD (no body), percent-decoded paths and query values, the body limits (a
 # declared 2 MiB body read and answered 413 on a kept connection; 20 MiB answered at
 # once and closed; a chunked body over 1 MiB 413), an oversized head 431, a bad request
-# line 400 and another HTTP version 505 (each closed), and a clean stop afterwards.
+# line 400 and another HTTP version 505 (each closed), and a clean stop afterwards. Also
+# that the server ran itself again with glibc.malloc.hugetlb=1 (src/server/main.c).
 set -euo pipefail
 BIN=${1:?usage: test_server_http.sh /path/to/fairgpu}
 source "$(dirname "$0")/lib_server.sh"
 server_start test_server_http "$BIN" --insecure-fast-password-hash --rate-limit 0 \
     --threads 2
+# it ran itself again, same pid, with transparent huge pages for its heap (main.c)
+tr '\0' '\n' <"/proc/$server_pid/environ" | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1' ||
+    { echo "the server did not run itself again with glibc.malloc.hugetlb=1" >&2; exit 1; }
 curl -fsS -X POST "$url/v1/users" -d '{"username":"alice","email":"a@x","password":"alice-password"}' >/dev/null
 token=$(curl -fsS -X POST "$url/v1/sessions" -d '{"username":"alice","password":"alice-password"}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
