@@ -1153,6 +1153,10 @@ int fg_store_open_sqlite(const char *path, const fg_store_opts_t *opts, fg_store
     st->ckpt = conn_open(st, false, errmsg);
     if (!st->ckpt)
         goto fail;
+    /* (said, not left to the build's default: a checkpoint that copied all of the WAL
+     * syncs the database before the WAL may restart over the frames it copied) */
+    if (pragma(st->ckpt, "PRAGMA synchronous = FULL", errmsg) != FG_STORE_OK)
+        goto fail;
     sqlite3_wal_hook(st->writer->db, wal_hook, st);
     if (pthread_create(&st->ckpt_thread, NULL, ckpt_main, st) != 0) {
         if (errmsg)
