@@ -79,6 +79,7 @@ typedef struct fg__account {
     int32_t pending; /* jobs */
     int64_t pending_gpus;
     int32_t run_head[FG_PRIO_HIGH + 1]; /* running jobs by class: slot or -1 */
+    fg_time_t last_start; /* latest start of any of its jobs (>= every running one's) */
 } fg__account_t;
 
 typedef struct fg__member {
@@ -287,6 +288,10 @@ struct fg_sched {
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
     fg__feas_memo_t feas_memo[16];
+    /* bit g (g = 1..8): a job of g GPUs of any type is feasible, while feas_any_gen ==
+     * node_gen (pass.c, feasible) */
+    uint32_t feas_any;
+    int64_t feas_any_gen;
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
@@ -318,7 +323,16 @@ struct fg_sched {
     size_t ndsnap, dsnap_cap;
     void *ent_blk; /* pass.c, entitlements: the last preemption search's */
     size_t ent_cap;
+    int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
+    size_t cand_cap;
+    /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
+     * depends on are off, so that a twin without them checks them */
+    bool plain;
 };
+
+/* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
+ * for the randomized tests, which declare it themselves */
+void fg__sched_set_plain(fg_sched_t *s, bool on);
 
 /* sched.c */
 void *fg__alloc(size_t n);

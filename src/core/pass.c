@@ -448,13 +448,24 @@ static __attribute__((noinline)) bool feasible_fill(fg_sched_t *s, const fg__job
     m->gen = s->node_gen;
     m->gpus = j->gpus;
     m->type = j->type;
+    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && !s->plain) {
+        if (s->feas_any_gen != s->node_gen) {
+            s->feas_any_gen = s->node_gen;
+            s->feas_any = 0;
+        }
+        s->feas_any |= 1u << j->gpus;
+    }
     return m->ok;
 }
 
 /* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
- * size and type get the same answer until a node is added or changes state. */
+ * size and type get the same answer until a node is added or changes state; the sizes
+ * of one node and any type found feasible are also a bit mask, read first. */
 static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && s->feas_any_gen == s->node_gen &&
+        (s->feas_any >> j->gpus & 1))
+        return true;
     fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
     if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type)
         feasible_fill(s, j, m);
@@ -901,9 +912,21 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     s->stamp++;
     const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
     const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
-    int32_t *cand = NULL;
-    size_t ncand = 0, cand_cap = 0;
+    /* (each node is a candidate at most once: room for all of them) */
+    if (s->cand_cap < s->nnodes)
+        s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
+    int32_t *cand = s->cand;
+    size_t ncand = 0;
     for (size_t a = 0; a < s->naccounts; a++) {
+        /* Under fair share no job of an account at or under its entitlement (not j's), nor
+         * of j's account when j's member holds all its running GPUs, is a legal victim
+         * (victim_ok); their lists are read only when one of their jobs may have started
+         * at `now` (last_start), which lowers *wake. */
+        if (why == FG_PREEMPT_FAIR_SHARE && s->accounts[a].last_start < now &&
+            ((int32_t)a != j->account ? (double)s->accounts[a].running <= e->ent_a[a] + 1e-9
+                                      : s->members[j->member].running == s->accounts[a].running) &&
+            !s->plain)
+            continue;
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
             if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
                 continue;
@@ -920,16 +943,13 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
                     nd->cand_pass = s->stamp;
-                    cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                     cand[ncand++] = al[k].node;
                 }
             }
         }
     }
-    if (!ncand) {
-        free(cand);
+    if (!ncand)
         return;
-    }
     /* whole-node jobs may also use nodes that are already entirely free */
     if (whole) {
         for (size_t n = 0; n < s->nnodes; n++) {
@@ -937,7 +957,6 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP && type_matches(j, nd->type) &&
                 nd->gpus >= FG_WHOLE_NODE_GPUS && nd->nfree == nd->gpus) {
                 nd->cand_pass = s->stamp;
-                cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                 cand[ncand++] = (int32_t)n;
             }
         }
@@ -996,7 +1015,6 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         if (nbest < need_nodes)
             nbest++;
     }
-    free(cand);
     if (nbest < need_nodes)
         return;
 
@@ -1267,6 +1285,12 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
             deferred_run(s, k + 1);
             return;
         }
+}
+
+void fg__sched_set_plain(fg_sched_t *s, bool on)
+{
+    s->plain = on;
+    s->feas_any = 0;
 }
 
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)

@@ -168,6 +168,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->lazy);
     free(s->peek_buf);
     free(s->ent_blk);
+    free(s->cand);
     free(s->claims);
     free(s);
 }
@@ -272,6 +273,7 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
         memset(a, 0, sizeof *a);
         snprintf(a->name, sizeof a->name, "%s", name);
         a->usage_at = INT64_MIN;
+        a->last_start = INT64_MIN;
         for (int c = 0; c <= FG_PRIO_HIGH; c++)
             a->run_head[c] = -1;
     }
@@ -289,15 +291,20 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
     return FG_OK;
 }
 
-int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
+/* The member `user` of account index a, or FG_ENOENT. */
+static int member_of(const fg_sched_t *s, int a, const char *user)
 {
-    int a = fg_sched_account_find(s, account);
     if (a < 0 || !user)
         return FG_ENOENT;
     for (size_t i = 0; i < s->nmembers; i++)
         if (s->members[i].account == a && !strcmp(s->members[i].user, user))
             return (int)i;
     return FG_ENOENT;
+}
+
+int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
+{
+    return member_of(s, fg_sched_account_find(s, account), user);
 }
 
 int fg_sched_member_set(fg_sched_t *s, const char *account, const char *user, double weight)
@@ -534,7 +541,7 @@ static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, int *acc, int *mem
     *acc = fg_sched_account_find(s, sp->account);
     if (*acc < 0)
         return FG_ENOENT;
-    *mem = fg_sched_member_find(s, sp->account, sp->user);
+    *mem = member_of(s, *acc, sp->user);
     if (*mem < 0)
         return FG_ENOENT;
     if (s->accounts[*acc].quota >= 0 && sp->gpus > s->accounts[*acc].quota)
@@ -684,6 +691,8 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     usage_touch(s, j->account, j->member, now);
     j->state = FG_JOB_RUNNING;
     j->start_time = now;
+    if (now > s->accounts[j->account].last_start)
+        s->accounts[j->account].last_start = now;
     if (s->cfg.policy == FG_POLICY_RR && s->nmembers)
         s->rr_next = (int32_t)(((size_t)j->member + 1) % s->nmembers);
     j->claim = 0;
@@ -935,8 +944,10 @@ int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type)
         if (gpu_type && gpu_type[0] && strcmp(s->types[nd->type].name, gpu_type))
             continue;
         have += nd->gpus >= per;
+        if (have >= need)
+            return FG_OK;
     }
-    return have >= need ? FG_OK : FG_ENOFIT;
+    return FG_ENOFIT;
 }
 
 /* ------------------------------------------------------------------ inspection */
