@@ -323,6 +323,8 @@ struct fg_sched {
     size_t ndsnap, dsnap_cap;
     void *ent_blk; /* pass.c, entitlements: the last preemption search's */
     size_t ent_cap;
+    int32_t *ent_order; /* pass.c, entitlements: the accounts in the last search's order */
+    size_t ent_order_n, ent_order_cap;
     int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
     /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
@@ -333,6 +335,12 @@ struct fg_sched {
 /* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
  * for the randomized tests, which declare it themselves */
 void fg__sched_set_plain(fg_sched_t *s, bool on);
+
+/* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
+ * w[i] into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept
+ * by the caller between calls (the same result, sorted from the last call's order) */
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx, int32_t *kept);
 
 /* sched.c */
 void *fg__alloc(size_t n);

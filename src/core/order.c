@@ -457,7 +457,8 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
                          fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
                          const int32_t *mem, const int32_t *const *qv, const int32_t *cur,
                          const int32_t *left, const int64_t *picked,
-                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt)
+                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt,
+                         int64_t *pkc)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
@@ -497,6 +498,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
             pk += j->gpus;
         }
         cnt[i] = q; /* (jobs read before its stop) */
+        pkc[i] = pk;
     }
     if (bi < 0)
         return limit;
@@ -520,6 +522,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
             pk += s->jobs[v[q]].gpus;
         }
         cnt[i] = q;
+        pkc[i] = pk;
         rank += q;
     }
     return rank < limit ? rank : limit;
@@ -583,19 +586,19 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     /* a min-heap by (key, account index) */
     heapify_keys(h, n);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
-        int64_t cnt[PEEK_MAX];
+        int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
         const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, mem,
-                                    qv, cur, left, picked, accept, ctx, cnt);
+                                    qv, cur, left, picked, accept, ctx, cnt, pkc);
         if (r == limit)
             return limit;
         int64_t c = 0;
-        for (int32_t i = 0; i < n0; i++)
-            for (int64_t q = 0; q < cnt[i]; q++) {
-                const int32_t slot = qv[i][cur[i]++];
-                skipped[c++] = slot;
-                picked[i] += s->jobs[slot].gpus;
-                left[i]--;
-            }
+        for (int32_t i = 0; i < n0; i++) { /* (pkc: picked past its cnt[i] jobs) */
+            memcpy(skipped + c, qv[i] + cur[i], sizeof *skipped * (size_t)cnt[i]);
+            c += cnt[i];
+            cur[i] += (int32_t)cnt[i];
+            left[i] -= (int32_t)cnt[i];
+            picked[i] = pkc[i];
+        }
         peek_move(s, o, n0, acct, mem, cur, left, picked);
         return r;
     }

@@ -169,6 +169,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->peek_buf);
     free(s->ent_blk);
     free(s->cand);
+    free(s->ent_order);
     free(s->claims);
     free(s);
 }

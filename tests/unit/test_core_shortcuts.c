@@ -35,8 +35,10 @@
 #include "fairgpu/core.h"
 #include "splitmix.h"
 
-/* the core's hook for tests (src/core/internal.h) */
+/* the core's hooks for tests (src/core/internal.h) */
 void fg__sched_set_plain(fg_sched_t *s, bool on);
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx, int32_t *kept);
 
 #define MAXJOBS 600
 
@@ -234,10 +236,43 @@ static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **
     assert_true(g_preempts > 0);
 }
 
+/* The accounts' water fill of a preemption search sorts from the last search's order
+ * (kept): after random changes of a few demands, the same bits as sorting from scratch.
+ * Demands and weights are small (many ties of d/w) or fractional (rounding). */
+static void test_the_kept_order_water_fill_gives_the_same_bits(void **state)
+{
+    (void)state;
+    enum { N = 24 };
+    static const double ws[] = {1.0, 1.0, 2.0, 3.0, 0.5, 1.5, 0.7, 3.1};
+    for (uint64_t seed = 1; seed <= 2000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 3;
+        const size_t n = (size_t)rnd(&r, 1, N);
+        double d[N], w[N], plain[N], fast[N];
+        int32_t idx[N], kept[N];
+        for (size_t i = 0; i < n; i++) {
+            w[i] = ws[rnd(&r, 0, 7)];
+            d[i] = (double)rnd(&r, 0, 12);
+            kept[i] = (int32_t)i;
+        }
+        for (int call = 0; call < 40; call++) {
+            const double cap = (double)rnd(&r, 0, 80);
+            fg__water_fill(n, d, w, cap, plain, idx, NULL);
+            fg__water_fill(n, d, w, cap, fast, idx, kept);
+            if (memcmp(plain, fast, sizeof *plain * n) != 0) {
+                print_error("water fill seed %llu, call %d\n", (unsigned long long)seed, call);
+                fail();
+            }
+            for (int64_t c = rnd(&r, 1, 3); c > 0; c--) /* a few demands change */
+                d[rnd(&r, 0, (int64_t)n - 1)] = (double)rnd(&r, 0, 12);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_shortcuts_decide_what_the_plain_computation_decides),
+        cmocka_unit_test(test_the_kept_order_water_fill_gives_the_same_bits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
