@@ -208,7 +208,9 @@ typedef struct fg__order {
     int32_t *mh;   /* fifo, priority, las: one heap of members */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
-    fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
+    fg__head_t *m_head;     /* fifo, priority, las: per member in the heap, its head job */
+    int32_t *act_a, *act_m; /* wfq: the accounts and members with pending jobs, ascending */
+    int32_t nact_a, nact_m;
     /* sizes the arrays above were made for, and per account / member the last inputs
      * of its usage term and the result (the term is recomputed only when one changed;
      * every order of a scheduler uses the memo of s->it) */
@@ -279,7 +281,11 @@ struct fg_sched {
     int32_t size_limit_hist[FG__SIZE_CLASSES][256];
     uint64_t size_limit_mask[FG__SIZE_CLASSES][4];
     int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
-    int32_t *blocked;                 /* job slots blocked this pass, in plan order */
+    /* accounts and members with pending jobs, as bit sets (bit i of word i / 64): the wfq
+     * order reads only those (order.c) */
+    uint64_t *act_a, *act_m;
+    size_t act_a_cap, act_m_cap; /* words */
+    int32_t *blocked;            /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
     /* walk-local memos (pass.c): placements known to fail, blocked reasons */
     fg__fail_t *fail; /* [0] any type, [1 + t] type t */
@@ -391,6 +397,9 @@ int32_t fg__type_get(fg_sched_t *s, const char *name);
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_free(fg__queue_t *q);
+
+/* sched.c: bit i of the set v (words, *cap of them) on or off */
+void fg__bit_set(uint64_t **v, size_t *cap, size_t i, bool on);
 
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);

@@ -53,6 +53,8 @@ void fg__order_free(fg__order_t *o)
     free(o->a_memo);
     free(o->m_memo);
     free(o->m_head);
+    free(o->act_a);
+    free(o->act_m);
     memset(o, 0, sizeof *o);
 }
 
@@ -103,6 +105,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
         o->m_head = re(o->m_head, nm * sizeof *o->m_head);
+        o->act_m = re(o->act_m, nm * sizeof *o->act_m);
         for (size_t i = o->cap_m; i < nm; i++)
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
         o->cap_m = nm;
@@ -117,14 +120,36 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
         o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
         o->a_memo = re(o->a_memo, na * sizeof *o->a_memo);
+        o->act_a = re(o->act_a, na * sizeof *o->act_a);
         for (size_t i = o->cap_a; i < na; i++)
             o->a_memo[i].now = INT64_MIN;
         o->cap_a = na;
     }
 }
 
+/* The set bits of v (cap words) below n, ascending, into out; returns how many. */
+static int32_t bits_list(const uint64_t *v, size_t cap, size_t n, int32_t *out)
+{
+    int32_t c = 0;
+    const size_t words = (n + 63) / 64 < cap ? (n + 63) / 64 : cap;
+    for (size_t w = 0; w < words; w++)
+        for (uint64_t b = v[w]; b; b &= b - 1) {
+            const size_t i = w * 64 + (size_t)__builtin_ctzll(b);
+            if (i < n)
+                out[c++] = (int32_t)i;
+        }
+    return c;
+}
+
+static bool bit_in(const uint64_t *v, size_t cap, size_t i)
+{
+    return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
+}
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
- * and accounts (o must be zeroed the first time). */
+ * and accounts (o must be zeroed the first time). Under wfq, the per-account and
+ * per-member entries are set only for those with pending jobs (act_a, act_m): no other
+ * is ever read (a key, a heap or a cursor is only for one with jobs in the band). */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 {
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
@@ -133,35 +158,45 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->band = -1;
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = 0;
-    for (size_t i = 0; i < s->naccounts; i++)
-        o->a_picked[i] = 0;
-    for (size_t i = 0; i < s->nmembers; i++)
-        o->m_picked[i] = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
-    if (s->cfg.policy != FG_POLICY_WFQ)
+    if (s->cfg.policy != FG_POLICY_WFQ) {
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->a_picked[i] = 0;
+        for (size_t i = 0; i < s->nmembers; i++)
+            o->m_picked[i] = 0;
         return;
+    }
+    o->nact_a = bits_list(s->act_a, s->act_a_cap, s->naccounts, o->act_a);
+    o->nact_m = bits_list(s->act_m, s->act_m_cap, s->nmembers, o->act_m);
+    if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->act_a[i] = (int32_t)i;
+        for (size_t i = 0; i < s->nmembers; i++)
+            o->act_m[i] = (int32_t)i;
+        o->nact_a = (int32_t)s->naccounts;
+        o->nact_m = (int32_t)s->nmembers;
+    }
     /* one memo of the usage terms for every order of s (they all compute the same
      * terms, a walk's and plan_next_walk's at the same time) */
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (size_t i = 0; i < s->naccounts; i++) {
+    for (int32_t k = 0; k < o->nact_a; k++) {
+        const int32_t i = o->act_a[k];
         const fg__account_t *a = &s->accounts[i];
-        /* (a key is computed only for an account or member with jobs in the band: the
-         * usage term of one with no pending job is never read) */
-        o->a_base[i] =
-            a->pending ? base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
-                             o->run_w * (double)a->running
-                       : 0.0;
+        o->a_picked[i] = 0;
+        o->a_base[i] = base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
+                       o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
-    for (size_t i = 0; i < s->nmembers; i++) {
+    for (int32_t k = 0; k < o->nact_m; k++) {
+        const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
-        o->m_base[i] = m->pending ? base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage,
-                                            m->usage_at, m->running, now) +
-                                        o->run_w * (double)m->running
-                                  : 0.0;
+        o->m_picked[i] = 0;
+        o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
+                               m->running, now) +
+                       o->run_w * (double)m->running;
         o->m_w[i] = m->weight;
     }
     /* members grouped by account (counting sort), ascending inside each account; kept
@@ -275,21 +310,39 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
-    for (size_t i = 0; i < s->naccounts; i++)
-        o->a_left[i] = 0;
-    for (size_t i = 0; i < s->nmembers; i++) {
-        const fg__queue_t *q = &s->members[i].q[b];
-        o->cursor[i] = q->head;
-        o->m_left[i] = q->len - q->head;
-        o->a_left[s->members[i].account] += o->m_left[i];
-        total += o->m_left[i];
+    const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
+    if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
+        for (int32_t k = 0; k < o->nact_a; k++)
+            o->a_left[o->act_a[k]] = 0;
+        for (int32_t k = 0; k < o->nact_m; k++) {
+            const int32_t i = o->act_m[k];
+            const fg__queue_t *q = &s->members[i].q[b];
+            o->cursor[i] = q->head;
+            o->m_left[i] = q->len - q->head;
+            o->a_left[s->members[i].account] += o->m_left[i];
+            total += o->m_left[i];
+        }
+    } else {
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->a_left[i] = 0;
+        for (size_t i = 0; i < s->nmembers; i++) {
+            const fg__queue_t *q = &s->members[i].q[b];
+            o->cursor[i] = q->head;
+            o->m_left[i] = q->len - q->head;
+            o->a_left[s->members[i].account] += o->m_left[i];
+            total += o->m_left[i];
+        }
     }
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = 0;
     if (!total)
         return 0;
-    if (s->cfg.policy == FG_POLICY_WFQ) {
-        for (size_t a = 0; a < s->naccounts; a++) {
+    if (wfq) {
+        const uint64_t *act_m = s->act_m;
+        const size_t act_m_cap = s->act_m_cap;
+        const bool all = s->plain; /* (tests: as if every member had pending jobs) */
+        for (int32_t ka = 0; ka < o->nact_a; ka++) {
+            const int32_t a = o->act_a[ka];
             if (!o->a_left[a]) { /* (none of its members has a job in the band) */
                 o->mh_cnt[a] = 0;
                 continue;
@@ -298,7 +351,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
-                if (o->m_left[m])
+                if ((all || bit_in(act_m, act_m_cap, (size_t)m)) && o->m_left[m])
                     h[n++] = (fg__hk_t){0.0, m};
             }
             o->mh_cnt[a] = n;
@@ -307,7 +360,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {

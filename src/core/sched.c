@@ -169,6 +169,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->peek_buf);
     free(s->ent_blk);
     free(s->cand);
+    free(s->act_a);
+    free(s->act_m);
     free(s->ent_order);
     free(s->claims);
     free(s);
@@ -488,6 +490,19 @@ bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_tim
     return whole_end == INT64_MIN || !size_may_end_by(s, FG__SIZE_WHOLE, whole_end, now);
 }
 
+void fg__bit_set(uint64_t **v, size_t *cap, size_t i, bool on)
+{
+    if (i / 64 >= *cap) {
+        size_t old = *cap;
+        *v = fg__grow(*v, cap, i / 64 + 1, sizeof **v);
+        memset(*v + old, 0, sizeof **v * (*cap - old));
+    }
+    if (on)
+        (*v)[i / 64] |= (uint64_t)1 << (i % 64);
+    else
+        (*v)[i / 64] &= ~((uint64_t)1 << (i % 64));
+}
+
 static void pending_add(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -495,9 +510,11 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     j->band = fg__job_band(s, j);
     fg__member_t *m = &s->members[j->member];
     fg__queue_insert(s, &m->q[j->band], slot);
-    m->pending++;
+    if (m->pending++ == 0)
+        fg__bit_set(&s->act_m, &s->act_m_cap, (size_t)j->member, true);
     m->pending_gpus += j->gpus;
-    s->accounts[j->account].pending++;
+    if (s->accounts[j->account].pending++ == 0)
+        fg__bit_set(&s->act_a, &s->act_a_cap, (size_t)j->account, true);
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
     s->limit_hist[limit_bucket(j->time_limit)]++;
@@ -512,9 +529,11 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     fg__member_t *m = &s->members[j->member];
     fg__queue_remove(s, &m->q[j->band], slot);
-    m->pending--;
+    if (--m->pending == 0)
+        fg__bit_set(&s->act_m, &s->act_m_cap, (size_t)j->member, false);
     m->pending_gpus -= j->gpus;
-    s->accounts[j->account].pending--;
+    if (--s->accounts[j->account].pending == 0)
+        fg__bit_set(&s->act_a, &s->act_a_cap, (size_t)j->account, false);
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
     s->limit_hist[limit_bucket(j->time_limit)]--;
@@ -1127,6 +1146,10 @@ void fg_sched_rebuild(fg_sched_t *s)
             nd->gpu_job[i] = -1;
     }
     s->npending = 0;
+    if (s->act_a_cap)
+        memset(s->act_a, 0, sizeof *s->act_a * s->act_a_cap);
+    if (s->act_m_cap)
+        memset(s->act_m, 0, sizeof *s->act_m * s->act_m_cap);
     memset(s->limit_hist, 0, sizeof s->limit_hist);
     memset(s->size_limit_hist, 0, sizeof s->size_limit_hist);
     memset(s->size_limit_mask, 0, sizeof s->size_limit_mask);

@@ -12,15 +12,20 @@
  *     when its member holds all the account's running GPUs, unless one of the account's
  *     jobs may have started at the time of the pass (such a job lowers next_wake);
  *   - feasible() answers from a bit mask of the sizes of one node, any type, already
- *     found feasible while no node was added or changed state.
+ *     found feasible while no node was added or changed state;
+ *   - the wfq order sets up (usage terms, weights, cursors, heaps) only the accounts and
+ *     members with pending jobs, kept as bit sets as jobs enter and leave the queues.
  * Sequences have three or four accounts of one to three members with weights, nodes of 8
  * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
- * class, short quanta and waits (many preemptions), and often a second pass at the same
- * time after new submissions (victims that started at that time). Skipping a list even
- * when one of its jobs started at the time of the pass fails first at seed 3; skipping
- * the waiting job's account whatever its members hold, at seed 3; skipping accounts up
- * to 1.5 GPUs over their entitlement, at seed 11; a mask kept across a node change, at
- * seed 2.
+ * class, cancels, short quanta and waits (many preemptions), and often a second pass at
+ * the same time after new submissions (victims that started at that time). Wrong
+ * versions and
+ * the first seed that fails: skipping a list even when one of its jobs started at the
+ * time of the pass, 2; skipping the waiting job's account whatever its members hold,
+ * 24; skipping accounts up to 1.5 GPUs over their entitlement, 34; taking accounts up
+ * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
+ * a node change, 2; a member marked as having pending jobs only at its second, 2; a
+ * member's stale count of jobs in the band read although it has none pending, 11.
  * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -193,6 +198,11 @@ static void run_sequence(uint64_t seed)
         for (fg_job_id_t id = 1; id < w.next_id; id++)
             if (w.running[id] && w.end_at[id] <= w.now)
                 end_attempt(&w, id, FG_END_COMPLETED);
+        for (int nc = (int)rnd(r, 0, 2); nc > 0 && w.next_id > 1; nc--) { /* cancels */
+            fg_job_id_t id = (fg_job_id_t)rnd(r, 1, (int64_t)w.next_id - 1);
+            int rc0 = fg_sched_cancel(w.s[0], id, w.now);
+            assert_int_equal(rc0, fg_sched_cancel(w.s[1], id, w.now));
+        }
         if (rnd(r, 0, 14) == 0) { /* a node goes down (its jobs are lost) or comes back */
             int n = (int)rnd(r, 0, w.nnodes - 1);
             fg_node_info_t ni;
