@@ -460,5 +460,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
                        bool move_all);
 void fg__order_free(fg__order_t *o);
+/* order.c, the look ahead: the least p >= p0 at which an account's key (base + p) / w
+ * comes after (bk, and on a tie when `tie`); INT64_MAX if none within 2^40 of p0 */
+int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
 #endif

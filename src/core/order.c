@@ -505,6 +505,56 @@ static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
  * `limit` jobs deep (a job's place in the merge is at least its place in its account's
  * queue); with none found, none of the first `limit` is taken (the band holds more than
  * `limit`). The keys are computed as the merge computes them. */
+/* Does an account's job read with p GPUs picked before it come after the best job found
+ * (key bk, local index bi): its key (base + p over w, as acct_key computes it) larger, or
+ * equal with an index after bi (`tie`)? */
+static inline bool key_after(double base, double w, double bk, bool tie, int64_t p)
+{
+    const double x = base + (double)p;
+    const double key = w == 1.0 ? x : x / w;
+    return key > bk || (key == bk && tie);
+}
+
+/* The least p >= p0 for which key_after holds: the key only grows with p (base + p and the
+ * division by w > 0 are monotone), so every job read with at least that many GPUs picked
+ * before it comes after the best, and none with fewer. From a guess (the inverse of the
+ * key), checked and moved by exact key_after answers: a step back while it still holds,
+ * else doubling and bisection. */
+int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0)
+{
+    if (key_after(base, w, bk, tie, p0))
+        return p0;
+    const int64_t far = (int64_t)1 << 40;
+    const double g = bk * w - base;
+    int64_t lo = p0, hi;
+    if (!(g < (double)(p0 + far)))
+        hi = p0 + far;
+    else if (g < (double)p0 + 1.0)
+        hi = p0 + 1;
+    else
+        hi = (int64_t)g + 1;
+    while (!key_after(base, w, bk, tie, hi)) { /* (not after at hi: past it) */
+        lo = hi;
+        if (hi - p0 > far)
+            return INT64_MAX; /* (no job of the band is that far) */
+        hi += hi - p0 + 1;
+    }
+    /* !key_after at lo, key_after at hi */
+    for (int k = 0; k < 2 && hi - lo > 1; k++) { /* the guess is mostly a step or two off */
+        if (!key_after(base, w, bk, tie, hi - 1))
+            return hi;
+        hi--;
+    }
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (key_after(base, w, bk, tie, mid))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
 static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
                          const fg_time_t *fit_end, const fg_time_t *whole_end, int32_t nwhole,
                          fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
@@ -532,13 +582,10 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
         const double w = o->a_w[a], base = o->a_base[a];
         const int32_t *v = qv[i] + cur[i];
         int64_t pk = picked[i], q = 0;
-        for (; q < cap; q++) {
-            if (bi >= 0) {
-                const double x = base + (double)pk;
-                const double key = w == 1.0 ? x : x / w;
-                if (key > bk || (key == bk && i > bi))
-                    break; /* this job and the rest of the account come after the best */
-            }
+        /* from `stop` GPUs picked on, this job and the rest of the account come after the
+         * best (fg__key_stop) */
+        const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
+        for (; q < cap && pk < stop; q++) {
             const fg__job_t *j = &s->jobs[v[q]];
             if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
                 const double x = base + (double)pk;

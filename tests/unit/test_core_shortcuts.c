@@ -26,6 +26,12 @@
  * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
  * member's stale count of jobs in the band read although it has none pending, 11.
+ * Two more tests check pieces on their own: the preemption search's water fill sorted
+ * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
+ * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
+ * (one past the first key after the best fails at seed 6 from the guess and at 104
+ * from the bisection, a tie taken the wrong way at 6; in the sequences of
+ * test_core_estimates, ignoring the account index on a tie fails at seed 1000065).
  * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -44,6 +50,7 @@
 void fg__sched_set_plain(fg_sched_t *s, bool on);
 void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
                     int32_t *idx, int32_t *kept);
+int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
 #define MAXJOBS 600
 
@@ -278,11 +285,49 @@ static void test_the_kept_order_water_fill_gives_the_same_bits(void **state)
     }
 }
 
+/* The look ahead's bound on an account's reading (fg__key_stop): the least p >= p0 whose
+ * key (base + p over w, as the order computes it) comes after a best key bk (or equals it,
+ * with `tie`), found from a guess; the same p as trying p0, p0 + 1, ... one by one. Keys
+ * of other accounts' jobs as best keys (exact ties), weights of 1 and fractional ones,
+ * bases from 0 to 10^9 (rounding). */
+static void test_the_look_aheads_bound_is_the_first_key_after_the_best(void **state)
+{
+    (void)state;
+    static const double ws[] = {1.0, 1.0, 2.0, 3.0, 0.5, 1.5, 0.7, 3.1, 0.3};
+    for (uint64_t seed = 1; seed <= 50000; seed++) {
+        uint64_t r = seed * 0x2545f4914f6cdd1dull + 5;
+        const double w = ws[rnd(&r, 0, 8)], w2 = ws[rnd(&r, 0, 8)];
+        const double scale = rnd(&r, 0, 2) == 0 ? 1e9 : rnd(&r, 0, 1) ? 1e3 : 1.0;
+        const double base = (double)rnd(&r, 0, 1000000) / 1000000.0 * scale;
+        const double base2 = (double)rnd(&r, 0, 1000000) / 1000000.0 * scale;
+        const int64_t p0 = rnd(&r, 0, 300), p2 = rnd(&r, 0, 600);
+        const bool tie = rnd(&r, 0, 1);
+        /* the best key: another account's key at some GPU count, or this one's */
+        const double x = rnd(&r, 0, 3) ? base2 + (double)p2 : base + (double)(p0 + p2);
+        const double wx = rnd(&r, 0, 3) ? w2 : w;
+        const double bk = wx == 1.0 ? x : x / wx;
+        int64_t want = p0;
+        for (; want < p0 + 100000; want++) {
+            const double y = base + (double)want;
+            const double key = w == 1.0 ? y : y / w;
+            if (key > bk || (key == bk && tie))
+                break;
+        }
+        const int64_t got = fg__key_stop(base, w, bk, tie, p0);
+        if (want < p0 + 100000 && got != want) {
+            print_error("key bound seed %llu: %lld, want %lld\n", (unsigned long long)seed,
+                        (long long)got, (long long)want);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_shortcuts_decide_what_the_plain_computation_decides),
         cmocka_unit_test(test_the_kept_order_water_fill_gives_the_same_bits),
+        cmocka_unit_test(test_the_look_aheads_bound_is_the_first_key_after_the_best),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
