@@ -178,6 +178,15 @@ typedef struct fg__type {
     int64_t fit_gen;
 } fg__type_t;
 
+/* A set of small indices (accounts, members): bit i of word i / 64, and the same
+ * indices as a list in ascending order (sched.c, fg__set_put). */
+typedef struct fg__set {
+    uint64_t *bits;
+    size_t words;
+    int32_t *list;
+    size_t n, cap;
+} fg__set_t;
+
 /* A member's head job as the oldest-first orders compare it. */
 typedef struct fg__head {
     fg_time_t submit_time;
@@ -281,11 +290,10 @@ struct fg_sched {
     int32_t size_limit_hist[FG__SIZE_CLASSES][256];
     uint64_t size_limit_mask[FG__SIZE_CLASSES][4];
     int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
-    /* accounts and members with pending jobs, as bit sets (bit i of word i / 64): the wfq
-     * order reads only those (order.c) */
-    uint64_t *act_a, *act_m;
-    size_t act_a_cap, act_m_cap; /* words */
-    int32_t *blocked;            /* job slots blocked this pass, in plan order */
+    /* accounts and members with pending jobs (fg__set_t): the wfq order reads only those
+     * (order.c) */
+    fg__set_t act_a, act_m;
+    int32_t *blocked; /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
     /* walk-local memos (pass.c): placements known to fail, blocked reasons */
     fg__fail_t *fail; /* [0] any type, [1 + t] type t */
@@ -398,8 +406,10 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_free(fg__queue_t *q);
 
-/* sched.c: bit i of the set v (words, *cap of them) on or off */
-void fg__bit_set(uint64_t **v, size_t *cap, size_t i, bool on);
+/* sched.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
+void fg__set_put(fg__set_t *v, size_t i, bool on);
+void fg__set_clear(fg__set_t *v);
+void fg__set_free(fg__set_t *v);
 
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);

@@ -127,20 +127,6 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
     }
 }
 
-/* The set bits of v (cap words) below n, ascending, into out; returns how many. */
-static int32_t bits_list(const uint64_t *v, size_t cap, size_t n, int32_t *out)
-{
-    int32_t c = 0;
-    const size_t words = (n + 63) / 64 < cap ? (n + 63) / 64 : cap;
-    for (size_t w = 0; w < words; w++)
-        for (uint64_t b = v[w]; b; b &= b - 1) {
-            const size_t i = w * 64 + (size_t)__builtin_ctzll(b);
-            if (i < n)
-                out[c++] = (int32_t)i;
-        }
-    return c;
-}
-
 static bool bit_in(const uint64_t *v, size_t cap, size_t i)
 {
     return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
@@ -167,8 +153,12 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
             o->m_picked[i] = 0;
         return;
     }
-    o->nact_a = bits_list(s->act_a, s->act_a_cap, s->naccounts, o->act_a);
-    o->nact_m = bits_list(s->act_m, s->act_m_cap, s->nmembers, o->act_m);
+    o->nact_a = (int32_t)s->act_a.n;
+    o->nact_m = (int32_t)s->act_m.n;
+    if (s->act_a.n) /* (a set never had a member: no list) */
+        memcpy(o->act_a, s->act_a.list, sizeof *o->act_a * s->act_a.n);
+    if (s->act_m.n)
+        memcpy(o->act_m, s->act_m.list, sizeof *o->act_m * s->act_m.n);
     if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
         for (size_t i = 0; i < s->naccounts; i++)
             o->act_a[i] = (int32_t)i;
@@ -338,8 +328,8 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
     if (!total)
         return 0;
     if (wfq) {
-        const uint64_t *act_m = s->act_m;
-        const size_t act_m_cap = s->act_m_cap;
+        const uint64_t *act_m = s->act_m.bits;
+        const size_t act_m_cap = s->act_m.words;
         const bool all = s->plain; /* (tests: as if every member had pending jobs) */
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka];

@@ -169,8 +169,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->peek_buf);
     free(s->ent_blk);
     free(s->cand);
-    free(s->act_a);
-    free(s->act_m);
+    fg__set_free(&s->act_a);
+    fg__set_free(&s->act_m);
     free(s->ent_order);
     free(s->claims);
     free(s);
@@ -490,17 +490,44 @@ bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_tim
     return whole_end == INT64_MIN || !size_may_end_by(s, FG__SIZE_WHOLE, whole_end, now);
 }
 
-void fg__bit_set(uint64_t **v, size_t *cap, size_t i, bool on)
+void fg__set_put(fg__set_t *v, size_t i, bool on)
 {
-    if (i / 64 >= *cap) {
-        size_t old = *cap;
-        *v = fg__grow(*v, cap, i / 64 + 1, sizeof **v);
-        memset(*v + old, 0, sizeof **v * (*cap - old));
+    if (i / 64 >= v->words) {
+        size_t old = v->words;
+        v->bits = fg__grow(v->bits, &v->words, i / 64 + 1, sizeof *v->bits);
+        memset(v->bits + old, 0, sizeof *v->bits * (v->words - old));
     }
-    if (on)
-        (*v)[i / 64] |= (uint64_t)1 << (i % 64);
-    else
-        (*v)[i / 64] &= ~((uint64_t)1 << (i % 64));
+    const uint64_t bit = (uint64_t)1 << (i % 64);
+    if (!(v->bits[i / 64] & bit) == !on)
+        return;      /* (already so) */
+    size_t p = v->n; /* the list's place of i: after every smaller index */
+    while (p > 0 && v->list[p - 1] >= (int32_t)i)
+        p--;
+    if (on) {
+        v->bits[i / 64] |= bit;
+        v->list = fg__grow(v->list, &v->cap, v->n + 1, sizeof *v->list);
+        memmove(v->list + p + 1, v->list + p, sizeof *v->list * (v->n - p));
+        v->list[p] = (int32_t)i;
+        v->n++;
+    } else {
+        v->bits[i / 64] &= ~bit;
+        memmove(v->list + p, v->list + p + 1, sizeof *v->list * (v->n - p - 1));
+        v->n--;
+    }
+}
+
+void fg__set_clear(fg__set_t *v)
+{
+    if (v->words)
+        memset(v->bits, 0, sizeof *v->bits * v->words);
+    v->n = 0;
+}
+
+void fg__set_free(fg__set_t *v)
+{
+    free(v->bits);
+    free(v->list);
+    memset(v, 0, sizeof *v);
 }
 
 static void pending_add(fg_sched_t *s, int32_t slot)
@@ -511,10 +538,10 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     fg__member_t *m = &s->members[j->member];
     fg__queue_insert(s, &m->q[j->band], slot);
     if (m->pending++ == 0)
-        fg__bit_set(&s->act_m, &s->act_m_cap, (size_t)j->member, true);
+        fg__set_put(&s->act_m, (size_t)j->member, true);
     m->pending_gpus += j->gpus;
     if (s->accounts[j->account].pending++ == 0)
-        fg__bit_set(&s->act_a, &s->act_a_cap, (size_t)j->account, true);
+        fg__set_put(&s->act_a, (size_t)j->account, true);
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
     s->limit_hist[limit_bucket(j->time_limit)]++;
@@ -530,10 +557,10 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     fg__member_t *m = &s->members[j->member];
     fg__queue_remove(s, &m->q[j->band], slot);
     if (--m->pending == 0)
-        fg__bit_set(&s->act_m, &s->act_m_cap, (size_t)j->member, false);
+        fg__set_put(&s->act_m, (size_t)j->member, false);
     m->pending_gpus -= j->gpus;
     if (--s->accounts[j->account].pending == 0)
-        fg__bit_set(&s->act_a, &s->act_a_cap, (size_t)j->account, false);
+        fg__set_put(&s->act_a, (size_t)j->account, false);
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
     s->limit_hist[limit_bucket(j->time_limit)]--;
@@ -1146,10 +1173,8 @@ void fg_sched_rebuild(fg_sched_t *s)
             nd->gpu_job[i] = -1;
     }
     s->npending = 0;
-    if (s->act_a_cap)
-        memset(s->act_a, 0, sizeof *s->act_a * s->act_a_cap);
-    if (s->act_m_cap)
-        memset(s->act_m, 0, sizeof *s->act_m * s->act_m_cap);
+    fg__set_clear(&s->act_a);
+    fg__set_clear(&s->act_m);
     memset(s->limit_hist, 0, sizeof s->limit_hist);
     memset(s->size_limit_hist, 0, sizeof s->size_limit_hist);
     memset(s->size_limit_mask, 0, sizeof s->size_limit_mask);

@@ -14,7 +14,8 @@
  *   - feasible() answers from a bit mask of the sizes of one node, any type, already
  *     found feasible while no node was added or changed state;
  *   - the wfq order sets up (usage terms, weights, cursors, heaps) only the accounts and
- *     members with pending jobs, kept as bit sets as jobs enter and leave the queues.
+ *     members with pending jobs, kept as sets (bits and an ascending list) as jobs enter
+ *     and leave the queues.
  * Sequences have three or four accounts of one to three members with weights, nodes of 8
  * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
  * class, cancels, short quanta and waits (many preemptions), and often a second pass at
@@ -25,7 +26,8 @@
  * 24; skipping accounts up to 1.5 GPUs over their entitlement, 34; taking accounts up
  * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
- * member's stale count of jobs in the band read although it has none pending, 11.
+ * member's stale count of jobs in the band read although it has none pending, 11; the
+ * list losing the index after the one taken out, 1.
  * Two more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
