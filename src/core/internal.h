@@ -347,7 +347,7 @@ struct fg_sched {
 };
 
 /* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
- * for the randomized tests, which declare it themselves */
+ * for the randomized tests (tests/unit/test_core_shortcuts.c) */
 void fg__sched_set_plain(fg_sched_t *s, bool on);
 
 /* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight

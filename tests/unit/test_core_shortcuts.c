@@ -28,12 +28,15 @@
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
  * member's stale count of jobs in the band read although it has none pending, 11; the
  * list losing the index after the one taken out, 1.
- * Two more tests check pieces on their own: the preemption search's water fill sorted
+ * Three more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
  * (one past the first key after the best fails at seed 6 from the guess and at 104
  * from the bisection, a tie taken the wrong way at 6; in the sequences of
- * test_core_estimates, ignoring the account index on a tie fails at seed 1000065).
+ * test_core_estimates, ignoring the account index on a tie fails at seed 1000065), and
+ * the k smallest whole-node keys off a tree's leaves, fg__tree_smallest (a key equal to
+ * the k-th taken in place of the earlier node fails at seed 2, an infinite key among the
+ * first k at seed 1).
  * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -45,14 +48,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* the hooks for tests and the trees (fg__sched_set_plain, ...) */
 #include "fairgpu/core.h"
 #include "splitmix.h"
-
-/* the core's hooks for tests (src/core/internal.h) */
-void fg__sched_set_plain(fg_sched_t *s, bool on);
-void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                    int32_t *idx, int32_t *kept);
-int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
 #define MAXJOBS 600
 
@@ -324,12 +322,66 @@ static void test_the_look_aheads_bound_is_the_first_key_after_the_best(void **st
     }
 }
 
+/* A claim of k whole nodes picks the k nodes with the smallest finite whole-node key by
+ * (key, position) off the tree's leaves (fg__tree_smallest): the first k finite keys
+ * sorted, then only keys below the k-th. The same nodes, in the same order, and the same
+ * k-th key as sorting every finite (key, position) pair. Keys from a few values (ties),
+ * some infinite (nodes out of the tree), 1 to 70 nodes. */
+static void test_the_smallest_whole_node_keys_are_those_of_a_full_sort(void **state)
+{
+    (void)state;
+    enum { NMAX = 70, KMAX = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS };
+    for (uint64_t seed = 1; seed <= 20000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 17;
+        fg__type_t ty;
+        memset(&ty, 0, sizeof ty);
+        ty.n = (int32_t)rnd(&r, 1, NMAX);
+        ty.tsize = 512;
+        ty.tinner = 73;
+        int64_t tree[FG__TREE_KEYS * (73 + 512)];
+        int32_t ids[NMAX];
+        ty.tree = tree;
+        ty.nodes = ids;
+        const int64_t span = ty.tinner + ty.tsize;
+        int64_t *leaf = &tree[(FG__TREE_KEYS - 1) * span + ty.tinner];
+        const int64_t spread = rnd(&r, 1, 3) == 1 ? 3 : 1000;
+        for (int32_t p = 0; p < ty.n; p++) {
+            ids[p] = 100 + p;
+            leaf[p] = rnd(&r, 0, 5) == 0 ? FG__INF : rnd(&r, 0, spread);
+        }
+        const int32_t k = (int32_t)rnd(&r, 1, KMAX);
+        int32_t got_nodes[KMAX], want_nodes[NMAX];
+        int64_t kth = 0;
+        const int32_t got = fg__tree_smallest(&ty, FG__TREE_KEYS - 1, k, got_nodes, &kth);
+        /* the plain way: every finite pair, sorted by (key, position) */
+        int32_t m = 0;
+        for (int32_t p = 0; p < ty.n; p++)
+            if (leaf[p] != FG__INF) {
+                int32_t q = m++;
+                while (q > 0 && leaf[want_nodes[q - 1]] > leaf[p]) {
+                    want_nodes[q] = want_nodes[q - 1];
+                    q--;
+                }
+                want_nodes[q] = p;
+            }
+        const int32_t want = m < k ? m : k;
+        bool same = got == want && kth == (want ? leaf[want_nodes[want - 1]] : FG__INF);
+        for (int32_t c = 0; same && c < want; c++)
+            same = got_nodes[c] == ids[want_nodes[c]];
+        if (!same) {
+            print_error("smallest keys seed %llu\n", (unsigned long long)seed);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_the_shortcuts_decide_what_the_plain_computation_decides),
         cmocka_unit_test(test_the_kept_order_water_fill_gives_the_same_bits),
         cmocka_unit_test(test_the_look_aheads_bound_is_the_first_key_after_the_best),
+        cmocka_unit_test(test_the_smallest_whole_node_keys_are_those_of_a_full_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
