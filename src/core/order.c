@@ -469,18 +469,38 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
 
 enum { FG__PEEK_MAX = 64 }; /* most accounts fg__order_peek merges */
 
+/* peek_rejects' bounds, made once per look: lim[g] = fit_end[g] - now (a job of g GPUs
+ * ends after fit_end[g] iff its time limit is above it; time limits are at least 1, so
+ * "none fits" is 0 and "any end" INT64_MAX), and whether every pending job is eligible
+ * (no backoff ends after now: s->max_eligible), so that eligibility is not read. */
+typedef struct peek_test {
+    fg_time_t lim[FG_WHOLE_NODE_GPUS + 1];
+    bool all_eligible;
+} peek_test_t;
+
+static void peek_test_fill(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t now,
+                           peek_test_t *pt)
+{
+    pt->lim[0] = 0;
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
+        pt->lim[g] = fit_end[g] == FG__INF     ? INT64_MAX
+                     : fit_end[g] == INT64_MIN ? 0
+                                               : fit_end[g] - now;
+    pt->all_eligible = s->max_eligible <= now;
+}
+
 /* fg__order_peek's test without asking: job j is pending, eligible and cannot fit (of any
  * type on one node: it ends after fit_end[g]; of k whole nodes, with nwhole >= 0: unless
  * k <= nwhole and it ends by whole_end[k - 1]). Any other job is asked about. */
-static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
+static inline bool peek_rejects(const fg__job_t *j, const peek_test_t *pt,
                                 const fg_time_t *whole_end, int32_t nwhole, fg_time_t now)
 {
-    const fg_time_t end = now + j->time_limit;
-    return j->state == FG_JOB_PENDING && j->eligible_time <= now &&
+    return j->state == FG_JOB_PENDING && (pt->all_eligible || j->eligible_time <= now) &&
            (j->gpus <= FG_WHOLE_NODE_GPUS
-                ? j->type < 0 && end > fit_end[j->gpus]
-                : nwhole >= 0 && !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
-                                   end <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
+                ? j->type < 0 && j->time_limit > pt->lim[j->gpus]
+                : nwhole >= 0 &&
+                      !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
+                        now + j->time_limit <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
 }
 
 /* For fg__order_peek without its merge: the place r in the merge of the first job it
@@ -545,13 +565,12 @@ int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0)
     return hi;
 }
 
-static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
-                         const fg_time_t *fit_end, const fg_time_t *whole_end, int32_t nwhole,
-                         fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
-                         const int32_t *mem, const int32_t *const *qv, const int32_t *cur,
-                         const int32_t *left, const int64_t *picked,
-                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt,
-                         int64_t *pkc)
+static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, const peek_test_t *pt,
+                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
+                         const fg__hk_t *h, int32_t n0, const int32_t *acct, const int32_t *mem,
+                         const int32_t *const *qv, const int32_t *cur, const int32_t *left,
+                         const int64_t *picked, bool (*accept)(fg_sched_t *, int32_t, void *),
+                         void *ctx, int64_t *cnt, int64_t *pkc)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
@@ -577,7 +596,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
         const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
         for (; q < cap && pk < stop; q++) {
             const fg__job_t *j = &s->jobs[v[q]];
-            if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
+            if (!peek_rejects(j, pt, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
                 const double x = base + (double)pk;
                 bi = i;
                 bp = q;
@@ -675,10 +694,12 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     int32_t n = n0;
     /* a min-heap by (key, account index) */
     heapify_keys(h, n);
+    peek_test_t pt;
+    peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
         int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
-        const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, mem,
-                                    qv, cur, left, picked, accept, ctx, cnt, pkc);
+        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
+                                    cur, left, picked, accept, ctx, cnt, pkc);
         if (r == limit)
             return limit;
         int64_t c = 0;
@@ -696,7 +717,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         const int32_t i = h[0].id, a = acct[i];
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
-        if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, slot, ctx)) {
+        if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
             peek_move(s, o, n0, acct, mem, cur, left, picked);
             return count;
         }
