@@ -281,12 +281,26 @@ int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *node
     int32_t got = 0;
     if (k > FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS)
         k = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS;
-    for (int32_t p = 0; p < t->n && k > 0; p++) {
+    int32_t p = 0;
+    for (; p < t->n && got < k; p++) { /* the first k finite values, sorted */
+        const int64_t x = leaf[p];
+        if (x == FG__INF)
+            continue;
+        int32_t q = got++;
+        while (q > 0 && v[q - 1] > x) {
+            v[q] = v[q - 1];
+            nodes[q] = nodes[q - 1];
+            q--;
+        }
+        v[q] = x;
+        nodes[q] = p;
+    }
+    for (; p < t->n && got == k && k > 0; p++) { /* then those below the k-th (not FG__INF) */
         const int64_t x = leaf[p];
         /* (positions come in order: an equal value already kept is before this one) */
-        if (x == FG__INF || (got == k && x >= v[k - 1]))
+        if (x >= v[k - 1])
             continue;
-        int32_t q = got < k ? got++ : k - 1;
+        int32_t q = k - 1;
         while (q > 0 && v[q - 1] > x) {
             v[q] = v[q - 1];
             nodes[q] = nodes[q - 1];

@@ -79,6 +79,7 @@ typedef struct fg__account {
     int32_t pending; /* jobs */
     int64_t pending_gpus;
     int32_t run_head[FG_PRIO_HIGH + 1]; /* running jobs by class: slot or -1 */
+    fg_time_t last_start; /* latest start of any of its jobs (>= every running one's) */
 } fg__account_t;
 
 typedef struct fg__member {
@@ -177,6 +178,15 @@ typedef struct fg__type {
     int64_t fit_gen;
 } fg__type_t;
 
+/* A set of small indices (accounts, members): bit i of word i / 64, and the same
+ * indices as a list in ascending order (sched.c, fg__set_put). */
+typedef struct fg__set {
+    uint64_t *bits;
+    size_t words;
+    int32_t *list;
+    size_t n, cap;
+} fg__set_t;
+
 /* A member's head job as the oldest-first orders compare it. */
 typedef struct fg__head {
     fg_time_t submit_time;
@@ -207,7 +217,9 @@ typedef struct fg__order {
     int32_t *mh;   /* fifo, priority, las: one heap of members */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
     int32_t *members_by_acct;
-    fg__head_t *m_head; /* fifo, priority, las: per member in the heap, its head job */
+    fg__head_t *m_head;     /* fifo, priority, las: per member in the heap, its head job */
+    int32_t *act_a, *act_m; /* wfq: the accounts and members with pending jobs, ascending */
+    int32_t nact_a, nact_m;
     /* sizes the arrays above were made for, and per account / member the last inputs
      * of its usage term and the result (the term is recomputed only when one changed;
      * every order of a scheduler uses the memo of s->it) */
@@ -285,7 +297,10 @@ struct fg_sched {
     int32_t size_limit_hist[FG__SIZE_CLASSES][256];
     uint64_t size_limit_mask[FG__SIZE_CLASSES][4];
     int64_t band_pending[FG__NBANDS]; /* pending jobs per band (all members' queues) */
-    int32_t *blocked;                 /* job slots blocked this pass, in plan order */
+    /* accounts and members with pending jobs (fg__set_t): the wfq order reads only those
+     * (order.c) */
+    fg__set_t act_a, act_m;
+    int32_t *blocked; /* job slots blocked this pass, in plan order */
     size_t nblocked, blocked_cap;
     /* walk-local memos (pass.c): placements known to fail, blocked reasons */
     fg__fail_t *fail; /* [0] any type, [1 + t] type t */
@@ -294,6 +309,10 @@ struct fg_sched {
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
     fg__feas_memo_t feas_memo[16];
+    /* bit g (g = 1..8): a job of g GPUs of any type is feasible, while feas_any_gen ==
+     * node_gen (pass.c, feasible) */
+    uint32_t feas_any;
+    int64_t feas_any_gen;
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
@@ -325,7 +344,24 @@ struct fg_sched {
     size_t ndsnap, dsnap_cap;
     void *ent_blk; /* pass.c, entitlements: the last preemption search's */
     size_t ent_cap;
+    int32_t *ent_order; /* pass.c, entitlements: the accounts in the last search's order */
+    size_t ent_order_n, ent_order_cap;
+    int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
+    size_t cand_cap;
+    /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
+     * depends on are off, so that a twin without them checks them */
+    bool plain;
 };
+
+/* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
+ * for the randomized tests (tests/unit/test_core_shortcuts.c) */
+void fg__sched_set_plain(fg_sched_t *s, bool on);
+
+/* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
+ * w[i] into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept
+ * by the caller between calls (the same result, sorted from the last call's order) */
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx, int32_t *kept);
 
 /* sched.c */
 void *fg__alloc(size_t n);
@@ -376,6 +412,11 @@ int32_t fg__type_get(fg_sched_t *s, const char *name);
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_free(fg__queue_t *q);
+
+/* sched.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
+void fg__set_put(fg__set_t *v, size_t i, bool on);
+void fg__set_clear(fg__set_t *v);
+void fg__set_free(fg__set_t *v);
 
 /* order.c */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
@@ -436,5 +477,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
                        bool move_all);
 void fg__order_free(fg__order_t *o);
+/* order.c, the look ahead: the least p >= p0 at which an account's key (base + p) / w
+ * comes after (bk, and on a tie when `tie`); INT64_MAX if none within 2^40 of p0 */
+int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
 #endif

@@ -53,6 +53,8 @@ void fg__order_free(fg__order_t *o)
     free(o->a_memo);
     free(o->m_memo);
     free(o->m_head);
+    free(o->act_a);
+    free(o->act_m);
     memset(o, 0, sizeof *o);
 }
 
@@ -103,6 +105,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
         o->m_head = re(o->m_head, nm * sizeof *o->m_head);
+        o->act_m = re(o->act_m, nm * sizeof *o->act_m);
         for (size_t i = o->cap_m; i < nm; i++)
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
         o->cap_m = nm;
@@ -117,14 +120,22 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
         o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
         o->a_memo = re(o->a_memo, na * sizeof *o->a_memo);
+        o->act_a = re(o->act_a, na * sizeof *o->act_a);
         for (size_t i = o->cap_a; i < na; i++)
             o->a_memo[i].now = INT64_MIN;
         o->cap_a = na;
     }
 }
 
+static bool bit_in(const uint64_t *v, size_t cap, size_t i)
+{
+    return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
+}
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
- * and accounts (o must be zeroed the first time). */
+ * and accounts (o must be zeroed the first time). Under wfq, the per-account and
+ * per-member entries are set only for those with pending jobs (act_a, act_m): no other
+ * is ever read (a key, a heap or a cursor is only for one with jobs in the band). */
 void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 {
     size_t nm = s->nmembers ? s->nmembers : 1, na = s->naccounts ? s->naccounts : 1;
@@ -133,35 +144,49 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->band = -1;
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = 0;
-    for (size_t i = 0; i < s->naccounts; i++)
-        o->a_picked[i] = 0;
-    for (size_t i = 0; i < s->nmembers; i++)
-        o->m_picked[i] = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
-    if (s->cfg.policy != FG_POLICY_WFQ)
+    if (s->cfg.policy != FG_POLICY_WFQ) {
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->a_picked[i] = 0;
+        for (size_t i = 0; i < s->nmembers; i++)
+            o->m_picked[i] = 0;
         return;
+    }
+    o->nact_a = (int32_t)s->act_a.n;
+    o->nact_m = (int32_t)s->act_m.n;
+    if (s->act_a.n) /* (a set never had a member: no list) */
+        memcpy(o->act_a, s->act_a.list, sizeof *o->act_a * s->act_a.n);
+    if (s->act_m.n)
+        memcpy(o->act_m, s->act_m.list, sizeof *o->act_m * s->act_m.n);
+    if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->act_a[i] = (int32_t)i;
+        for (size_t i = 0; i < s->nmembers; i++)
+            o->act_m[i] = (int32_t)i;
+        o->nact_a = (int32_t)s->naccounts;
+        o->nact_m = (int32_t)s->nmembers;
+    }
     /* one memo of the usage terms for every order of s (they all compute the same
      * terms, a walk's and plan_next_walk's at the same time) */
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (size_t i = 0; i < s->naccounts; i++) {
+    for (int32_t k = 0; k < o->nact_a; k++) {
+        const int32_t i = o->act_a[k];
         const fg__account_t *a = &s->accounts[i];
-        /* (a key is computed only for an account or member with jobs in the band: the
-         * usage term of one with no pending job is never read) */
-        o->a_base[i] =
-            a->pending ? base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
-                             o->run_w * (double)a->running
-                       : 0.0;
+        o->a_picked[i] = 0;
+        o->a_base[i] = base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
+                       o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
-    for (size_t i = 0; i < s->nmembers; i++) {
+    for (int32_t k = 0; k < o->nact_m; k++) {
+        const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
-        o->m_base[i] = m->pending ? base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage,
-                                            m->usage_at, m->running, now) +
-                                        o->run_w * (double)m->running
-                                  : 0.0;
+        o->m_picked[i] = 0;
+        o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
+                               m->running, now) +
+                       o->run_w * (double)m->running;
         o->m_w[i] = m->weight;
     }
     /* members grouped by account (counting sort), ascending inside each account; kept
@@ -275,21 +300,39 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
-    for (size_t i = 0; i < s->naccounts; i++)
-        o->a_left[i] = 0;
-    for (size_t i = 0; i < s->nmembers; i++) {
-        const fg__queue_t *q = &s->members[i].q[b];
-        o->cursor[i] = q->head;
-        o->m_left[i] = q->len - q->head;
-        o->a_left[s->members[i].account] += o->m_left[i];
-        total += o->m_left[i];
+    const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
+    if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
+        for (int32_t k = 0; k < o->nact_a; k++)
+            o->a_left[o->act_a[k]] = 0;
+        for (int32_t k = 0; k < o->nact_m; k++) {
+            const int32_t i = o->act_m[k];
+            const fg__queue_t *q = &s->members[i].q[b];
+            o->cursor[i] = q->head;
+            o->m_left[i] = q->len - q->head;
+            o->a_left[s->members[i].account] += o->m_left[i];
+            total += o->m_left[i];
+        }
+    } else {
+        for (size_t i = 0; i < s->naccounts; i++)
+            o->a_left[i] = 0;
+        for (size_t i = 0; i < s->nmembers; i++) {
+            const fg__queue_t *q = &s->members[i].q[b];
+            o->cursor[i] = q->head;
+            o->m_left[i] = q->len - q->head;
+            o->a_left[s->members[i].account] += o->m_left[i];
+            total += o->m_left[i];
+        }
     }
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = 0;
     if (!total)
         return 0;
-    if (s->cfg.policy == FG_POLICY_WFQ) {
-        for (size_t a = 0; a < s->naccounts; a++) {
+    if (wfq) {
+        const uint64_t *act_m = s->act_m.bits;
+        const size_t act_m_cap = s->act_m.words;
+        const bool all = s->plain; /* (tests: as if every member had pending jobs) */
+        for (int32_t ka = 0; ka < o->nact_a; ka++) {
+            const int32_t a = o->act_a[ka];
             if (!o->a_left[a]) { /* (none of its members has a job in the band) */
                 o->mh_cnt[a] = 0;
                 continue;
@@ -298,7 +341,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
-                if (o->m_left[m])
+                if ((all || bit_in(act_m, act_m_cap, (size_t)m)) && o->m_left[m])
                     h[n++] = (fg__hk_t){0.0, m};
             }
             o->mh_cnt[a] = n;
@@ -307,7 +350,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, (int32_t)a), (int32_t)a};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
@@ -426,18 +469,38 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
 
 enum { FG__PEEK_MAX = 64 }; /* most accounts fg__order_peek merges */
 
+/* peek_rejects' bounds, made once per look: lim[g] = fit_end[g] - now (a job of g GPUs
+ * ends after fit_end[g] iff its time limit is above it; time limits are at least 1, so
+ * "none fits" is 0 and "any end" INT64_MAX), and whether every pending job is eligible
+ * (no backoff ends after now: s->max_eligible), so that eligibility is not read. */
+typedef struct peek_test {
+    fg_time_t lim[FG_WHOLE_NODE_GPUS + 1];
+    bool all_eligible;
+} peek_test_t;
+
+static void peek_test_fill(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t now,
+                           peek_test_t *pt)
+{
+    pt->lim[0] = 0;
+    for (int g = 1; g <= FG_WHOLE_NODE_GPUS; g++)
+        pt->lim[g] = fit_end[g] == FG__INF     ? INT64_MAX
+                     : fit_end[g] == INT64_MIN ? 0
+                                               : fit_end[g] - now;
+    pt->all_eligible = s->max_eligible <= now;
+}
+
 /* fg__order_peek's test without asking: job j is pending, eligible and cannot fit (of any
  * type on one node: it ends after fit_end[g]; of k whole nodes, with nwhole >= 0: unless
  * k <= nwhole and it ends by whole_end[k - 1]). Any other job is asked about. */
-static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
+static inline bool peek_rejects(const fg__job_t *j, const peek_test_t *pt,
                                 const fg_time_t *whole_end, int32_t nwhole, fg_time_t now)
 {
-    const fg_time_t end = now + j->time_limit;
-    return j->state == FG_JOB_PENDING && j->eligible_time <= now &&
+    return j->state == FG_JOB_PENDING && (pt->all_eligible || j->eligible_time <= now) &&
            (j->gpus <= FG_WHOLE_NODE_GPUS
-                ? j->type < 0 && end > fit_end[j->gpus]
-                : nwhole >= 0 && !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
-                                   end <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
+                ? j->type < 0 && j->time_limit > pt->lim[j->gpus]
+                : nwhole >= 0 &&
+                      !(j->gpus / FG_WHOLE_NODE_GPUS <= nwhole &&
+                        now + j->time_limit <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
 }
 
 /* For fg__order_peek without its merge: the place r in the merge of the first job it
@@ -452,12 +515,62 @@ static inline bool peek_rejects(const fg__job_t *j, const fg_time_t *fit_end,
  * `limit` jobs deep (a job's place in the merge is at least its place in its account's
  * queue); with none found, none of the first `limit` is taken (the band holds more than
  * `limit`). The keys are computed as the merge computes them. */
-static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
-                         const fg_time_t *fit_end, const fg_time_t *whole_end, int32_t nwhole,
-                         fg_time_t now, const fg__hk_t *h, int32_t n0, const int32_t *acct,
-                         const int32_t *mem, const int32_t *const *qv, const int32_t *cur,
-                         const int32_t *left, const int64_t *picked,
-                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt)
+/* Does an account's job read with p GPUs picked before it come after the best job found
+ * (key bk, local index bi): its key (base + p over w, as acct_key computes it) larger, or
+ * equal with an index after bi (`tie`)? */
+static inline bool key_after(double base, double w, double bk, bool tie, int64_t p)
+{
+    const double x = base + (double)p;
+    const double key = w == 1.0 ? x : x / w;
+    return key > bk || (key == bk && tie);
+}
+
+/* The least p >= p0 for which key_after holds: the key only grows with p (base + p and the
+ * division by w > 0 are monotone), so every job read with at least that many GPUs picked
+ * before it comes after the best, and none with fewer. From a guess (the inverse of the
+ * key), checked and moved by exact key_after answers: a step back while it still holds,
+ * else doubling and bisection. */
+int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0)
+{
+    if (key_after(base, w, bk, tie, p0))
+        return p0;
+    const int64_t far = (int64_t)1 << 40;
+    const double g = bk * w - base;
+    int64_t lo = p0, hi;
+    if (!(g < (double)(p0 + far)))
+        hi = p0 + far;
+    else if (g < (double)p0 + 1.0)
+        hi = p0 + 1;
+    else
+        hi = (int64_t)g + 1;
+    while (!key_after(base, w, bk, tie, hi)) { /* (not after at hi: past it) */
+        lo = hi;
+        if (hi - p0 > far)
+            return INT64_MAX; /* (no job of the band is that far) */
+        hi += hi - p0 + 1;
+    }
+    /* !key_after at lo, key_after at hi */
+    for (int k = 0; k < 2 && hi - lo > 1; k++) { /* the guess is mostly a step or two off */
+        if (!key_after(base, w, bk, tie, hi - 1))
+            return hi;
+        hi--;
+    }
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (key_after(base, w, bk, tie, mid))
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, const peek_test_t *pt,
+                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
+                         const fg__hk_t *h, int32_t n0, const int32_t *acct, const int32_t *mem,
+                         const int32_t *const *qv, const int32_t *cur, const int32_t *left,
+                         const int64_t *picked, bool (*accept)(fg_sched_t *, int32_t, void *),
+                         void *ctx, int64_t *cnt, int64_t *pkc)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
@@ -478,15 +591,12 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
         const double w = o->a_w[a], base = o->a_base[a];
         const int32_t *v = qv[i] + cur[i];
         int64_t pk = picked[i], q = 0;
-        for (; q < cap; q++) {
-            if (bi >= 0) {
-                const double x = base + (double)pk;
-                const double key = w == 1.0 ? x : x / w;
-                if (key > bk || (key == bk && i > bi))
-                    break; /* this job and the rest of the account come after the best */
-            }
+        /* from `stop` GPUs picked on, this job and the rest of the account come after the
+         * best (fg__key_stop) */
+        const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
+        for (; q < cap && pk < stop; q++) {
             const fg__job_t *j = &s->jobs[v[q]];
-            if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
+            if (!peek_rejects(j, pt, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
                 const double x = base + (double)pk;
                 bi = i;
                 bp = q;
@@ -497,6 +607,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
             pk += j->gpus;
         }
         cnt[i] = q; /* (jobs read before its stop) */
+        pkc[i] = pk;
     }
     if (bi < 0)
         return limit;
@@ -520,6 +631,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit,
             pk += s->jobs[v[q]].gpus;
         }
         cnt[i] = q;
+        pkc[i] = pk;
         rank += q;
     }
     return rank < limit ? rank : limit;
@@ -582,20 +694,22 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     int32_t n = n0;
     /* a min-heap by (key, account index) */
     heapify_keys(h, n);
+    peek_test_t pt;
+    peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
-        int64_t cnt[PEEK_MAX];
-        const int64_t r = peek_find(s, o, limit, fit_end, whole_end, nwhole, now, h, n0, acct, mem,
-                                    qv, cur, left, picked, accept, ctx, cnt);
+        int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
+        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
+                                    cur, left, picked, accept, ctx, cnt, pkc);
         if (r == limit)
             return limit;
         int64_t c = 0;
-        for (int32_t i = 0; i < n0; i++)
-            for (int64_t q = 0; q < cnt[i]; q++) {
-                const int32_t slot = qv[i][cur[i]++];
-                skipped[c++] = slot;
-                picked[i] += s->jobs[slot].gpus;
-                left[i]--;
-            }
+        for (int32_t i = 0; i < n0; i++) { /* (pkc: picked past its cnt[i] jobs) */
+            memcpy(skipped + c, qv[i] + cur[i], sizeof *skipped * (size_t)cnt[i]);
+            c += cnt[i];
+            cur[i] += (int32_t)cnt[i];
+            left[i] -= (int32_t)cnt[i];
+            picked[i] = pkc[i];
+        }
         peek_move(s, o, n0, acct, mem, cur, left, picked);
         return r;
     }
@@ -603,7 +717,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         const int32_t i = h[0].id, a = acct[i];
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
-        if (!peek_rejects(j, fit_end, whole_end, nwhole, now) && accept(s, slot, ctx)) {
+        if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
             peek_move(s, o, n0, acct, mem, cur, left, picked);
             return count;
         }

@@ -448,13 +448,24 @@ static __attribute__((noinline)) bool feasible_fill(fg_sched_t *s, const fg__job
     m->gen = s->node_gen;
     m->gpus = j->gpus;
     m->type = j->type;
+    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && !s->plain) {
+        if (s->feas_any_gen != s->node_gen) {
+            s->feas_any_gen = s->node_gen;
+            s->feas_any = 0;
+        }
+        s->feas_any |= 1u << j->gpus;
+    }
     return m->ok;
 }
 
 /* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
- * size and type get the same answer until a node is added or changes state. */
+ * size and type get the same answer until a node is added or changes state; the sizes
+ * of one node and any type found feasible are also a bit mask, read first. */
 static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && s->feas_any_gen == s->node_gen &&
+        (s->feas_any >> j->gpus & 1))
+        return true;
     fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
     if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type)
         feasible_fill(s, j, m);
@@ -629,27 +640,54 @@ typedef struct ent_calc {
     bool done;
 } ent_calc_t;
 
-/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i]. */
-static void water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                       int32_t *idx)
+/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i].
+ * Those with demand are filled by (d/w, index). With `kept` (a permutation of 0..n-1
+ * that the caller keeps from one call to the next), every entity is sorted there by
+ * (d/w, index), those without demand first, starting from the last call's order (a few
+ * demands change between two searches, so this is close to one pass); the entities with
+ * demand come out in the same order as sorting only them. */
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx, int32_t *kept)
 {
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = 0;
-        if (d[i] > 0) {
-            idx[m++] = (int32_t)i;
-            out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+    if (kept) {
+        for (size_t i = 0; i < n; i++)
+            out[i] = d[i] > 0 ? d[i] / w[i] : -1.0; /* its sort key until its share */
+        for (size_t a = 1; a < n; a++) {
+            int32_t v = kept[a];
+            size_t b = a;
+            while (b > 0 &&
+                   (out[kept[b - 1]] > out[v] || (out[kept[b - 1]] == out[v] && kept[b - 1] > v))) {
+                kept[b] = kept[b - 1];
+                b--;
+            }
+            kept[b] = v;
         }
-    }
-    /* insertion sort by d/w (n is the number of accounts or members: small) */
-    for (size_t a = 1; a < m; a++) {
-        int32_t v = idx[a];
-        size_t b = a;
-        while (b > 0 && out[idx[b - 1]] > out[v]) {
-            idx[b] = idx[b - 1];
-            b--;
+        for (size_t a = 0; a < n; a++) {
+            const int32_t i = kept[a];
+            if (d[i] > 0)
+                idx[m++] = i;
+            else
+                out[i] = 0;
         }
-        idx[b] = v;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            out[i] = 0;
+            if (d[i] > 0) {
+                idx[m++] = (int32_t)i;
+                out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+            }
+        }
+        /* insertion sort by d/w (n is the number of accounts or members: small) */
+        for (size_t a = 1; a < m; a++) {
+            int32_t v = idx[a];
+            size_t b = a;
+            while (b > 0 && out[idx[b - 1]] > out[v]) {
+                idx[b] = idx[b - 1];
+                b--;
+            }
+            idx[b] = v;
+        }
     }
     double wsum = 0;
     for (size_t a = 0; a < m; a++)
@@ -692,7 +730,14 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
         d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
         w[i] = s->accounts[i].weight;
     }
-    water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx);
+    if (s->ent_order_n != na) { /* (a new account: start again from index order) */
+        s->ent_order = fg__grow(s->ent_order, &s->ent_order_cap, na, sizeof *s->ent_order);
+        for (size_t i = 0; i < na; i++)
+            s->ent_order[i] = (int32_t)i;
+        s->ent_order_n = na;
+    }
+    fg__water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx,
+                   s->plain ? NULL : s->ent_order);
 }
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
@@ -711,7 +756,7 @@ static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
             e->w[c] = mb->weight;
             e->ms[c++] = (int32_t)i;
         }
-        water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
+        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx, NULL);
         for (size_t k = 0; k < c; k++)
             e->ent_m[e->ms[k]] = e->om[k];
     }
@@ -719,9 +764,11 @@ static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
 }
 
 /* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
- * would become one later by running longer. */
+ * would become one later by running longer. `over`: under fair share, for v of another
+ * account than j's, whether v's account runs more than its entitlement (the caller's
+ * answer for the whole list: the same test), else -1. */
 static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_preempt_why_t why,
-                      ent_calc_t *e, fg_time_t now, fg_time_t *wake)
+                      ent_calc_t *e, fg_time_t now, fg_time_t *wake, int over)
 {
     if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
         return false;
@@ -749,6 +796,9 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
             }
             return false;
         }
+    } else if (over >= 0) {
+        if (!over)
+            return false;
     } else {
         entitlements(s, e);
         if (v->account != j->account) {
@@ -901,15 +951,30 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
     s->stamp++;
     const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
     const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
-    int32_t *cand = NULL;
-    size_t ncand = 0, cand_cap = 0;
+    /* (each node is a candidate at most once: room for all of them) */
+    if (s->cand_cap < s->nnodes)
+        s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
+    int32_t *cand = s->cand;
+    size_t ncand = 0;
     for (size_t a = 0; a < s->naccounts; a++) {
+        /* Under fair share no job of an account at or under its entitlement (not j's), nor
+         * of j's account when j's member holds all its running GPUs, is a legal victim
+         * (victim_ok); their lists are read only when one of their jobs may have started
+         * at `now` (last_start), which lowers *wake. */
+        if (why == FG_PREEMPT_FAIR_SHARE && s->accounts[a].last_start < now &&
+            ((int32_t)a != j->account ? (double)s->accounts[a].running <= e->ent_a[a] + 1e-9
+                                      : s->members[j->member].running == s->accounts[a].running) &&
+            !s->plain)
+            continue;
+        const int over = why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != j->account && !s->plain
+                             ? !((double)s->accounts[a].running <= e->ent_a[a] + 1e-9)
+                             : -1;
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
             if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
                 continue;
             for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = s->jobs[v].rnext) {
                 fg__job_t *vj = &s->jobs[v];
-                if (!victim_ok(s, j, vj, why, e, now, wake))
+                if (!victim_ok(s, j, vj, why, e, now, wake, over))
                     continue;
                 vj->victim_pass = s->stamp;
                 const fg_alloc_t *al = fg__job_allocs(vj);
@@ -920,16 +985,13 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
                     nd->cand_pass = s->stamp;
-                    cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                     cand[ncand++] = al[k].node;
                 }
             }
         }
     }
-    if (!ncand) {
-        free(cand);
+    if (!ncand)
         return;
-    }
     /* whole-node jobs may also use nodes that are already entirely free */
     if (whole) {
         for (size_t n = 0; n < s->nnodes; n++) {
@@ -937,7 +999,6 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP && type_matches(j, nd->type) &&
                 nd->gpus >= FG_WHOLE_NODE_GPUS && nd->nfree == nd->gpus) {
                 nd->cand_pass = s->stamp;
-                cand = fg__grow(cand, &cand_cap, ncand + 1, sizeof *cand);
                 cand[ncand++] = (int32_t)n;
             }
         }
@@ -996,7 +1057,6 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         if (nbest < need_nodes)
             nbest++;
     }
-    free(cand);
     if (nbest < need_nodes)
         return;
 
@@ -1267,6 +1327,12 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
             deferred_run(s, k + 1);
             return;
         }
+}
+
+void fg__sched_set_plain(fg_sched_t *s, bool on)
+{
+    s->plain = on;
+    s->feas_any = 0;
 }
 
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)

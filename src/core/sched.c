@@ -168,6 +168,10 @@ void fg_sched_free(fg_sched_t *s)
     free(s->lazy);
     free(s->peek_buf);
     free(s->ent_blk);
+    free(s->cand);
+    fg__set_free(&s->act_a);
+    fg__set_free(&s->act_m);
+    free(s->ent_order);
     free(s->claims);
     free(s);
 }
@@ -272,6 +276,7 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
         memset(a, 0, sizeof *a);
         snprintf(a->name, sizeof a->name, "%s", name);
         a->usage_at = INT64_MIN;
+        a->last_start = INT64_MIN;
         for (int c = 0; c <= FG_PRIO_HIGH; c++)
             a->run_head[c] = -1;
     }
@@ -289,15 +294,20 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
     return FG_OK;
 }
 
-int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
+/* The member `user` of account index a, or FG_ENOENT. */
+static int member_of(const fg_sched_t *s, int a, const char *user)
 {
-    int a = fg_sched_account_find(s, account);
     if (a < 0 || !user)
         return FG_ENOENT;
     for (size_t i = 0; i < s->nmembers; i++)
         if (s->members[i].account == a && !strcmp(s->members[i].user, user))
             return (int)i;
     return FG_ENOENT;
+}
+
+int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
+{
+    return member_of(s, fg_sched_account_find(s, account), user);
 }
 
 int fg_sched_member_set(fg_sched_t *s, const char *account, const char *user, double weight)
@@ -480,6 +490,46 @@ bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_tim
     return whole_end == INT64_MIN || !size_may_end_by(s, FG__SIZE_WHOLE, whole_end, now);
 }
 
+void fg__set_put(fg__set_t *v, size_t i, bool on)
+{
+    if (i / 64 >= v->words) {
+        size_t old = v->words;
+        v->bits = fg__grow(v->bits, &v->words, i / 64 + 1, sizeof *v->bits);
+        memset(v->bits + old, 0, sizeof *v->bits * (v->words - old));
+    }
+    const uint64_t bit = (uint64_t)1 << (i % 64);
+    if (!(v->bits[i / 64] & bit) == !on)
+        return;      /* (already so) */
+    size_t p = v->n; /* the list's place of i: after every smaller index */
+    while (p > 0 && v->list[p - 1] >= (int32_t)i)
+        p--;
+    if (on) {
+        v->bits[i / 64] |= bit;
+        v->list = fg__grow(v->list, &v->cap, v->n + 1, sizeof *v->list);
+        memmove(v->list + p + 1, v->list + p, sizeof *v->list * (v->n - p));
+        v->list[p] = (int32_t)i;
+        v->n++;
+    } else {
+        v->bits[i / 64] &= ~bit;
+        memmove(v->list + p, v->list + p + 1, sizeof *v->list * (v->n - p - 1));
+        v->n--;
+    }
+}
+
+void fg__set_clear(fg__set_t *v)
+{
+    if (v->words)
+        memset(v->bits, 0, sizeof *v->bits * v->words);
+    v->n = 0;
+}
+
+void fg__set_free(fg__set_t *v)
+{
+    free(v->bits);
+    free(v->list);
+    memset(v, 0, sizeof *v);
+}
+
 static void pending_add(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -487,9 +537,11 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     j->band = fg__job_band(s, j);
     fg__member_t *m = &s->members[j->member];
     fg__queue_insert(s, &m->q[j->band], slot);
-    m->pending++;
+    if (m->pending++ == 0)
+        fg__set_put(&s->act_m, (size_t)j->member, true);
     m->pending_gpus += j->gpus;
-    s->accounts[j->account].pending++;
+    if (s->accounts[j->account].pending++ == 0)
+        fg__set_put(&s->act_a, (size_t)j->account, true);
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
     s->limit_hist[limit_bucket(j->time_limit)]++;
@@ -504,9 +556,11 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     fg__member_t *m = &s->members[j->member];
     fg__queue_remove(s, &m->q[j->band], slot);
-    m->pending--;
+    if (--m->pending == 0)
+        fg__set_put(&s->act_m, (size_t)j->member, false);
     m->pending_gpus -= j->gpus;
-    s->accounts[j->account].pending--;
+    if (--s->accounts[j->account].pending == 0)
+        fg__set_put(&s->act_a, (size_t)j->account, false);
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
     s->limit_hist[limit_bucket(j->time_limit)]--;
@@ -534,7 +588,7 @@ static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, int *acc, int *mem
     *acc = fg_sched_account_find(s, sp->account);
     if (*acc < 0)
         return FG_ENOENT;
-    *mem = fg_sched_member_find(s, sp->account, sp->user);
+    *mem = member_of(s, *acc, sp->user);
     if (*mem < 0)
         return FG_ENOENT;
     if (s->accounts[*acc].quota >= 0 && sp->gpus > s->accounts[*acc].quota)
@@ -684,6 +738,8 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     usage_touch(s, j->account, j->member, now);
     j->state = FG_JOB_RUNNING;
     j->start_time = now;
+    if (now > s->accounts[j->account].last_start)
+        s->accounts[j->account].last_start = now;
     if (s->cfg.policy == FG_POLICY_RR && s->nmembers)
         s->rr_next = (int32_t)(((size_t)j->member + 1) % s->nmembers);
     j->claim = 0;
@@ -935,8 +991,10 @@ int fg_sched_check_fit(const fg_sched_t *s, int32_t gpus, const char *gpu_type)
         if (gpu_type && gpu_type[0] && strcmp(s->types[nd->type].name, gpu_type))
             continue;
         have += nd->gpus >= per;
+        if (have >= need)
+            return FG_OK;
     }
-    return have >= need ? FG_OK : FG_ENOFIT;
+    return FG_ENOFIT;
 }
 
 /* ------------------------------------------------------------------ inspection */
@@ -1117,6 +1175,8 @@ void fg_sched_rebuild(fg_sched_t *s)
             nd->gpu_job[i] = -1;
     }
     s->npending = 0;
+    fg__set_clear(&s->act_a);
+    fg__set_clear(&s->act_m);
     memset(s->limit_hist, 0, sizeof s->limit_hist);
     memset(s->size_limit_hist, 0, sizeof s->size_limit_hist);
     memset(s->size_limit_mask, 0, sizeof s->size_limit_mask);

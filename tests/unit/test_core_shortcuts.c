@@ -1,0 +1,387 @@
+/*
+ * test_core_shortcuts.c - the core's shortcuts that leave out work no decision depends
+ * on, checked against the plain computation.
+ *
+ * Random event sequences (seeded, deterministic: splitmix64) drive two schedulers with
+ * the very same calls: s[0] with the shortcuts off (fg__sched_set_plain, a hook for
+ * tests), s[1] with them on. After every pass both decide exactly the same (starts,
+ * placements, preemptions, next_wake), and every job has the same state, reason and
+ * estimate. The shortcuts:
+ *   - a preemption search under fair share skips the running lists of an account at or
+ *     under its entitlement (not the waiting job's), and of the waiting job's account
+ *     when its member holds all the account's running GPUs, unless one of the account's
+ *     jobs may have started at the time of the pass (such a job lowers next_wake);
+ *   - feasible() answers from a bit mask of the sizes of one node, any type, already
+ *     found feasible while no node was added or changed state;
+ *   - the wfq order sets up (usage terms, weights, cursors, heaps) only the accounts and
+ *     members with pending jobs, kept as sets (bits and an ascending list) as jobs enter
+ *     and leave the queues.
+ * Sequences have three or four accounts of one to three members with weights, nodes of 8
+ * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
+ * class, cancels, short quanta and waits (many preemptions), and often a second pass at
+ * the same time after new submissions (victims that started at that time). Wrong
+ * versions and
+ * the first seed that fails: skipping a list even when one of its jobs started at the
+ * time of the pass, 2; skipping the waiting job's account whatever its members hold,
+ * 24; skipping accounts up to 1.5 GPUs over their entitlement, 34; taking accounts up
+ * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
+ * a node change, 2; a member marked as having pending jobs only at its second, 2; a
+ * member's stale count of jobs in the band read although it has none pending, 11; the
+ * list losing the index after the one taken out, 1.
+ * Three more tests check pieces on their own: the preemption search's water fill sorted
+ * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
+ * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
+ * (one past the first key after the best fails at seed 6 from the guess and at 104
+ * from the bisection, a tie taken the wrong way at 6; in the sequences of
+ * test_core_estimates, ignoring the account index on a tie fails at seed 1000065), and
+ * the k smallest whole-node keys off a tree's leaves, fg__tree_smallest (a key equal to
+ * the k-th taken in place of the earlier node fails at seed 2, an infinite key among the
+ * first k at seed 1).
+ * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/internal.h" /* the hooks for tests and the trees (fg__sched_set_plain, ...) */
+#include "fairgpu/core.h"
+#include "splitmix.h"
+
+#define MAXJOBS 600
+
+typedef struct world {
+    uint64_t seed, rng;
+    fg_sched_t *s[2];
+    fg_time_t now;
+    fg_job_id_t next_id;
+    int nnodes;
+    bool running[MAXJOBS];
+    int32_t attempt[MAXJOBS];
+    fg_time_t end_at[MAXJOBS];
+} world_t;
+
+static int64_t g_preempts; /* preemptions over all sequences: the searches were exercised */
+
+static const char *const accts[] = {"a", "b", "c", "d"};
+static const char *const users[] = {"u", "v", "w"};
+
+static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
+{
+    print_error("seed %llu, t=%lld, job %llu: %s\n", (unsigned long long)w->seed, (long long)w->now,
+                (unsigned long long)id, what);
+    fail();
+}
+
+static void submit(world_t *w, int naccts, int nusers)
+{
+    static const int32_t sizes[] = {1, 1, 2, 4, 8, 16};
+    static const char *const types[] = {NULL, NULL, NULL, "a100", "t4"};
+    if (w->next_id >= MAXJOBS)
+        return;
+    uint64_t *r = &w->rng;
+    fg_job_spec_t j = {.id = w->next_id,
+                       .account = accts[rnd(r, 0, naccts - 1)],
+                       .user = users[rnd(r, 0, nusers - 1)],
+                       .gpus = sizes[rnd(r, 0, 5)],
+                       .gpu_type = types[rnd(r, 0, 4)],
+                       .time_limit_s = rnd(r, 50, 4000),
+                       .prio = (fg_prio_t)(rnd(r, 0, 5) == 0 ? rnd(r, 0, 2) : FG_PRIO_NORMAL),
+                       .max_retries = 0,
+                       .checkpoint_interval_s = rnd(r, 0, 1) ? 120 : 0,
+                       .submit_time = w->now};
+    int rc0 = fg_sched_submit(w->s[0], &j, w->now);
+    assert_int_equal(rc0, fg_sched_submit(w->s[1], &j, w->now));
+    w->next_id++;
+}
+
+static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
+{
+    fg_attempt_t a0, a1;
+    memset(&a0, 0, sizeof a0);
+    memset(&a1, 0, sizeof a1);
+    int rc0 = fg_sched_attempt_ended(w->s[0], id, w->attempt[id], cause, w->now, &a0);
+    assert_int_equal(rc0, fg_sched_attempt_ended(w->s[1], id, w->attempt[id], cause, w->now, &a1));
+    if (memcmp(&a0, &a1, sizeof a0) != 0)
+        fail_seed(w, "attempt records differ", id);
+    w->running[id] = false;
+}
+
+static void pass(world_t *w)
+{
+    fg_decisions_t d[2];
+    for (int k = 0; k < 2; k++) {
+        fg_decisions_init(&d[k]);
+        assert_int_equal(fg_sched_pass(w->s[k], w->now, &d[k]), FG_OK);
+    }
+    if (d[0].nstarts != d[1].nstarts || d[0].npreempts != d[1].npreempts ||
+        d[0].nallocs != d[1].nallocs || d[0].next_wake != d[1].next_wake ||
+        d[0].scanned != d[1].scanned ||
+        (d[0].nstarts &&
+         memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0) ||
+        (d[0].nallocs &&
+         memcmp(d[0].allocs, d[1].allocs, sizeof *d[0].allocs * d[0].nallocs) != 0) ||
+        (d[0].npreempts &&
+         memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0))
+        fail_seed(w, "decisions differ", 0);
+    for (fg_job_id_t id = 1; id < w->next_id; id++) {
+        fg_job_info_t a, b;
+        int rc0 = fg_sched_job_info(w->s[0], id, &a);
+        assert_int_equal(rc0, fg_sched_job_info(w->s[1], id, &b));
+        if (rc0 == FG_OK && (a.state != b.state || a.reason != b.reason ||
+                             a.estimated_start != b.estimated_start || a.attempt != b.attempt))
+            fail_seed(w, "job infos differ", id);
+    }
+    uint64_t *r = &w->rng;
+    for (size_t i = 0; i < d[0].nstarts; i++) {
+        fg_job_id_t id = d[0].starts[i].job;
+        w->running[id] = true;
+        w->attempt[id] = d[0].starts[i].attempt;
+        w->end_at[id] = w->now + rnd(r, 1, 3000);
+    }
+    g_preempts += (int64_t)d[0].npreempts;
+    for (size_t i = 0; i < d[0].npreempts; i++) /* confirmed at once */
+        end_attempt(w, d[0].preempts[i].job, FG_END_PREEMPTED);
+    for (int k = 0; k < 2; k++)
+        fg_decisions_free(&d[k]);
+}
+
+static void run_sequence(uint64_t seed)
+{
+    world_t w;
+    memset(&w, 0, sizeof w);
+    w.seed = seed;
+    w.rng = seed * 0x2545f4914f6cdd1dull + 11;
+    uint64_t *r = &w.rng;
+    fg_config_t c;
+    fg_config_default(&c);
+    static const fg_policy_t pols[] = {FG_POLICY_WFQ, FG_POLICY_WFQ, FG_POLICY_RR, FG_POLICY_LAS,
+                                       FG_POLICY_PRIORITY};
+    c.policy = pols[rnd(r, 0, 4)];
+    c.preemption = rnd(r, 0, 5) != 0;
+    c.preempt_jobs_per_pass = (int32_t)rnd(r, 1, 3);
+    c.preempt_wait_s = rnd(r, 0, 200);
+    c.min_run_s = rnd(r, 0, 200);
+    c.quantum_s = rnd(r, 50, 600);
+    c.half_life_s = rnd(r, 0, 1) ? 3600 : 0;
+    c.reserve_depth = (int32_t)rnd(r, 0, 4);
+    c.estimate_depth = (int32_t)rnd(r, 0, 40);
+    assert_int_equal(fg_config_check(&c, NULL), FG_OK);
+    const int naccts = (int)rnd(r, 3, 4), nusers = (int)rnd(r, 1, 3);
+    for (int k = 0; k < 2; k++) {
+        w.s[k] = fg_sched_new(&c);
+        assert_non_null(w.s[k]);
+        fg_sched_set_estimates_on_demand(w.s[k], true);
+    }
+    fg__sched_set_plain(w.s[0], true);
+    for (int a = 0; a < naccts; a++) {
+        double aw = (double)rnd(r, 1, 3);
+        for (int k = 0; k < 2; k++)
+            assert_true(fg_sched_account_set(w.s[k], accts[a], aw, -1) >= 0);
+        for (int u = 0; u < nusers; u++) {
+            double uw = (double)rnd(r, 1, 2);
+            for (int k = 0; k < 2; k++)
+                assert_true(fg_sched_member_set(w.s[k], accts[a], users[u], uw) >= 0);
+        }
+    }
+    w.nnodes = (int)rnd(r, 2, 9);
+    for (int n = 0; n < w.nnodes; n++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", n);
+        int32_t gpus = rnd(r, 0, 3) ? 8 : 4;
+        const char *type = rnd(r, 0, 2) ? "a100" : "t4";
+        for (int k = 0; k < 2; k++)
+            assert_int_equal(fg_sched_node_add(w.s[k], name, gpus, type, FG_NODE_UP), n);
+    }
+    w.next_id = 1;
+    for (int step = 0; step < 90; step++) {
+        int nsub = (int)rnd(r, 0, 4);
+        for (int e = 0; e < nsub; e++)
+            submit(&w, naccts, nusers);
+        for (fg_job_id_t id = 1; id < w.next_id; id++)
+            if (w.running[id] && w.end_at[id] <= w.now)
+                end_attempt(&w, id, FG_END_COMPLETED);
+        for (int nc = (int)rnd(r, 0, 2); nc > 0 && w.next_id > 1; nc--) { /* cancels */
+            fg_job_id_t id = (fg_job_id_t)rnd(r, 1, (int64_t)w.next_id - 1);
+            int rc0 = fg_sched_cancel(w.s[0], id, w.now);
+            assert_int_equal(rc0, fg_sched_cancel(w.s[1], id, w.now));
+        }
+        if (rnd(r, 0, 14) == 0) { /* a node goes down (its jobs are lost) or comes back */
+            int n = (int)rnd(r, 0, w.nnodes - 1);
+            fg_node_info_t ni;
+            assert_int_equal(fg_sched_node_info(w.s[0], n, &ni), FG_OK);
+            fg_node_state_t st = ni.state == FG_NODE_UP ? FG_NODE_DOWN : FG_NODE_UP;
+            for (int k = 0; k < 2; k++)
+                assert_int_equal(fg_sched_node_set_state(w.s[k], n, st, w.now), FG_OK);
+            for (fg_job_id_t id = 1; id < w.next_id && st == FG_NODE_DOWN; id++) {
+                fg_job_info_t ji;
+                if (!w.running[id] || fg_sched_job_info(w.s[0], id, &ji) != FG_OK)
+                    continue;
+                for (int32_t k = 0; k < ji.nallocs; k++)
+                    if (ji.allocs[k].node == n) {
+                        end_attempt(&w, id, FG_END_NODE_LOST);
+                        break;
+                    }
+            }
+        }
+        pass(&w);
+        if (rnd(r, 0, 2) == 0) { /* more work at the same time: victims that just started */
+            for (int e = 0; e < 3; e++)
+                submit(&w, naccts, nusers);
+            pass(&w);
+        }
+        w.now += rnd(r, 0, 300);
+    }
+    for (int k = 0; k < 2; k++)
+        fg_sched_free(w.s[k]);
+}
+
+static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **state)
+{
+    (void)state;
+    const char *one = getenv("FG_SHORTCUTS_SEED");
+    if (one) {
+        run_sequence(strtoull(one, NULL, 10));
+        return;
+    }
+    for (uint64_t seed = 1; seed <= 1500; seed++)
+        run_sequence(seed);
+    assert_true(g_preempts > 0);
+}
+
+/* The accounts' water fill of a preemption search sorts from the last search's order
+ * (kept): after random changes of a few demands, the same bits as sorting from scratch.
+ * Demands and weights are small (many ties of d/w) or fractional (rounding). */
+static void test_the_kept_order_water_fill_gives_the_same_bits(void **state)
+{
+    (void)state;
+    enum { N = 24 };
+    static const double ws[] = {1.0, 1.0, 2.0, 3.0, 0.5, 1.5, 0.7, 3.1};
+    for (uint64_t seed = 1; seed <= 2000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 3;
+        const size_t n = (size_t)rnd(&r, 1, N);
+        double d[N], w[N], plain[N], fast[N];
+        int32_t idx[N], kept[N];
+        for (size_t i = 0; i < n; i++) {
+            w[i] = ws[rnd(&r, 0, 7)];
+            d[i] = (double)rnd(&r, 0, 12);
+            kept[i] = (int32_t)i;
+        }
+        for (int call = 0; call < 40; call++) {
+            const double cap = (double)rnd(&r, 0, 80);
+            fg__water_fill(n, d, w, cap, plain, idx, NULL);
+            fg__water_fill(n, d, w, cap, fast, idx, kept);
+            if (memcmp(plain, fast, sizeof *plain * n) != 0) {
+                print_error("water fill seed %llu, call %d\n", (unsigned long long)seed, call);
+                fail();
+            }
+            for (int64_t c = rnd(&r, 1, 3); c > 0; c--) /* a few demands change */
+                d[rnd(&r, 0, (int64_t)n - 1)] = (double)rnd(&r, 0, 12);
+        }
+    }
+}
+
+/* The look ahead's bound on an account's reading (fg__key_stop): the least p >= p0 whose
+ * key (base + p over w, as the order computes it) comes after a best key bk (or equals it,
+ * with `tie`), found from a guess; the same p as trying p0, p0 + 1, ... one by one. Keys
+ * of other accounts' jobs as best keys (exact ties), weights of 1 and fractional ones,
+ * bases from 0 to 10^9 (rounding). */
+static void test_the_look_aheads_bound_is_the_first_key_after_the_best(void **state)
+{
+    (void)state;
+    static const double ws[] = {1.0, 1.0, 2.0, 3.0, 0.5, 1.5, 0.7, 3.1, 0.3};
+    for (uint64_t seed = 1; seed <= 50000; seed++) {
+        uint64_t r = seed * 0x2545f4914f6cdd1dull + 5;
+        const double w = ws[rnd(&r, 0, 8)], w2 = ws[rnd(&r, 0, 8)];
+        const double scale = rnd(&r, 0, 2) == 0 ? 1e9 : rnd(&r, 0, 1) ? 1e3 : 1.0;
+        const double base = (double)rnd(&r, 0, 1000000) / 1000000.0 * scale;
+        const double base2 = (double)rnd(&r, 0, 1000000) / 1000000.0 * scale;
+        const int64_t p0 = rnd(&r, 0, 300), p2 = rnd(&r, 0, 600);
+        const bool tie = rnd(&r, 0, 1);
+        /* the best key: another account's key at some GPU count, or this one's */
+        const double x = rnd(&r, 0, 3) ? base2 + (double)p2 : base + (double)(p0 + p2);
+        const double wx = rnd(&r, 0, 3) ? w2 : w;
+        const double bk = wx == 1.0 ? x : x / wx;
+        int64_t want = p0;
+        for (; want < p0 + 100000; want++) {
+            const double y = base + (double)want;
+            const double key = w == 1.0 ? y : y / w;
+            if (key > bk || (key == bk && tie))
+                break;
+        }
+        const int64_t got = fg__key_stop(base, w, bk, tie, p0);
+        if (want < p0 + 100000 && got != want) {
+            print_error("key bound seed %llu: %lld, want %lld\n", (unsigned long long)seed,
+                        (long long)got, (long long)want);
+            fail();
+        }
+    }
+}
+
+/* A claim of k whole nodes picks the k nodes with the smallest finite whole-node key by
+ * (key, position) off the tree's leaves (fg__tree_smallest): the first k finite keys
+ * sorted, then only keys below the k-th. The same nodes, in the same order, and the same
+ * k-th key as sorting every finite (key, position) pair. Keys from a few values (ties),
+ * some infinite (nodes out of the tree), 1 to 70 nodes. */
+static void test_the_smallest_whole_node_keys_are_those_of_a_full_sort(void **state)
+{
+    (void)state;
+    enum { NMAX = 70, KMAX = FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS };
+    for (uint64_t seed = 1; seed <= 20000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 17;
+        fg__type_t ty;
+        memset(&ty, 0, sizeof ty);
+        ty.n = (int32_t)rnd(&r, 1, NMAX);
+        ty.tsize = 512;
+        ty.tinner = 73;
+        int64_t tree[FG__TREE_KEYS * (73 + 512)];
+        int32_t ids[NMAX];
+        ty.tree = tree;
+        ty.nodes = ids;
+        const int64_t span = ty.tinner + ty.tsize;
+        int64_t *leaf = &tree[(FG__TREE_KEYS - 1) * span + ty.tinner];
+        const int64_t spread = rnd(&r, 1, 3) == 1 ? 3 : 1000;
+        for (int32_t p = 0; p < ty.n; p++) {
+            ids[p] = 100 + p;
+            leaf[p] = rnd(&r, 0, 5) == 0 ? FG__INF : rnd(&r, 0, spread);
+        }
+        const int32_t k = (int32_t)rnd(&r, 1, KMAX);
+        int32_t got_nodes[KMAX], want_nodes[NMAX];
+        int64_t kth = 0;
+        const int32_t got = fg__tree_smallest(&ty, FG__TREE_KEYS - 1, k, got_nodes, &kth);
+        /* the plain way: every finite pair, sorted by (key, position) */
+        int32_t m = 0;
+        for (int32_t p = 0; p < ty.n; p++)
+            if (leaf[p] != FG__INF) {
+                int32_t q = m++;
+                while (q > 0 && leaf[want_nodes[q - 1]] > leaf[p]) {
+                    want_nodes[q] = want_nodes[q - 1];
+                    q--;
+                }
+                want_nodes[q] = p;
+            }
+        const int32_t want = m < k ? m : k;
+        bool same = got == want && kth == (want ? leaf[want_nodes[want - 1]] : FG__INF);
+        for (int32_t c = 0; same && c < want; c++)
+            same = got_nodes[c] == ids[want_nodes[c]];
+        if (!same) {
+            print_error("smallest keys seed %llu\n", (unsigned long long)seed);
+            fail();
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_shortcuts_decide_what_the_plain_computation_decides),
+        cmocka_unit_test(test_the_kept_order_water_fill_gives_the_same_bits),
+        cmocka_unit_test(test_the_look_aheads_bound_is_the_first_key_after_the_best),
+        cmocka_unit_test(test_the_smallest_whole_node_keys_are_those_of_a_full_sort),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
