@@ -273,6 +273,19 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
     return t->nodes[i - (size_t)t->tinner];
 }
 
+/* Puts value x of position p into the sorted v[0..q] (and nodes[] alike), over slot q:
+ * an insertion step, larger values move up by one. */
+static inline void kept_insert(int64_t *v, int32_t *nodes, int32_t q, int64_t x, int32_t p)
+{
+    while (q > 0 && v[q - 1] > x) {
+        v[q] = v[q - 1];
+        nodes[q] = nodes[q - 1];
+        q--;
+    }
+    v[q] = x;
+    nodes[q] = p;
+}
+
 int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth)
 {
     const int64_t *leaf =
@@ -286,28 +299,14 @@ int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *node
         const int64_t x = leaf[p];
         if (x == FG__INF)
             continue;
-        int32_t q = got++;
-        while (q > 0 && v[q - 1] > x) {
-            v[q] = v[q - 1];
-            nodes[q] = nodes[q - 1];
-            q--;
-        }
-        v[q] = x;
-        nodes[q] = p;
+        kept_insert(v, nodes, got++, x, p);
     }
     for (; p < t->n && got == k && k > 0; p++) { /* then those below the k-th (not FG__INF) */
         const int64_t x = leaf[p];
         /* (positions come in order: an equal value already kept is before this one) */
         if (x >= v[k - 1])
             continue;
-        int32_t q = k - 1;
-        while (q > 0 && v[q - 1] > x) {
-            v[q] = v[q - 1];
-            nodes[q] = nodes[q - 1];
-            q--;
-        }
-        v[q] = x;
-        nodes[q] = p;
+        kept_insert(v, nodes, k - 1, x, p);
     }
     for (int32_t c = 0; c < got; c++)
         nodes[c] = t->nodes[nodes[c]];

@@ -51,6 +51,7 @@
 #include "core/internal.h" /* the hooks for tests and the trees (fg__sched_set_plain, ...) */
 #include "fairgpu/core.h"
 #include "splitmix.h"
+#include "twin.h"
 
 #define MAXJOBS 600
 
@@ -101,13 +102,9 @@ static void submit(world_t *w, int naccts, int nusers)
 
 static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
 {
-    fg_attempt_t a0, a1;
-    memset(&a0, 0, sizeof a0);
-    memset(&a1, 0, sizeof a1);
-    int rc0 = fg_sched_attempt_ended(w->s[0], id, w->attempt[id], cause, w->now, &a0);
-    assert_int_equal(rc0, fg_sched_attempt_ended(w->s[1], id, w->attempt[id], cause, w->now, &a1));
-    if (memcmp(&a0, &a1, sizeof a0) != 0)
-        fail_seed(w, "attempt records differ", id);
+    int rc;
+    if (!twin_attempt_ended(w->s, id, w->attempt[id], cause, w->now, &rc))
+        fail_seed(w, "attempts ended differently", id);
     w->running[id] = false;
 }
 
@@ -118,15 +115,7 @@ static void pass(world_t *w)
         fg_decisions_init(&d[k]);
         assert_int_equal(fg_sched_pass(w->s[k], w->now, &d[k]), FG_OK);
     }
-    if (d[0].nstarts != d[1].nstarts || d[0].npreempts != d[1].npreempts ||
-        d[0].nallocs != d[1].nallocs || d[0].next_wake != d[1].next_wake ||
-        d[0].scanned != d[1].scanned ||
-        (d[0].nstarts &&
-         memcmp(d[0].starts, d[1].starts, sizeof *d[0].starts * d[0].nstarts) != 0) ||
-        (d[0].nallocs &&
-         memcmp(d[0].allocs, d[1].allocs, sizeof *d[0].allocs * d[0].nallocs) != 0) ||
-        (d[0].npreempts &&
-         memcmp(d[0].preempts, d[1].preempts, sizeof *d[0].preempts * d[0].npreempts) != 0))
+    if (!twin_decisions_equal(&d[0], &d[1]) || d[0].scanned != d[1].scanned)
         fail_seed(w, "decisions differ", 0);
     for (fg_job_id_t id = 1; id < w->next_id; id++) {
         fg_job_info_t a, b;

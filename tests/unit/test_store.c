@@ -1290,16 +1290,24 @@ static void test_group_commit_many_threads(void **state)
         free(args[i].ids);
 }
 
+/* Reopens the fixture's store with opts.wal_checkpoint_pages = pages; returns the id of
+ * a new user. */
+static int64_t reopen_with_wal_limit(fx_t *f, int pages)
+{
+    fg_store_close(f->st);
+    fg_store_opts_t opts = {.wal_checkpoint_pages = pages};
+    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_one_user, &uid);
+    return uid;
+}
+
 /* With a small checkpoint size the WAL keeps restarting under a steady stream of
  * commits from many threads, instead of growing with every commit. */
 static void test_wal_stays_bounded(void **state)
 {
     fx_t *f = *state;
-    fg_store_close(f->st);
-    fg_store_opts_t opts = {.wal_checkpoint_pages = 200};
-    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
-    int64_t uid = 0;
-    WRITE_OK(f->st, unit_one_user, &uid);
+    int64_t uid = reopen_with_wal_limit(f, 200);
     static gc_arg_t args[16];
     pthread_t th[16];
     for (int i = 0; i < 16; i++) {
@@ -1337,11 +1345,7 @@ static void test_wal_stays_bounded(void **state)
 static void test_checkpointer_copies_in_background(void **state)
 {
     fx_t *f = *state;
-    fg_store_close(f->st);
-    fg_store_opts_t opts = {.wal_checkpoint_pages = 4000};
-    assert_int_equal(fg_store_open_sqlite(f->path, &opts, &f->st, NULL), 0);
-    int64_t uid = 0;
-    WRITE_OK(f->st, unit_one_user, &uid);
+    int64_t uid = reopen_with_wal_limit(f, 4000);
     struct stat sb;
     assert_int_equal(stat(f->path, &sb), 0);
     off_t db0 = sb.st_size;
