@@ -158,17 +158,8 @@ static void leaf_keys(const fg_sched_t *s, fg__node_t *nd, int64_t *key)
  * changed key (its own ancestors are then dirty too: a node dirty for a key always has
  * dirty ancestors for it). A pass claims and restores many leaves between two reads of
  * one key, and most keys of a claimed leaf are not read before it changes again. */
-static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
+static void tree_mark(fg__type_t *t, size_t i, unsigned changed)
 {
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
-    size_t i = (size_t)t->tinner + (size_t)pos;
-    unsigned changed = 0;
-    int64_t *leaf = &t->tree[i];
-#pragma GCC unroll 9
-    for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span) {
-        changed |= (unsigned)(*leaf != key[k]) << k;
-        *leaf = key[k];
-    }
     while (changed && i > 0) {
         i = (i - 1) / FG__TREE_FAN;
         unsigned d = t->tdirty[i];
@@ -176,6 +167,20 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
             break;
         t->tdirty[i] = (uint16_t)(d | changed);
     }
+}
+
+static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
+{
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t i = (size_t)t->tinner + (size_t)pos;
+    unsigned changed = 0;
+    int64_t *leaf = &t->tree[i];
+#pragma GCC unroll 9
+    for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span) {
+        changed |= (unsigned)(*leaf != key[k]) << k;
+        *leaf = key[k];
+    }
+    tree_mark(t, i, changed);
 }
 
 /* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
@@ -233,18 +238,31 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
     }
     const size_t span = (size_t)t->tinner + (size_t)t->tsize;
     const int64_t *leaf = &t->tree[(size_t)t->tinner + (size_t)nd->type_pos];
-    int64_t old[FG_WHOLE_NODE_GPUS], key[FG__TREE_KEYS];
+    int64_t old[FG_WHOLE_NODE_GPUS];
     int c = 0; /* old keys past the first g below x: they come first, then g times x */
 #pragma GCC unroll 8
     for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++) {
         old[k] = k >= g ? leaf[(size_t)k * span] : 0;
         c += k >= g && old[k] < x;
     }
-#pragma GCC unroll 8
-    for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++)
-        key[k] = k < c ? old[k + g] : k < c + g ? x : old[k];
-    key[FG__TREE_KEYS - 1] = key[FG_WHOLE_NODE_GPUS - 1];
-    tree_set(t, nd->type_pos, key);
+    /* the new keys are old[g .. g + c - 1], then g times x, then keys c + g .. 7 as they
+     * were; the whole-node key (key 7 again) changes only when key 7 does, when c + g = 8
+     * and key 7 is x. Only keys 0 .. c + g - 1 and then the whole key are set. */
+    const int kn = c + g;
+    const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
+    int64_t *lp = &t->tree[i];
+    unsigned changed = 0;
+    for (int k = 0; k < kn; k++, lp += span) {
+        const int64_t v = k < c ? old[k + g] : x;
+        changed |= (unsigned)(*lp != v) << k;
+        *lp = v;
+    }
+    if (kn >= FG_WHOLE_NODE_GPUS) {
+        lp = &t->tree[i + (size_t)(FG__TREE_KEYS - 1) * span];
+        changed |= (unsigned)(*lp != x) << (FG__TREE_KEYS - 1);
+        *lp = x;
+    }
+    tree_mark(t, i, changed);
 }
 
 int64_t fg__tree_min(fg__type_t *t, int key)

@@ -594,9 +594,15 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
         /* from `stop` GPUs picked on, this job and the rest of the account come after the
          * best (fg__key_stop) */
         const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
+        const fg__job_t *const jobs = s->jobs;
         for (; q < cap && pk < stop; q++) {
-            const fg__job_t *j = &s->jobs[v[q]];
-            if (!peek_rejects(j, pt, whole_end, nwhole, now) && accept(s, v[q], ctx)) {
+            /* the jobs it refuses without asking: a loop with no call, its bounds kept */
+            while (q < cap && pk < stop && peek_rejects(&jobs[v[q]], pt, whole_end, nwhole, now))
+                pk += jobs[v[q++]].gpus;
+            if (!(q < cap && pk < stop))
+                break;
+            const fg__job_t *j = &jobs[v[q]];
+            if (accept(s, v[q], ctx)) {
                 const double x = base + (double)pk;
                 bi = i;
                 bp = q;

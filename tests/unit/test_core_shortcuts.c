@@ -28,15 +28,17 @@
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
  * member's stale count of jobs in the band read although it has none pending, 11; the
  * list losing the index after the one taken out, 1.
- * Three more tests check pieces on their own: the preemption search's water fill sorted
+ * Four more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
  * (one past the first key after the best fails at seed 6 from the guess and at 104
  * from the bisection, a tie taken the wrong way at 6; in the sequences of
- * test_core_estimates, ignoring the account index on a tie fails at seed 1000065), and
+ * test_core_estimates, ignoring the account index on a tie fails at seed 1000065),
  * the k smallest whole-node keys off a tree's leaves, fg__tree_smallest (a key equal to
  * the k-th taken in place of the earlier node fails at seed 2, an infinite key among the
- * first k at seed 1).
+ * first k at seed 1), and a claim's leaf update, fg__node_leaf_claim, that writes only
+ * the keys that may change (never the whole-node key fails at seed 1, one key too few at
+ * 1, the whole-node key's change not marked for the minima at 3).
  * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -364,6 +366,108 @@ static void test_the_smallest_whole_node_keys_are_those_of_a_full_sort(void **st
     }
 }
 
+/* A claim's leaf update, fg__node_leaf_claim, writes only the keys that may change: the
+ * first c + g (c old keys past the first g below the new end x, then g times x) and the
+ * whole-node key when key 7 is new. The same leaves, minima and argmins as re-sorting
+ * the node's avail (fg__node_leaf_update), with reads of random keys between claims
+ * (the minima above the leaves are made lazily, key by key). 1 to 70 nodes of 8 GPUs,
+ * availabilities and ends from a few values (ties), some long ago. */
+static void test_a_claims_leaf_keys_are_those_of_a_full_sort(void **state)
+{
+    (void)state;
+    enum { NMAX = 70 };
+    for (uint64_t seed = 1; seed <= 4000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 29;
+        fg_sched_t *s = calloc(1, sizeof *s);
+        fg__node_t *nodes = calloc(NMAX, sizeof *nodes);
+        assert_non_null(s);
+        assert_non_null(nodes);
+        fg__type_t ty[2];
+        int32_t ids[NMAX];
+        const int32_t n = (int32_t)rnd(&r, 1, NMAX);
+        const int64_t spread = rnd(&r, 1, 3) == 1 ? 3 : 1000;
+        s->nodes = nodes;
+        s->walk_no = 7;
+        for (int w = 0; w < 2; w++) {
+            memset(&ty[w], 0, sizeof ty[w]);
+            ty[w].n = n;
+            ty[w].nodes = ids;
+            ty[w].tsize = 1;
+            while (ty[w].tsize < n) {
+                ty[w].tinner += ty[w].tsize;
+                ty[w].tsize *= 8;
+            }
+            const size_t span = (size_t)ty[w].tinner + (size_t)ty[w].tsize;
+            ty[w].tree = malloc(sizeof(int64_t) * span * FG__TREE_KEYS);
+            ty[w].tdirty = calloc(span, sizeof(uint16_t));
+            assert_non_null(ty[w].tree);
+            assert_non_null(ty[w].tdirty);
+            for (size_t i = 0; i < span * FG__TREE_KEYS; i++)
+                ty[w].tree[i] = FG__INF;
+        }
+        for (int32_t p = 0; p < n; p++) {
+            fg__node_t *nd = &nodes[p];
+            ids[p] = p;
+            nd->gpus = FG_WHOLE_NODE_GPUS;
+            nd->type_pos = p;
+            nd->state = FG_NODE_UP;
+            nd->touched = s->walk_no;
+            for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++)
+                nd->avail[i] = rnd(&r, 0, 3) == 0 ? FG__PAST : (fg_time_t)rnd(&r, 0, spread);
+            for (int w = 0; w < 2; w++) {
+                s->types = &ty[w];
+                fg__node_leaf_update(s, p);
+            }
+        }
+        bool same = true;
+        for (int step = 0; same && step < 60; step++) {
+            if (rnd(&r, 0, 2) == 0) { /* read a key */
+                const int k = (int)rnd(&r, 0, FG__TREE_KEYS - 1);
+                same = fg__tree_min(&ty[0], k) == fg__tree_min(&ty[1], k) &&
+                       fg__tree_argmin(&ty[0], k) == fg__tree_argmin(&ty[1], k);
+                continue;
+            }
+            const int32_t p = (int32_t)rnd(&r, 0, n - 1);
+            const int g = (int)rnd(&r, 1, FG_WHOLE_NODE_GPUS);
+            const fg_time_t x = (fg_time_t)rnd(&r, 0, spread + 2);
+            fg__node_t *nd = &nodes[p];
+            for (int c = 0; c < g; c++) { /* the g smallest avail now end at x */
+                int best = -1;
+                for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++)
+                    if (nd->res_from[i] != 1 && (best < 0 || nd->avail[i] < nd->avail[best]))
+                        best = i;
+                nd->res_from[best] = 1;
+            }
+            for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++) {
+                if (nd->res_from[i] == 1)
+                    nd->avail[i] = x;
+                nd->res_from[i] = 0;
+            }
+            s->types = &ty[0];
+            fg__node_leaf_claim(s, p, g, x);
+            s->types = &ty[1];
+            fg__node_leaf_update(s, p);
+        }
+        const size_t span = (size_t)ty[0].tinner + (size_t)ty[0].tsize;
+        for (int k = 0; same && k < FG__TREE_KEYS; k++) {
+            same = fg__tree_min(&ty[0], k) == fg__tree_min(&ty[1], k);
+            for (int32_t p = 0; same && p < n; p++)
+                same = ty[0].tree[(size_t)k * span + (size_t)ty[0].tinner + (size_t)p] ==
+                       ty[1].tree[(size_t)k * span + (size_t)ty[1].tinner + (size_t)p];
+        }
+        for (int w = 0; w < 2; w++) {
+            free(ty[w].tree);
+            free(ty[w].tdirty);
+        }
+        free(nodes);
+        free(s);
+        if (!same) {
+            print_error("claim leaf keys seed %llu\n", (unsigned long long)seed);
+            fail();
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -371,6 +475,7 @@ int main(void)
         cmocka_unit_test(test_the_kept_order_water_fill_gives_the_same_bits),
         cmocka_unit_test(test_the_look_aheads_bound_is_the_first_key_after_the_best),
         cmocka_unit_test(test_the_smallest_whole_node_keys_are_those_of_a_full_sort),
+        cmocka_unit_test(test_a_claims_leaf_keys_are_those_of_a_full_sort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
