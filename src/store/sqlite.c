@@ -30,6 +30,7 @@
  */
 #include "store/sqlite_internal.h"
 #include "store/store.h"
+#include "store/walbuf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -627,7 +628,10 @@ static sq_conn_t *conn_open(sq_store_t *st, bool writable, char **errmsg)
 {
     sq_conn_t *c = fg_xcalloc(1, sizeof *c);
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | (writable ? SQLITE_OPEN_CREATE : 0);
-    if (sqlite3_open_v2(st->path, &c->db, flags, NULL) != SQLITE_OK) {
+    /* The log's writes of a commit go out in one call (walbuf.h); if that VFS cannot
+     * be set up, the default one does the same work in more calls. */
+    const char *vfs = fg_walbuf_register() == SQLITE_OK ? FG_WALBUF_VFS : NULL;
+    if (sqlite3_open_v2(st->path, &c->db, flags, vfs) != SQLITE_OK) {
         if (errmsg)
             *errmsg = dupmsg(st->path, c->db ? sqlite3_errmsg(c->db) : "cannot open");
         conn_close(c);
