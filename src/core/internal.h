@@ -24,6 +24,9 @@
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
+/* the same, while plan_next_walk makes the lazy reasons the next walk does not replace:
+ * a lazy job among that walk's first jobs (pass.c) */
+#define FG__REASON_LAZY_AHEAD (FG_REASON_COUNT + 1)
 
 /* A summary of the FG__QBLK queue entries v[b * FG__QBLK ..] (queue.c, for the look
  * ahead's reading, order.c): valid (`ok`) while none of those entries was written since
