@@ -24,11 +24,34 @@
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
+/* the same, while plan_next_walk makes the lazy reasons the next walk does not replace:
+ * a lazy job among that walk's first jobs (pass.c) */
+#define FG__REASON_LAZY_AHEAD (FG_REASON_COUNT + 1)
+
+/* A summary of the FG__QBLK queue entries v[b * FG__QBLK ..] (queue.c, for the look
+ * ahead's reading, order.c): valid (`ok`) while none of those entries was written since
+ * it was made. (Their jobs do not change meanwhile: a job that starts leaves its queue
+ * at the end of the walk, and the reading runs only in walks that started nothing.) */
+#define FG__QBLK 16
+typedef struct fg__qblk {
+    /* [g], g = 1..8: the least time limit of its jobs of g GPUs of any type (bit g of
+     * `sizes`: there is one); [0]: of its jobs of whole nodes (kmin > 0: there is one,
+     * kmin the fewest nodes one asks for) */
+    fg_time_t tl[FG_WHOLE_NODE_GPUS + 1];
+    fg_time_t elig; /* the latest eligible_time */
+    int32_t gpus;   /* the GPUs of its jobs, summed */
+    int32_t kmin;
+    uint32_t sizes;
+    bool ok;
+    bool other; /* a job not pending, or of one GPU type on one node */
+} fg__qblk_t;
 
 /* A queue of pending job slots sorted by (submit_time, id); live part v[head..len). */
 typedef struct fg__queue {
     int32_t *v;
     int32_t head, len, cap;
+    fg__qblk_t *blk; /* nblk summaries, blk[b] of v[b * FG__QBLK ..] */
+    int32_t nblk;
 } fg__queue_t;
 
 typedef struct fg__job {
@@ -412,6 +435,8 @@ int32_t fg__type_get(fg_sched_t *s, const char *name);
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_free(fg__queue_t *q);
+/* queue.c: makes q->blk[b] from its entries (all of them live) */
+void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b);
 
 /* sched.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
 void fg__set_put(fg__set_t *v, size_t i, bool on);

@@ -503,6 +503,24 @@ static inline bool peek_rejects(const fg__job_t *j, const peek_test_t *pt,
                         now + j->time_limit <= whole_end[j->gpus / FG_WHOLE_NODE_GPUS - 1]));
 }
 
+/* peek_rejects for every job of a queue's summary b (conservatively: when it cannot
+ * tell, no): each size's least time limit ends after fit_end, the jobs of whole nodes
+ * (whole_end only decreases along k) ask for more than nwhole or end after whole_end at
+ * their fewest nodes; none is of one type on one node, not pending or not eligible. */
+static inline bool blk_rejects(const fg__qblk_t *b, const peek_test_t *pt,
+                               const fg_time_t *whole_end, int32_t nwhole, fg_time_t now)
+{
+    if (b->other || (!pt->all_eligible && b->elig > now))
+        return false;
+    for (uint32_t m = b->sizes; m; m &= m - 1) {
+        const int g = __builtin_ctz(m);
+        if (b->tl[g] <= pt->lim[g])
+            return false;
+    }
+    return !b->kmin ||
+           (nwhole >= 0 && !(b->kmin <= nwhole && now + b->tl[0] <= whole_end[b->kmin - 1]));
+}
+
 /* For fg__order_peek without its merge: the place r in the merge of the first job it
  * would take (peek_rejects refuses it and accept takes it), when r < limit, with cnt[i]
  * the jobs of local account i before it (cnt[i] of them first in its queue); else
@@ -595,10 +613,36 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
          * best (fg__key_stop) */
         const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
         const fg__job_t *const jobs = s->jobs;
+        fg__queue_t *qq = &s->members[mem[i]].q[o->band];
         for (; q < cap && pk < stop; q++) {
-            /* the jobs it refuses without asking: a loop with no call, its bounds kept */
-            while (q < cap && pk < stop && peek_rejects(&jobs[v[q]], pt, whole_end, nwhole, now))
-                pk += jobs[v[q++]].gpus;
+            /* the jobs it refuses without asking: a loop with no call, its bounds kept;
+             * a run of FG__QBLK entries at once when its summary refuses them all and the
+             * stop lies past them (each job has a GPU at least) */
+            while (q < cap && pk < stop) {
+                /* job by job up to the next run (or through a run not skipped) */
+                int64_t qe = cap;
+                if (!s->plain) {
+                    const int64_t at = cur[i] + q, off = at % FG__QBLK;
+                    if (off) {
+                        qe = q + FG__QBLK - off < cap ? q + FG__QBLK - off : cap;
+                    } else if (q + FG__QBLK <= cap) {
+                        const int32_t bn = (int32_t)(at / FG__QBLK);
+                        if (!qq->blk[bn].ok)
+                            fg__queue_blk_fill(s, qq, bn);
+                        const fg__qblk_t *b = &qq->blk[bn];
+                        if (pk + b->gpus <= stop && blk_rejects(b, pt, whole_end, nwhole, now)) {
+                            q += FG__QBLK;
+                            pk += b->gpus;
+                            continue;
+                        }
+                        qe = q + FG__QBLK;
+                    }
+                }
+                while (q < qe && pk < stop && peek_rejects(&jobs[v[q]], pt, whole_end, nwhole, now))
+                    pk += jobs[v[q++]].gpus;
+                if (q < qe && pk < stop)
+                    break; /* (not refused: asked below) */
+            }
             if (!(q < cap && pk < stop))
                 break;
             const fg__job_t *j = &jobs[v[q]];

@@ -1857,12 +1857,21 @@ static void plan_next_walk(fg_sched_t *s, fg_time_t now)
     /* up to the last queued estimate that is not moot (from the end: the first jobs of
      * the next order are mostly the first of this walk's queue) */
     size_t upto = s->ndeferred;
-    ahead_set_fill(s, first, nfirst);
-    /* the lazy reasons the next walk does not replace (it looks at its first jobs) */
-    for (size_t k = 0; k < s->nlazy; k++)
-        if (!slot_in(s, s->lazy[k]))
+    /* the lazy reasons the next walk does not replace (it looks at its first jobs): those
+     * jobs marked apart while the others' are made (lazy_fix makes only FG__REASON_LAZY) */
+    if (s->nlazy) {
+        for (int32_t i = 0; i < nfirst; i++)
+            if (s->jobs[first[i]].reason == FG__REASON_LAZY)
+                s->jobs[first[i]].reason = FG__REASON_LAZY_AHEAD;
+        for (size_t k = 0; k < s->nlazy; k++)
             lazy_fix(s, &s->jobs[s->lazy[k]]);
-    s->nlazy = 0;
+        s->nlazy = 0;
+        for (int32_t i = 0; i < nfirst; i++)
+            if (s->jobs[first[i]].reason == FG__REASON_LAZY_AHEAD)
+                s->jobs[first[i]].reason = FG__REASON_LAZY;
+    }
+    if (upto > s->dhead)
+        ahead_set_fill(s, first, nfirst);
     while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
         upto--; /* (a start's mark is no estimate) */
     deferred_run(s, upto);

@@ -6,6 +6,10 @@
  * common cases are O(1); a requeued job with an old submit time is a binary search and
  * one memmove, and so is a job that starts from inside its queue (backfill), which
  * moves the shorter side of the queue by one.
+ *
+ * Each run of FG__QBLK entries from the array's start has a summary (fg__qblk_t) that the
+ * look ahead reads instead of its jobs; any write to an entry marks it stale, and the look
+ * ahead makes it again when it needs it.
  */
 #include "internal.h"
 
@@ -33,6 +37,59 @@ static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__
     return lo;
 }
 
+/* Entries v[from..to] were written: their summaries are stale. */
+static void blk_stale(fg__queue_t *q, int32_t from, int32_t to)
+{
+    const int32_t last = to / FG__QBLK < q->nblk ? to / FG__QBLK : q->nblk - 1;
+    for (int32_t b = from / FG__QBLK; b <= last; b++)
+        q->blk[b].ok = false;
+}
+
+/* Room for the summaries of every full run of FG__QBLK entries of v. */
+static void blk_room(fg__queue_t *q)
+{
+    const int32_t n = q->cap / FG__QBLK;
+    if (n <= q->nblk)
+        return;
+    size_t cap = (size_t)q->nblk;
+    q->blk = fg__grow(q->blk, &cap, (size_t)n, sizeof *q->blk);
+    for (size_t b = (size_t)q->nblk; b < cap; b++)
+        q->blk[b].ok = false;
+    q->nblk = (int32_t)cap;
+}
+
+void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b)
+{
+    fg__qblk_t *k = &q->blk[b];
+    for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
+        k->tl[g] = INT64_MAX;
+    k->elig = INT64_MIN;
+    k->gpus = k->kmin = 0;
+    k->sizes = 0;
+    k->other = false;
+    const int32_t *v = q->v + (size_t)b * FG__QBLK;
+    for (int i = 0; i < FG__QBLK; i++) {
+        const fg__job_t *j = &s->jobs[v[i]];
+        k->gpus += j->gpus;
+        if (j->eligible_time > k->elig)
+            k->elig = j->eligible_time;
+        if (j->state != FG_JOB_PENDING || (j->gpus <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
+            k->other = true;
+        } else if (j->gpus <= FG_WHOLE_NODE_GPUS) {
+            k->sizes |= 1u << j->gpus;
+            if (j->time_limit < k->tl[j->gpus])
+                k->tl[j->gpus] = j->time_limit;
+        } else {
+            const int32_t n = j->gpus / FG_WHOLE_NODE_GPUS;
+            if (!k->kmin || n < k->kmin)
+                k->kmin = n;
+            if (j->time_limit < k->tl[0])
+                k->tl[0] = j->time_limit;
+        }
+    }
+    k->ok = true;
+}
+
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
     const fg__job_t *j = &s->jobs[slot];
@@ -40,29 +97,35 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
         int32_t pos = lower_bound(s, q, j);
         if (pos == q->head && q->head > 0) {
             q->v[--q->head] = slot;
+            blk_stale(q, q->head, q->head);
             return;
         }
         if (q->len == q->cap) {
             size_t cap = (size_t)q->cap;
             q->v = fg__grow(q->v, &cap, (size_t)q->len + 1, sizeof *q->v);
             q->cap = (int32_t)cap;
+            blk_room(q);
         }
         memmove(&q->v[pos + 1], &q->v[pos], (size_t)(q->len - pos) * sizeof *q->v);
         q->v[pos] = slot;
+        blk_stale(q, pos, q->len);
         q->len++;
         return;
     }
     if (q->len == q->cap) {
         if (q->head > 0 && q->head >= q->cap / 2) { /* compact instead of growing */
             memmove(q->v, &q->v[q->head], (size_t)(q->len - q->head) * sizeof *q->v);
+            blk_stale(q, 0, q->len - q->head - 1);
             q->len -= q->head;
             q->head = 0;
         } else {
             size_t cap = (size_t)q->cap;
             q->v = fg__grow(q->v, &cap, (size_t)q->len + 1, sizeof *q->v);
             q->cap = (int32_t)cap;
+            blk_room(q);
         }
     }
+    blk_stale(q, q->len, q->len);
     q->v[q->len++] = slot;
 }
 
@@ -73,9 +136,11 @@ void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
         abort();                             /* invariant: a pending job is in its queue */
     if (pos - q->head <= q->len - pos - 1) { /* move the shorter side: here the front */
         memmove(&q->v[q->head + 1], &q->v[q->head], (size_t)(pos - q->head) * sizeof *q->v);
+        blk_stale(q, q->head, pos);
         q->head++;
     } else {
         memmove(&q->v[pos], &q->v[pos + 1], (size_t)(q->len - pos - 1) * sizeof *q->v);
+        blk_stale(q, pos, q->len - 1);
         q->len--;
     }
     if (q->head == q->len)
@@ -85,5 +150,6 @@ void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 void fg__queue_free(fg__queue_t *q)
 {
     free(q->v);
+    free(q->blk);
     memset(q, 0, sizeof *q);
 }

@@ -197,10 +197,11 @@ void fg_fair_advance(fg_fair_t *f, int64_t t)
         f->dirty = 0;
     }
     if (f->with_demand > 0) {
+        /* every tenant, with no test: one without demand has no entitlement (ent 0,
+         * waterfill_kept) and nothing running (its demand counts its running GPUs), so
+         * it adds +0.0 to sums that start at +0.0 and never go below: the same bits */
         double ddt = (double)dt;
         for (int32_t u = 0; u < f->n; u++) {
-            if (f->demand[u] == 0)
-                continue;
             f->entitled[u] += f->ent[u] * ddt;
             f->received[u] += (double)f->running[u] * ddt;
         }

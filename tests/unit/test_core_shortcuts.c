@@ -15,7 +15,10 @@
  *     found feasible while no node was added or changed state;
  *   - the wfq order sets up (usage terms, weights, cursors, heaps) only the accounts and
  *     members with pending jobs, kept as sets (bits and an ascending list) as jobs enter
- *     and leave the queues.
+ *     and leave the queues;
+ *   - the look ahead's reading of a queue passes a run of FG__QBLK entries at once when
+ *     the run's summary (each size's least time limit, the fewest whole nodes) refuses
+ *     them all; a summary is stale once an entry of its run is written.
  * Sequences have three or four accounts of one to three members with weights, nodes of 8
  * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
  * class, cancels, short quanta and waits (many preemptions), and often a second pass at
@@ -27,7 +30,13 @@
  * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
  * member's stale count of jobs in the band read although it has none pending, 11; the
- * list losing the index after the one taken out, 1.
+ * list losing the index after the one taken out, 1. A second set of sequences (seeds
+ * 1000001..., FG_SHORTCUTS_SEED included) has long queues under wfq (one member per
+ * account, many jobs, one GPU type, short windows, time limits and times in steps of
+ * 100 s): a summary left valid when a job leaves its queue from the front fails at
+ * 1000011, a run passed although the reading's stop lies inside it at 1000013, a time
+ * limit equal to its size's bound taken as refused at 1000012, and the jobs of whole
+ * nodes left out of the summary at 1000156.
  * Four more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
@@ -63,6 +72,7 @@ typedef struct world {
     fg_time_t now;
     fg_job_id_t next_id;
     int nnodes;
+    bool longq; /* long queues (run_sequence) */
     bool running[MAXJOBS];
     int32_t attempt[MAXJOBS];
     fg_time_t end_at[MAXJOBS];
@@ -75,14 +85,15 @@ static const char *const users[] = {"u", "v", "w"};
 
 static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 {
-    print_error("seed %llu, t=%lld, job %llu: %s\n", (unsigned long long)w->seed, (long long)w->now,
+    print_error("seed %llu, t=%lld, job %llu: %s\n",
+                (unsigned long long)(w->seed + (w->longq ? 1000000 : 0)), (long long)w->now,
                 (unsigned long long)id, what);
     fail();
 }
 
 static void submit(world_t *w, int naccts, int nusers)
 {
-    static const int32_t sizes[] = {1, 1, 2, 4, 8, 16};
+    static const int32_t sizes[] = {1, 1, 2, 4, 8, 16}, long_sizes[] = {1, 2, 4, 8, 16, 24};
     static const char *const types[] = {NULL, NULL, NULL, "a100", "t4"};
     if (w->next_id >= MAXJOBS)
         return;
@@ -90,9 +101,9 @@ static void submit(world_t *w, int naccts, int nusers)
     fg_job_spec_t j = {.id = w->next_id,
                        .account = accts[rnd(r, 0, naccts - 1)],
                        .user = users[rnd(r, 0, nusers - 1)],
-                       .gpus = sizes[rnd(r, 0, 5)],
-                       .gpu_type = types[rnd(r, 0, 4)],
-                       .time_limit_s = rnd(r, 50, 4000),
+                       .gpus = w->longq ? long_sizes[rnd(r, 0, 5)] : sizes[rnd(r, 0, 5)],
+                       .gpu_type = w->longq ? NULL : types[rnd(r, 0, 4)],
+                       .time_limit_s = w->longq ? 100 * rnd(r, 1, 30) : rnd(r, 50, 4000),
                        .prio = (fg_prio_t)(rnd(r, 0, 5) == 0 ? rnd(r, 0, 2) : FG_PRIO_NORMAL),
                        .max_retries = 0,
                        .checkpoint_interval_s = rnd(r, 0, 1) ? 120 : 0,
@@ -141,11 +152,12 @@ static void pass(world_t *w)
         fg_decisions_free(&d[k]);
 }
 
-static void run_sequence(uint64_t seed)
+static void run_sequence(uint64_t seed, bool longq)
 {
     world_t w;
     memset(&w, 0, sizeof w);
     w.seed = seed;
+    w.longq = longq;
     w.rng = seed * 0x2545f4914f6cdd1dull + 11;
     uint64_t *r = &w.rng;
     fg_config_t c;
@@ -161,8 +173,14 @@ static void run_sequence(uint64_t seed)
     c.half_life_s = rnd(r, 0, 1) ? 3600 : 0;
     c.reserve_depth = (int32_t)rnd(r, 0, 4);
     c.estimate_depth = (int32_t)rnd(r, 0, 40);
+    if (longq) { /* the look ahead reads long queues of one member per account */
+        c.policy = FG_POLICY_WFQ;
+        c.backfill_depth = (int32_t)rnd(r, 4, 40);
+        c.estimate_depth = (int32_t)rnd(r, 0, 6);
+    }
     assert_int_equal(fg_config_check(&c, NULL), FG_OK);
-    const int naccts = (int)rnd(r, 3, 4), nusers = (int)rnd(r, 1, 3);
+    const int naccts = (int)rnd(r, longq ? 2 : 3, longq ? 3 : 4);
+    const int nusers = longq ? 1 : (int)rnd(r, 1, 3);
     for (int k = 0; k < 2; k++) {
         w.s[k] = fg_sched_new(&c);
         assert_non_null(w.s[k]);
@@ -179,18 +197,18 @@ static void run_sequence(uint64_t seed)
                 assert_true(fg_sched_member_set(w.s[k], accts[a], users[u], uw) >= 0);
         }
     }
-    w.nnodes = (int)rnd(r, 2, 9);
+    w.nnodes = (int)rnd(r, longq ? 4 : 2, 9);
     for (int n = 0; n < w.nnodes; n++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", n);
-        int32_t gpus = rnd(r, 0, 3) ? 8 : 4;
-        const char *type = rnd(r, 0, 2) ? "a100" : "t4";
+        int32_t gpus = longq || rnd(r, 0, 3) ? 8 : 4;
+        const char *type = longq || rnd(r, 0, 2) ? "a100" : "t4";
         for (int k = 0; k < 2; k++)
             assert_int_equal(fg_sched_node_add(w.s[k], name, gpus, type, FG_NODE_UP), n);
     }
     w.next_id = 1;
     for (int step = 0; step < 90; step++) {
-        int nsub = (int)rnd(r, 0, 4);
+        int nsub = (int)rnd(r, 0, longq ? 12 : 4);
         for (int e = 0; e < nsub; e++)
             submit(&w, naccts, nusers);
         for (fg_job_id_t id = 1; id < w.next_id; id++)
@@ -225,7 +243,7 @@ static void run_sequence(uint64_t seed)
                 submit(&w, naccts, nusers);
             pass(&w);
         }
-        w.now += rnd(r, 0, 300);
+        w.now += longq ? 100 * rnd(r, 0, 3) : rnd(r, 0, 300);
     }
     for (int k = 0; k < 2; k++)
         fg_sched_free(w.s[k]);
@@ -236,12 +254,16 @@ static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **
     (void)state;
     const char *one = getenv("FG_SHORTCUTS_SEED");
     if (one) {
-        run_sequence(strtoull(one, NULL, 10));
+        const uint64_t seed = strtoull(one, NULL, 10);
+        run_sequence(seed % 1000000, seed >= 1000000);
         return;
     }
     for (uint64_t seed = 1; seed <= 1500; seed++)
-        run_sequence(seed);
+        run_sequence(seed, false);
     assert_true(g_preempts > 0);
+    /* (seeds 1000001...: FG_SHORTCUTS_SEED replays them with the long queues) */
+    for (uint64_t seed = 1; seed <= 600; seed++)
+        run_sequence(seed, true);
 }
 
 /* The accounts' water fill of a preemption search sorts from the last search's order
