@@ -94,7 +94,9 @@ static int wb_write(sqlite3_file *file, const void *data, int amt, sqlite3_int64
         if (rc != SQLITE_OK)
             return rc;
     }
-    if ((size_t)amt > WB_CAP) {
+    if (!f->buf) /* on the first write: most connections only read the log */
+        f->buf = malloc(WB_CAP);
+    if ((size_t)amt > WB_CAP || !f->buf) {
         f->writes++;
         return f->real->pMethods->xWrite(f->real, data, amt, off);
     }
@@ -246,22 +248,14 @@ static int wb_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, 
     wb_file_t *f = (wb_file_t *)file;
     memset(f, 0, sizeof *f);
     f->real = (sqlite3_file *)((char *)file + wb_header_size());
-    f->buf = malloc(WB_CAP);
-    if (!f->buf)
-        return SQLITE_NOMEM;
+    /* (on failure the underlying xOpen closes what it opened, and SQLite calls no
+     * xClose: pMethods stays unset) */
     int rc = wb_under->xOpen(wb_under, name, f->real, flags, out_flags);
-    if (rc != SQLITE_OK) {
-        /* SQLite calls xClose only when pMethods is set; the underlying file is
-         * closed by its own xOpen on failure. */
-        free(f->buf);
-        f->buf = NULL;
+    if (rc != SQLITE_OK)
         return rc;
-    }
     if (f->real->pMethods->iVersion < 3) {
         /* an underlying VFS without xFetch/xShm*: do not wrap what it cannot do */
         f->real->pMethods->xClose(f->real);
-        free(f->buf);
-        f->buf = NULL;
         return wb_under->xOpen(wb_under, name, file, flags, out_flags);
     }
     f->base.pMethods = &wb_methods;
