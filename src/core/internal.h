@@ -226,6 +226,8 @@ typedef struct fg__hk {
 typedef struct fg__order {
     int band;
     int32_t *cursor;         /* per member: next index in q[band] */
+    const int32_t **qv;      /* per member: q[band].v, set as the band begins (the queues
+                              * do not change while an order is in use) */
     int64_t *m_picked;       /* per member: GPUs walked this pass */
     int64_t *a_picked;       /* per account */
     int32_t *m_left;         /* per member: jobs left in band */
@@ -473,11 +475,11 @@ static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *
  * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
 static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
-    if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
+    if (s->cfg.policy == FG_POLICY_WFQ && o->nah) { /* (nah > 0 only inside a band) */
         const int32_t a = o->ah[0].id;
         if (o->mh_cnt[a] == 1) {
             const int32_t m = o->mhk[o->mh_off[a]].id;
-            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;
             o->a_picked[a] += g;

@@ -35,6 +35,7 @@
 void fg__order_free(fg__order_t *o)
 {
     free(o->cursor);
+    free(o->qv);
     free(o->m_picked);
     free(o->a_picked);
     free(o->m_left);
@@ -96,6 +97,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
 {
     if (nm > o->cap_m) {
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
+        o->qv = re(o->qv, nm * sizeof *o->qv);
         o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
         o->m_left = re(o->m_left, nm * sizeof *o->m_left);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
@@ -216,7 +218,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 /* Member m's head job in the band (m has jobs left in it). */
 static fg__head_t head_of(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
-    const fg__job_t *j = &s->jobs[s->members[m].q[o->band].v[o->cursor[m]]];
+    const fg__job_t *j = &s->jobs[o->qv[m][o->cursor[m]]];
     return (fg__head_t){j->submit_time, j->id};
 }
 
@@ -307,6 +309,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         for (int32_t k = 0; k < o->nact_m; k++) {
             const int32_t i = o->act_m[k];
             const fg__queue_t *q = &s->members[i].q[b];
+            o->qv[i] = q->v;
             o->cursor[i] = q->head;
             o->m_left[i] = q->len - q->head;
             o->a_left[s->members[i].account] += o->m_left[i];
@@ -317,6 +320,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             o->a_left[i] = 0;
         for (size_t i = 0; i < s->nmembers; i++) {
             const fg__queue_t *q = &s->members[i].q[b];
+            o->qv[i] = q->v;
             o->cursor[i] = q->head;
             o->m_left[i] = q->len - q->head;
             o->a_left[s->members[i].account] += o->m_left[i];
@@ -390,7 +394,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             const int32_t a = o->ah[0].id;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
             const int32_t m = mh[0].id;
-            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;
             o->a_picked[a] += g;
@@ -419,7 +423,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             else if (o->nah)
                 m = o->mh[0];
             if (m >= 0) {
-                int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+                int32_t slot = o->qv[m][o->cursor[m]++];
                 int32_t g = s->jobs[slot].gpus;
                 int32_t acc = s->members[m].account;
                 o->m_left[m]--;
@@ -731,7 +735,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             return -1;
         const int32_t m = o->mhk[o->mh_off[a]].id;
         mem[i] = m;
-        qv[i] = s->members[m].q[o->band].v;
+        qv[i] = o->qv[m];
         cur[i] = o->cursor[m];
         left[i] = o->m_left[m];
         picked[i] = o->a_picked[a];
