@@ -334,10 +334,9 @@ struct fg_sched {
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
     fg__feas_memo_t feas_memo[16];
-    /* bit g (g = 1..8): a job of g GPUs of any type is feasible, while feas_any_gen ==
-     * node_gen (pass.c, feasible) */
+    /* bit g (g = 1..8): a job of g GPUs of any type is feasible on the nodes as they are
+     * (pass.c, feasible; emptied where node_gen is bumped) */
     uint32_t feas_any;
-    int64_t feas_any_gen;
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
