@@ -341,8 +341,14 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                 o->mh_cnt[a] = 0;
                 continue;
             }
-            int32_t n = 0;
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
+            if (o->mh_n[a] == 1) { /* (its one member has the account's jobs in the band) */
+                h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]]};
+                o->mh_cnt[a] = 1;
+                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
+                continue;
+            }
+            int32_t n = 0;
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
                 if ((all || bit_in(act_m, act_m_cap, (size_t)m)) && o->m_left[m])
