@@ -216,10 +216,12 @@ typedef struct fg__head {
     fg_job_id_t id;
 } fg__head_t;
 
-/* An entry of a wfq key heap: an account or member and its current key. */
+/* An entry of a wfq key heap: an account or member and its current key; in the account
+ * heap, `one` is the account's member when it began the band as the only one with jobs
+ * in it (else -1; unused in the member heaps). */
 typedef struct fg__hk {
     double key;
-    int32_t id;
+    int32_t id, one;
 } fg__hk_t;
 
 /* The walk of pending jobs in plan order (see order.c). */
@@ -470,14 +472,13 @@ static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *
 }
 
 /* fg__order_next (order.c), with the common wfq step inline: inside a band, the
- * smallest-key account has a single member with jobs left in it (the same steps as
+ * smallest-key account began it with a single member with jobs in it (the same steps as
  * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
 static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
     if (s->cfg.policy == FG_POLICY_WFQ && o->nah) { /* (nah > 0 only inside a band) */
-        const int32_t a = o->ah[0].id;
-        if (o->mh_cnt[a] == 1) {
-            const int32_t m = o->mhk[o->mh_off[a]].id;
+        const int32_t a = o->ah[0].id, m = o->ah[0].one;
+        if (m >= 0) { /* (its heap of members holds m alone) */
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;

@@ -343,16 +343,16 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             }
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
             if (o->mh_n[a] == 1) { /* (its one member has the account's jobs in the band) */
-                h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]]};
+                h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]], -1};
                 o->mh_cnt[a] = 1;
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
+                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, h[0].id};
                 continue;
             }
             int32_t n = 0;
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
                 if ((all || bit_in(act_m, act_m_cap, (size_t)m)) && o->m_left[m])
-                    h[n++] = (fg__hk_t){0.0, m};
+                    h[n++] = (fg__hk_t){0.0, m, -1};
             }
             o->mh_cnt[a] = n;
             if (n > 1) { /* (the key of a heap of one is never compared: it only shrinks) */
@@ -360,7 +360,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, n == 1 ? h[0].id : -1};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
@@ -471,7 +471,7 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
         if (left[k] == 0)
             o->mh_cnt[ak] = 0;
         else
-            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak};
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, m}; /* (its only member) */
     }
     o->nah = nah;
     heapify_keys(o->ah, nah);
@@ -747,7 +747,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         picked[i] = o->a_picked[a];
         total += left[i];
         /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i};
+        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
