@@ -134,6 +134,8 @@ static bool bit_in(const uint64_t *v, size_t cap, size_t i)
     return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
 }
 
+static void group_members(const fg_sched_t *s, fg__order_t *o);
+
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
  * and accounts (o must be zeroed the first time). Under wfq, the per-account and
  * per-member entries are set only for those with pending jobs (act_a, act_m): no other
@@ -182,20 +184,30 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
                        o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
+        group_members(s, o);
+    /* a member's key is compared only in a heap of two or more members: never for the
+     * only member of its account (its usage term and weight are left unset) */
     for (int32_t k = 0; k < o->nact_m; k++) {
         const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
         o->m_picked[i] = 0;
+        if (o->mh_n[m->account] == 1 && !s->plain)
+            continue;
         o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
                                m->running, now) +
                        o->run_w * (double)m->running;
         o->m_w[i] = m->weight;
     }
-    /* members grouped by account (counting sort), ascending inside each account; kept
-     * while the numbers of accounts and members are (a member never changes account,
-     * and neither is ever removed) */
-    if (o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers)
-        return;
+}
+
+/* fg__order_prepare: the members grouped by account in o (members_by_acct, mh_off,
+ * mh_n) */
+static void group_members(const fg_sched_t *s, fg__order_t *o)
+{
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
     for (size_t i = 0; i < s->nmembers; i++)
