@@ -785,8 +785,13 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         peek_move(s, o, n0, acct, mem, cur, left, picked);
         return r;
     }
+    double base[PEEK_MAX], wt[PEEK_MAX]; /* (the merge's keys, per local index) */
+    for (int32_t i = 0; i < n0; i++) {
+        base[i] = o->a_base[acct[i]];
+        wt[i] = o->a_w[acct[i]];
+    }
     for (int64_t count = 0; count < limit; count++) {
-        const int32_t i = h[0].id, a = acct[i];
+        const int32_t i = h[0].id;
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
@@ -799,8 +804,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         if (--left[i] == 0) {
             h[0] = h[--n];
         } else if (n > 1) {
-            const double x = o->a_base[a] + (double)picked[i];
-            h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
+            const double x = base[i] + (double)picked[i];
+            h[0].key = wt[i] == 1.0 ? x : x / wt[i]; /* acct_key */
         }
         if (n > 1)
             fg__sift_key_inline(h, n, 0);
