@@ -216,16 +216,20 @@ typedef struct fg__head {
     fg_job_id_t id;
 } fg__head_t;
 
-/* An entry of a wfq key heap: an account or member and its current key. */
+/* An entry of a wfq key heap: an account or member and its current key; in the account
+ * heap, `one` is the account's member when it began the band as the only one with jobs
+ * in it (else -1; unused in the member heaps). */
 typedef struct fg__hk {
     double key;
-    int32_t id;
+    int32_t id, one;
 } fg__hk_t;
 
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
     int32_t *cursor;         /* per member: next index in q[band] */
+    const int32_t **qv;      /* per member: q[band].v, set as the band begins (the queues
+                              * do not change while an order is in use) */
     int64_t *m_picked;       /* per member: GPUs walked this pass */
     int64_t *a_picked;       /* per account */
     int32_t *m_left;         /* per member: jobs left in band */
@@ -332,10 +336,9 @@ struct fg_sched {
     int32_t touched_free_max; /* most free GPUs of a node when it was touched */
     fg__why_memo_t why_memo[16];
     fg__feas_memo_t feas_memo[16];
-    /* bit g (g = 1..8): a job of g GPUs of any type is feasible, while feas_any_gen ==
-     * node_gen (pass.c, feasible) */
+    /* bit g (g = 1..8): a job of g GPUs of any type is feasible on the nodes as they are
+     * (pass.c, feasible; emptied where node_gen is bumped) */
     uint32_t feas_any;
-    int64_t feas_any_gen;
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
@@ -469,15 +472,14 @@ static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *
 }
 
 /* fg__order_next (order.c), with the common wfq step inline: inside a band, the
- * smallest-key account has a single member with jobs left in it (the same steps as
+ * smallest-key account began it with a single member with jobs in it (the same steps as
  * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
 static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
-    if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
-        const int32_t a = o->ah[0].id;
-        if (o->mh_cnt[a] == 1) {
-            const int32_t m = o->mhk[o->mh_off[a]].id;
-            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+    if (s->cfg.policy == FG_POLICY_WFQ && o->nah) { /* (nah > 0 only inside a band) */
+        const int32_t a = o->ah[0].id, m = o->ah[0].one;
+        if (m >= 0) { /* (its heap of members holds m alone) */
+            const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;
             o->a_picked[a] += g;

@@ -35,6 +35,7 @@
 void fg__order_free(fg__order_t *o)
 {
     free(o->cursor);
+    free(o->qv);
     free(o->m_picked);
     free(o->a_picked);
     free(o->m_left);
@@ -96,6 +97,7 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
 {
     if (nm > o->cap_m) {
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
+        o->qv = re(o->qv, nm * sizeof *o->qv);
         o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
         o->m_left = re(o->m_left, nm * sizeof *o->m_left);
         o->m_base = re(o->m_base, nm * sizeof *o->m_base);
@@ -131,6 +133,8 @@ static bool bit_in(const uint64_t *v, size_t cap, size_t i)
 {
     return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
 }
+
+static void group_members(const fg_sched_t *s, fg__order_t *o);
 
 /* Prepares o for a walk at time `now`; o's arrays are sized for the current members
  * and accounts (o must be zeroed the first time). Under wfq, the per-account and
@@ -180,20 +184,30 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
                        o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
+        group_members(s, o);
+    /* a member's key is compared only in a heap of two or more members: never for the
+     * only member of its account (its usage term and weight are left unset) */
     for (int32_t k = 0; k < o->nact_m; k++) {
         const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
         o->m_picked[i] = 0;
+        if (o->mh_n[m->account] == 1 && !s->plain)
+            continue;
         o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
                                m->running, now) +
                        o->run_w * (double)m->running;
         o->m_w[i] = m->weight;
     }
-    /* members grouped by account (counting sort), ascending inside each account; kept
-     * while the numbers of accounts and members are (a member never changes account,
-     * and neither is ever removed) */
-    if (o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers)
-        return;
+}
+
+/* fg__order_prepare: the members grouped by account in o (members_by_acct, mh_off,
+ * mh_n) */
+static void group_members(const fg_sched_t *s, fg__order_t *o)
+{
     for (size_t i = 0; i <= s->naccounts; i++)
         o->mh_off[i] = 0;
     for (size_t i = 0; i < s->nmembers; i++)
@@ -216,7 +230,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
 /* Member m's head job in the band (m has jobs left in it). */
 static fg__head_t head_of(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
-    const fg__job_t *j = &s->jobs[s->members[m].q[o->band].v[o->cursor[m]]];
+    const fg__job_t *j = &s->jobs[o->qv[m][o->cursor[m]]];
     return (fg__head_t){j->submit_time, j->id};
 }
 
@@ -307,6 +321,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         for (int32_t k = 0; k < o->nact_m; k++) {
             const int32_t i = o->act_m[k];
             const fg__queue_t *q = &s->members[i].q[b];
+            o->qv[i] = q->v;
             o->cursor[i] = q->head;
             o->m_left[i] = q->len - q->head;
             o->a_left[s->members[i].account] += o->m_left[i];
@@ -317,6 +332,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             o->a_left[i] = 0;
         for (size_t i = 0; i < s->nmembers; i++) {
             const fg__queue_t *q = &s->members[i].q[b];
+            o->qv[i] = q->v;
             o->cursor[i] = q->head;
             o->m_left[i] = q->len - q->head;
             o->a_left[s->members[i].account] += o->m_left[i];
@@ -337,12 +353,18 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                 o->mh_cnt[a] = 0;
                 continue;
             }
-            int32_t n = 0;
             fg__hk_t *h = &o->mhk[o->mh_off[a]];
+            if (o->mh_n[a] == 1) { /* (its one member has the account's jobs in the band) */
+                h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]], -1};
+                o->mh_cnt[a] = 1;
+                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, h[0].id};
+                continue;
+            }
+            int32_t n = 0;
             for (int32_t k = 0; k < o->mh_n[a]; k++) {
                 int32_t m = o->members_by_acct[o->mh_off[a] + k];
                 if ((all || bit_in(act_m, act_m_cap, (size_t)m)) && o->m_left[m])
-                    h[n++] = (fg__hk_t){0.0, m};
+                    h[n++] = (fg__hk_t){0.0, m, -1};
             }
             o->mh_cnt[a] = n;
             if (n > 1) { /* (the key of a heap of one is never compared: it only shrinks) */
@@ -350,7 +372,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, n == 1 ? h[0].id : -1};
         }
         heapify_keys(o->ah, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
@@ -390,7 +412,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             const int32_t a = o->ah[0].id;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
             const int32_t m = mh[0].id;
-            const int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+            const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;
             o->a_picked[a] += g;
@@ -419,7 +441,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             else if (o->nah)
                 m = o->mh[0];
             if (m >= 0) {
-                int32_t slot = s->members[m].q[o->band].v[o->cursor[m]++];
+                int32_t slot = o->qv[m][o->cursor[m]++];
                 int32_t g = s->jobs[slot].gpus;
                 int32_t acc = s->members[m].account;
                 o->m_left[m]--;
@@ -461,7 +483,7 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
         if (left[k] == 0)
             o->mh_cnt[ak] = 0;
         else
-            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak};
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, m}; /* (its only member) */
     }
     o->nah = nah;
     heapify_keys(o->ah, nah);
@@ -731,13 +753,13 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
             return -1;
         const int32_t m = o->mhk[o->mh_off[a]].id;
         mem[i] = m;
-        qv[i] = s->members[m].q[o->band].v;
+        qv[i] = o->qv[m];
         cur[i] = o->cursor[m];
         left[i] = o->m_left[m];
         picked[i] = o->a_picked[a];
         total += left[i];
         /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i};
+        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
@@ -763,8 +785,13 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         peek_move(s, o, n0, acct, mem, cur, left, picked);
         return r;
     }
+    double base[PEEK_MAX], wt[PEEK_MAX]; /* (the merge's keys, per local index) */
+    for (int32_t i = 0; i < n0; i++) {
+        base[i] = o->a_base[acct[i]];
+        wt[i] = o->a_w[acct[i]];
+    }
     for (int64_t count = 0; count < limit; count++) {
-        const int32_t i = h[0].id, a = acct[i];
+        const int32_t i = h[0].id;
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
@@ -777,8 +804,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         if (--left[i] == 0) {
             h[0] = h[--n];
         } else if (n > 1) {
-            const double x = o->a_base[a] + (double)picked[i];
-            h[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* acct_key */
+            const double x = base[i] + (double)picked[i];
+            h[0].key = wt[i] == 1.0 ? x : x / wt[i]; /* acct_key */
         }
         if (n > 1)
             fg__sift_key_inline(h, n, 0);

@@ -448,13 +448,8 @@ static __attribute__((noinline)) bool feasible_fill(fg_sched_t *s, const fg__job
     m->gen = s->node_gen;
     m->gpus = j->gpus;
     m->type = j->type;
-    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && !s->plain) {
-        if (s->feas_any_gen != s->node_gen) {
-            s->feas_any_gen = s->node_gen;
-            s->feas_any = 0;
-        }
+    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && !s->plain)
         s->feas_any |= 1u << j->gpus;
-    }
     return m->ok;
 }
 
@@ -463,8 +458,7 @@ static __attribute__((noinline)) bool feasible_fill(fg_sched_t *s, const fg__job
  * of one node and any type found feasible are also a bit mask, read first. */
 static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 {
-    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && s->feas_any_gen == s->node_gen &&
-        (s->feas_any >> j->gpus & 1))
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && (s->feas_any >> j->gpus & 1))
         return true;
     fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
     if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type)

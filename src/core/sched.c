@@ -353,6 +353,7 @@ int fg_sched_node_add(fg_sched_t *s, const char *name, int32_t gpus, const char 
         return FG_EEXIST;
     int32_t ti = fg__type_get(s, gpu_type);
     s->node_gen++;
+    s->feas_any = 0; /* (found for the nodes before) */
     s->nodes = fg__grow(s->nodes, &s->nodes_cap, s->nnodes + 1, sizeof *s->nodes);
     int32_t n = (int32_t)s->nnodes++;
     fg__node_t *nd = &s->nodes[n];
@@ -391,6 +392,7 @@ int fg_sched_node_set_state(fg_sched_t *s, int node, fg_node_state_t state, fg_t
         return FG_EINVAL;
     s->nodes[node].state = state;
     s->node_gen++;
+    s->feas_any = 0;
     fg__node_changed(s, node);
     return FG_OK;
 }
