@@ -310,6 +310,18 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
     return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
 }
 
+/* band_begin: member i's cursor on its queue of band b, counted into its account's jobs
+ * left; returns its jobs in the band. */
+static inline int32_t member_begin(const fg_sched_t *s, fg__order_t *o, int b, int32_t i)
+{
+    const fg__queue_t *q = &s->members[i].q[b];
+    o->qv[i] = q->v;
+    o->cursor[i] = q->head;
+    o->m_left[i] = q->len - q->head;
+    o->a_left[s->members[i].account] += o->m_left[i];
+    return o->m_left[i];
+}
+
 /* Sets up band b and its heaps; returns the number of jobs in it. */
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
@@ -318,26 +330,13 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
     if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
         for (int32_t k = 0; k < o->nact_a; k++)
             o->a_left[o->act_a[k]] = 0;
-        for (int32_t k = 0; k < o->nact_m; k++) {
-            const int32_t i = o->act_m[k];
-            const fg__queue_t *q = &s->members[i].q[b];
-            o->qv[i] = q->v;
-            o->cursor[i] = q->head;
-            o->m_left[i] = q->len - q->head;
-            o->a_left[s->members[i].account] += o->m_left[i];
-            total += o->m_left[i];
-        }
+        for (int32_t k = 0; k < o->nact_m; k++)
+            total += member_begin(s, o, b, o->act_m[k]);
     } else {
         for (size_t i = 0; i < s->naccounts; i++)
             o->a_left[i] = 0;
-        for (size_t i = 0; i < s->nmembers; i++) {
-            const fg__queue_t *q = &s->members[i].q[b];
-            o->qv[i] = q->v;
-            o->cursor[i] = q->head;
-            o->m_left[i] = q->len - q->head;
-            o->a_left[s->members[i].account] += o->m_left[i];
-            total += o->m_left[i];
-        }
+        for (size_t i = 0; i < s->nmembers; i++)
+            total += member_begin(s, o, b, (int32_t)i);
     }
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = 0;

@@ -177,7 +177,7 @@ static int wb_device_characteristics(sqlite3_file *file)
 }
 
 /* A log file has no shared memory and no memory map of its own (those are the
- * database file's), but the methods are passed on as SQLite would call them. */
+ * database file's): SQLite never calls these on it; they are passed on for form. */
 static int wb_shm_map(sqlite3_file *file, int pg, int pgsz, int extend, void volatile **pp)
 {
     wb_file_t *f = (wb_file_t *)file;
@@ -253,11 +253,6 @@ static int wb_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *file, 
     int rc = wb_under->xOpen(wb_under, name, f->real, flags, out_flags);
     if (rc != SQLITE_OK)
         return rc;
-    if (f->real->pMethods->iVersion < 3) {
-        /* an underlying VFS without xFetch/xShm*: do not wrap what it cannot do */
-        f->real->pMethods->xClose(f->real);
-        return wb_under->xOpen(wb_under, name, file, flags, out_flags);
-    }
     f->base.pMethods = &wb_methods;
     return SQLITE_OK;
 }
