@@ -335,6 +335,16 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out);
  * Changing an account, a member or the round-robin turn first makes what a pass left. */
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on);
 
+/* No reasons (off by default). For callers that read no reasons at all, only estimates
+ * (the simulator): the reasons that depend on the plan and that no decision depends on
+ * are never made (those a pass may leave to be made when asked for, see above, and the
+ * blocked reason of a job that is not a preemption candidate), so such a job shows
+ * reason priority, as if not reached, even when asked for in time; its estimate is still
+ * exactly the one the pass would have made. Reasons that do not depend on the plan
+ * (budget, quota, GPU type, nodes down, backoff) are still given. Decisions, next_wake
+ * and estimates never depend on it. */
+void fg_sched_set_no_reasons(fg_sched_t *s, bool on);
+
 /* Drops every derived structure (queues, free-GPU indexes, running totals) and
  * rebuilds it from the base records. Decisions after a rebuild are exactly those
  * an incrementally maintained scheduler makes. */

@@ -343,6 +343,9 @@ struct fg_sched {
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
     bool est_on_demand, in_walk, plan_alive;
+    /* (fg_sched_set_no_reasons) the reasons left to be made when asked for never are:
+     * FG__REASON_LAZY stays on the job, listed nowhere, and reads as not reached */
+    bool no_reasons;
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;

@@ -608,7 +608,7 @@ static inline fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
  * unknown (the job shows as not reached). */
 static void lazy_fix(fg_sched_t *s, fg__job_t *j)
 {
-    if (j->reason != FG__REASON_LAZY)
+    if (j->reason != FG__REASON_LAZY || s->no_reasons)
         return;
     j->r_job = 0;
     j->r_a = j->r_b = 0;
@@ -1234,6 +1234,10 @@ static void walk_tail(fg_sched_t *s)
             j->r_job = s->tail_head;
             estimate(s, j, now);
         } else if (window) { /* past the first K: a reason only (lazy_fix) */
+            if (s->no_reasons) {
+                j->reason = FG__REASON_LAZY;
+                continue;
+            }
             j->reason = blocked_reason_memo(s, j);
             if (j->reason == FG_REASON_RESERVATION)
                 j->r_b = j->r_a;
@@ -1333,6 +1337,12 @@ void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)
 {
     fg__plan_close(s);
     s->est_on_demand = on;
+}
+
+void fg_sched_set_no_reasons(fg_sched_t *s, bool on)
+{
+    fg__plan_close(s);
+    s->no_reasons = on;
 }
 
 /* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs
@@ -1519,6 +1529,10 @@ static void peeked(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
     reason_clear(s, j);
+    if (s->no_reasons) { /* (no estimate either: it lies past the first K) */
+        j->reason = FG__REASON_LAZY;
+        return;
+    }
     if (!reason_account_or_fit(s, j, &s->accounts[j->account])) {
         j->reason = FG__REASON_LAZY;
         s->lazy[s->nlazy++] = slot; /* (room made by the caller) */
@@ -1693,9 +1707,12 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 j->r_a = j->r_b = 0;
                 if (lazy) {
                     j->reason = FG__REASON_LAZY;
-                    if (s->nlazy == s->lazy_cap)
-                        s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
-                    s->lazy[s->nlazy++] = slot;
+                    if (!s->no_reasons) {
+                        if (s->nlazy == s->lazy_cap)
+                            s->lazy =
+                                fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
+                        s->lazy[s->nlazy++] = slot;
+                    }
                 } else {
                     j->reason = FG_REASON_RESOURCES;
                 }
@@ -1746,16 +1763,17 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             tail_ok = false;
             continue;
         }
-        j->reason = blocked_reason_memo(s, j);
-        fg_job_id_t keep_job = j->r_job;
-        int64_t keep_from = j->r_a;
-        if (!head_blocked)
-            head_blocked = j->id;
         bool protect = reserved < c->reserve_depth;
         /* Preemption serves the first preempt_jobs_per_pass blocked jobs in plan order;
          * they always get an estimate, so what is preempted never depends on
          * estimate_depth. */
         bool candidate = c->preemption && nblk++ < c->preempt_jobs_per_pass;
+        /* (a candidate's reason decides whether it may preempt: always made) */
+        j->reason = s->no_reasons && !candidate ? FG__REASON_LAZY : blocked_reason_memo(s, j);
+        fg_job_id_t keep_job = j->r_job;
+        int64_t keep_from = j->r_a;
+        if (!head_blocked)
+            head_blocked = j->id;
         if (protect || candidate || idx <= K) {
             j->est = protect || candidate ? plan_claim(s, j, now, protect) : estimate(s, j, now);
             reserved += protect;

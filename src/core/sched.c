@@ -1030,7 +1030,11 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
                 : fresh                    ? j->reason
                                            : FG_REASON_PRIORITY;
-    o->estimated_start = fresh ? j->est : FG_TIME_NEVER;
+    /* (with no reasons, a lazy mark of this pass keeps the estimate the pass gave) */
+    o->estimated_start =
+        fresh || (j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no && s->no_reasons)
+            ? j->est
+            : FG_TIME_NEVER;
     if (j->state == FG_JOB_RUNNING) {
         o->nallocs = j->nallocs;
         memcpy(o->allocs, fg__job_allocs(j), sizeof(fg_alloc_t) * (size_t)j->nallocs);

@@ -174,6 +174,7 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     /* only the arrivals' estimates are read (right after the passes at their submit
      * time): the core makes those and skips the others */
     fg_sched_set_estimates_on_demand(s, true);
+    fg_sched_set_no_reasons(s, true); /* the replay reads no reasons */
     int rc = -1;
     int64_t gpus = 0, nodes = 0;
     int32_t uniform = o->groups[0].gpus;

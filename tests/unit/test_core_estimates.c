@@ -2,16 +2,20 @@
  * test_core_estimates.c - estimates on demand (fg_sched_set_estimates_on_demand,
  * docs/scheduler.md "Estimates on demand").
  *
- * Random event sequences (seeded, deterministic: splitmix64) drive two schedulers with
+ * Random event sequences (seeded, deterministic: splitmix64) drive three schedulers with
  * the very same calls: s[0] computes every estimate in its passes (the default), s[1]
- * computes the estimate-only ones when they are asked for. After every pass:
- *   - both decide exactly the same (starts, placements, preemptions, next_wake); s[1]
- *     scans no more jobs (a walk may leave what no decision depends on to be looked at
- *     when asked for, reasons included: the sequences check that this happens);
+ * computes the estimate-only ones when they are asked for, and s[2] does too and never
+ * makes the reasons it may leave (fg_sched_set_no_reasons, as the simulator runs it).
+ * After every pass:
+ *   - all three decide exactly the same (starts, placements, preemptions, next_wake);
+ *     s[1] and s[2] scan no more jobs (a walk may leave what no decision depends on to be
+ *     looked at when asked for, reasons included: the sequences check that this happens);
  *   - sometimes an account's quota or budget changes before anyone asks;
  *   - every job asked for right after the pass (all of them, or a random few; the rest
  *     are never asked for before the next event) has the same state, reason and
- *     estimate in both; fg_sched_explain gives the same words.
+ *     estimate in s[0] and s[1], and fg_sched_explain gives the same words; in s[2] the
+ *     same state and estimate, and the same reason or `priority` (not reached: the
+ *     sequences check that this happens).
  * Configurations vary the policy, the estimate, reserve and backfill depths, and the
  * number of preemption candidates, on nodes of two GPU types; 1,000 more sequences run
  * wfq with backfill on 5 to 12 nodes of one type and 8 GPUs, with more jobs of whole
@@ -27,7 +31,10 @@
  * are made again, first fails at seed 550. Leaving one job too few or too many to a
  * walk's tail, a wrong number in a lazy reason, a reason made after the claim of its
  * estimate or on the plan after a start, or a tail walked after an account change each
- * fails within the first hundred seeds.
+ * fails within the first hundred seeds. Without reasons (s[2]): an estimate hidden
+ * behind a reason left unmade fails at seed 2, a candidate for preemption whose reason
+ * is left unmade at seed 3, a tail past the first jobs that keeps an earlier walk's
+ * estimates at seed 339, and jobs the look ahead moved past that keep them at 1000005.
  * A failure prints its seed; FG_ESTIMATES_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -47,7 +54,7 @@
 
 typedef struct world {
     uint64_t seed, rng;
-    fg_sched_t *s[2];
+    fg_sched_t *s[3];
     fg_time_t now;
     fg_job_id_t next_id;
     bool running[MAXJOBS];
@@ -56,8 +63,9 @@ typedef struct world {
     bool one_type; /* nodes of one GPU type and 8 GPUs, more jobs of whole nodes */
 } world_t;
 
-/* passes whose last walk left its tail to be walked when asked for (fewer scanned) */
-static int64_t tails_left;
+/* passes whose last walk left its tail to be walked when asked for (fewer scanned); jobs
+ * asked for whose reason s[2] left unmade */
+static int64_t tails_left, reasons_left;
 
 static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 {
@@ -88,15 +96,21 @@ static void submit(world_t *w)
     int rc0 = fg_sched_submit(w->s[0], &j, w->now);
     int rc1 = fg_sched_submit(w->s[1], &j, w->now);
     assert_int_equal(rc0, rc1);
+    assert_int_equal(rc0, fg_sched_submit(w->s[2], &j, w->now));
     w->next_id++;
 }
 
 static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
 {
-    int rc;
-    if (!twin_attempt_ended(w->s, id, w->attempt[id], cause, w->now, &rc))
+    fg_attempt_t a[3];
+    int rc[3];
+    memset(a, 0, sizeof a); /* (compared with memcmp, padding too) */
+    for (int k = 0; k < 3; k++)
+        rc[k] = fg_sched_attempt_ended(w->s[k], id, w->attempt[id], cause, w->now, &a[k]);
+    if (rc[1] != rc[0] || rc[2] != rc[0] || memcmp(&a[1], &a[0], sizeof a[0]) ||
+        memcmp(&a[2], &a[0], sizeof a[0]))
         fail_seed(w, "attempts ended differently", id);
-    assert_int_equal(rc, FG_OK);
+    assert_int_equal(rc[0], FG_OK);
     w->running[id] = false;
 }
 
@@ -107,29 +121,44 @@ static bool info_equal(const fg_job_info_t *a, const fg_job_info_t *b)
            a->nallocs == b->nallocs;
 }
 
-/* Asks both schedulers about job id (when `ask`) and compares. */
+/* Asks the schedulers about job id and compares. */
 static void ask(world_t *w, fg_job_id_t id)
 {
-    fg_job_info_t a, b;
+    fg_job_info_t a, b, c;
     int rc0 = fg_sched_job_info(w->s[0], id, &a);
     int rc1 = fg_sched_job_info(w->s[1], id, &b);
+    int rc2 = fg_sched_job_info(w->s[2], id, &c);
     assert_int_equal(rc0, rc1);
-    if (rc0 == FG_OK && !info_equal(&a, &b)) {
+    assert_int_equal(rc0, rc2);
+    if (rc0 != FG_OK)
+        return;
+    if (!info_equal(&a, &b)) {
         print_error("state %d/%d reason %d/%d est %lld/%lld\n", a.state, b.state, a.reason,
                     b.reason, (long long)a.estimated_start, (long long)b.estimated_start);
         fail_seed(w, "job infos differ", id);
+    }
+    /* without reasons: the reason made, or none (not reached) */
+    reasons_left += c.reason != a.reason;
+    if (c.reason != a.reason && c.reason == FG_REASON_PRIORITY)
+        c.reason = a.reason;
+    if (!info_equal(&a, &c)) {
+        print_error("state %d/%d reason %d/%d est %lld/%lld\n", a.state, c.state, a.reason,
+                    c.reason, (long long)a.estimated_start, (long long)c.estimated_start);
+        fail_seed(w, "job infos differ without reasons", id);
     }
 }
 
 static void pass(world_t *w)
 {
-    fg_decisions_t d[2];
-    for (int k = 0; k < 2; k++) {
+    fg_decisions_t d[3];
+    for (int k = 0; k < 3; k++) {
         fg_decisions_init(&d[k]);
         assert_int_equal(fg_sched_pass(w->s[k], w->now, &d[k]), FG_OK);
     }
     if (!twin_decisions_equal(&d[0], &d[1]) || d[1].scanned > d[0].scanned)
         fail_seed(w, "decisions differ", 0);
+    if (!twin_decisions_equal(&d[0], &d[2]) || d[2].scanned > d[0].scanned)
+        fail_seed(w, "decisions differ without reasons", 0);
     tails_left += d[1].scanned < d[0].scanned;
     uint64_t *r = &w->rng;
     /* sometimes an account changes before anyone asks (its quota or budget): what the
@@ -137,7 +166,7 @@ static void pass(world_t *w)
     if (rnd(r, 0, 9) == 0) {
         int32_t quota = (int32_t)rnd(r, -1, 24);
         bool broke = rnd(r, 0, 3) == 0;
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 3; k++) {
             assert_true(fg_sched_account_set(w->s[k], "b", 2.0, quota) >= 0);
             assert_int_equal(fg_sched_account_set_budget_exhausted(w->s[k], 2, broke), FG_OK);
         }
@@ -161,11 +190,14 @@ static void pass(world_t *w)
         assert_int_equal(rc0, rc1);
         if (rc0 >= 0 && strcmp(b0, b1) != 0)
             fail_seed(w, "explanations differ", id);
+        /* (without reasons its words may differ: a job whose reason was left unmade reads
+         * as not reached) */
+        assert_int_equal(rc0 >= 0, fg_sched_explain(w->s[2], id, w->now, b1, sizeof b1) >= 0);
     }
     /* preemptions are confirmed at once */
     for (size_t i = 0; i < d[0].npreempts; i++)
         end_attempt(w, d[0].preempts[i].job, FG_END_PREEMPTED);
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         fg_decisions_free(&d[k]);
 }
 
@@ -215,7 +247,7 @@ static void run_sequence(uint64_t seed)
         c.backfill = true;
     }
     assert_int_equal(fg_config_check(&c, NULL), FG_OK);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         w.s[k] = fg_sched_new(&c);
         assert_non_null(w.s[k]);
         static const char *const accts[] = {"a", "b", "c"};
@@ -225,13 +257,15 @@ static void run_sequence(uint64_t seed)
         }
     }
     fg_sched_set_estimates_on_demand(w.s[1], true);
+    fg_sched_set_estimates_on_demand(w.s[2], true);
+    fg_sched_set_no_reasons(w.s[2], true);
     int nodes = (int)rnd(r, 1, 8) + (w.one_type ? 4 : 0);
     for (int n = 0; n < nodes; n++) {
         char name[16];
         snprintf(name, sizeof name, "n%d", n);
         int32_t gpus = rnd(r, 0, 3) || w.one_type ? 8 : 4;
         const char *type = rnd(r, 0, 2) || w.one_type ? "a100" : "t4";
-        for (int k = 0; k < 2; k++)
+        for (int k = 0; k < 3; k++)
             assert_int_equal(fg_sched_node_add(w.s[k], name, gpus, type, FG_NODE_UP), n);
     }
     w.next_id = 1;
@@ -246,11 +280,12 @@ static void run_sequence(uint64_t seed)
             fg_job_id_t id = (fg_job_id_t)rnd(r, 1, (int64_t)w.next_id - 1);
             int rc0 = fg_sched_cancel(w.s[0], id, w.now);
             assert_int_equal(rc0, fg_sched_cancel(w.s[1], id, w.now));
+            assert_int_equal(rc0, fg_sched_cancel(w.s[2], id, w.now));
         }
         pass(&w);
         w.now += rnd(r, 0, 400);
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         fg_sched_free(w.s[k]);
 }
 
@@ -270,7 +305,8 @@ static void test_estimates_on_demand_match_the_eager_ones_and_change_no_decision
         run_sequence(seed);
     for (uint64_t seed = 3000001; seed <= 3001000; seed++)
         run_sequence(seed);
-    assert_true(tails_left > 0); /* the early stop was exercised */
+    assert_true(tails_left > 0);   /* the early stop was exercised */
+    assert_true(reasons_left > 0); /* and reasons left unmade */
 }
 
 /* One node, one running job; three pending jobs get estimates. Asked for before the next
