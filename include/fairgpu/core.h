@@ -363,13 +363,15 @@ typedef struct fg_job_info {
     int32_t attempt; /* attempts started so far (the running one included) */
     int32_t retries_used;
     int32_t max_retries;
-    int64_t attained_gpu_s;    /* GPU-seconds of ended attempts */
-    fg_time_t start_time;      /* RUNNING: start of the current attempt */
-    fg_time_t eligible_time;   /* PENDING: not before this (retry backoff) */
-    bool preempting;           /* RUNNING: a preemption was decided, stop pending */
-    bool claimed;              /* PENDING: preemptions were issued for it (served first) */
-    int32_t claim_victims;     /* PENDING: of those, victims still stopping */
-    fg_reason_t reason;        /* PENDING: from the last pass that looked at it */
+    int64_t attained_gpu_s;  /* GPU-seconds of ended attempts */
+    fg_time_t start_time;    /* RUNNING: start of the current attempt */
+    fg_time_t eligible_time; /* PENDING: not before this (retry backoff) */
+    bool preempting;         /* RUNNING: a preemption was decided, stop pending */
+    bool claimed;            /* PENDING: preemptions were issued for it (served first) */
+    int32_t claim_victims;   /* PENDING: of those, victims still stopping */
+    /* PENDING: from the last pass, when its last walk looked at the job (a pass walks
+     * again after starts; a job only an earlier walk reached shows priority, not reached) */
+    fg_reason_t reason;
     fg_time_t estimated_start; /* PENDING: FG_TIME_NEVER when unknown */
     int32_t nallocs;
     fg_alloc_t allocs[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS]; /* the first nallocs are set */

@@ -24,9 +24,6 @@
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
-/* the same, while plan_next_walk makes the lazy reasons the next walk does not replace:
- * a lazy job among that walk's first jobs (pass.c) */
-#define FG__REASON_LAZY_AHEAD (FG_REASON_COUNT + 1)
 
 /* A summary of the FG__QBLK queue entries v[b * FG__QBLK ..] (queue.c, for the look
  * ahead's reading, order.c): valid (`ok`) while none of those entries was written since
@@ -65,8 +62,9 @@ typedef struct fg__job {
     fg_job_state_t state;
     fg_time_t time_limit;
     fg_time_t eligible_time;
-    /* what the last pass that looked at it said */
-    int64_t reason_pass;
+    /* what the last walk that looked at it said (that walk's s->walk_no): shown only when
+     * it is the last walk of the last pass */
+    int64_t reason_walk;
     fg_time_t est;
     fg_reason_t reason;
     fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
@@ -302,13 +300,6 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
-    fg__order_t it2; /* the next walk's first jobs (pass.c, plan_next_walk) */
-    /* plan_next_walk's look ahead: the next walk's first jobs in plan order, and it2
-     * advanced past them; that walk starts from them instead of ordering anew */
-    int32_t ahead[64];
-    int32_t nahead;
-    bool ahead_ok;
-    int32_t ahead_set[128];         /* pass.c: those jobs as a hash set of slots (-1: empty) */
     size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
@@ -354,10 +345,9 @@ struct fg_sched {
      * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
      * order, where it stopped, its time; wout: the pass's decisions while it runs (NULL
      * outside fg_sched_pass) */
-    bool tail_on, tail_ahead, tail_window;
+    bool tail_on, tail_window;
     fg_job_id_t tail_head;
     fg__order_t *tail_o;
-    int32_t tail_apos;
     int64_t tail_left; /* jobs it still looks at */
     fg_time_t tail_now;
     fg_decisions_t *wout;

@@ -471,7 +471,7 @@ static inline bool feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
 /* A pending job looked at in this pass: no estimate or numbers yet. */
 static inline void reason_clear(const fg_sched_t *s, fg__job_t *j)
 {
-    j->reason_pass = s->pass_no;
+    j->reason_walk = s->walk_no;
     j->est = FG_TIME_NEVER;
     j->r_job = 0;
     j->r_a = j->r_b = 0;
@@ -603,9 +603,9 @@ static inline fg_reason_t blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
  * next event, only estimate-only claims change the plan, and they reserve nothing and
  * only add touched nodes without reservations at the end of the list: the answer is the
  * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
- * asked for (fg__plan_ask), before a start or a preemption of the walk, or before the
- * next walk of the pass (lazy_flush); one not asked for before the next event stays
- * unknown (the job shows as not reached). */
+ * asked for (fg__plan_ask), or before a start or a preemption of the walk (lazy_flush);
+ * one not asked for before the next walk, event or pass stays unknown (the job shows as
+ * not reached). */
 static void lazy_fix(fg_sched_t *s, fg__job_t *j)
 {
     if (j->reason != FG__REASON_LAZY || s->no_reasons)
@@ -1111,8 +1111,9 @@ static void deferred_run(fg_sched_t *s, size_t upto)
 
 /* A start with estimates queued (walk) does not make them first: it leaves a mark in
  * the queue and the nodes it changes as they were, so that the estimates are made only
- * if someone needs them (most are redone by the next walk of the same pass: see
- * plan_next_walk). To make them, the starts are taken back, newest first, and the
+ * if someone needs them (a walk that started something is followed by another walk of
+ * the same pass, which makes them moot: plan_next_walk; only the last walk a pass may
+ * make keeps them, fg__plan_settle). To make them, the starts are taken back, newest first, and the
  * queue is replayed in its order: each estimate on the plan as it was then, each start
  * made again (fg__job_take_gpus), so the plan ends as the walk left it. The estimates
  * from deferred[upto] on are not made (moot, or dropped by fg__plan_close). Between
@@ -1210,12 +1211,11 @@ static void walk_tail(fg_sched_t *s)
         return;
     s->tail_on = false;
     const fg_time_t now = s->tail_now;
-    const bool ahead = s->tail_ahead, window = s->tail_window;
+    const bool window = s->tail_window;
     fg__order_t *o = s->tail_o;
     int64_t left = s->tail_left;
-    int32_t apos = s->tail_apos, slot;
-    while (left > 0 &&
-           (slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) >= 0) {
+    int32_t slot;
+    while (left > 0 && (slot = fg__order_next(s, o)) >= 0) {
         fg__job_t *j = &s->jobs[slot];
         /* (the backfill window counts every job the order gives; the first K, pending ones) */
         left -= window || j->state == FG_JOB_PENDING;
@@ -1249,25 +1249,16 @@ static void walk_tail(fg_sched_t *s)
 }
 
 /* Could walk_tail reach pending job j? (Not if the walk's order already gave it, or if
- * more of its member's jobs come before it than walk_tail has looks left; a mark of this
- * pass on j may be an earlier walk's, so it tells nothing.) */
+ * more of its member's jobs come before it than walk_tail has looks left.) */
 static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
 {
     const int32_t slot = (int32_t)(j - s->jobs);
     const fg__order_t *o = s->tail_o;
-    int64_t left = s->tail_left; /* jobs it looks at at most */
-    if (s->tail_ahead)
-        for (int32_t k = s->tail_apos; k < s->nahead; k++) {
-            if (s->ahead[k] == slot)
-                return true;
-            left -= s->jobs[s->ahead[k]].state == FG_JOB_PENDING;
-        }
-    if (left <= 0)
-        return false;
+    const int64_t left = s->tail_left; /* jobs it looks at at most */
     if (o->band < 0 || o->band >= FG__NBANDS || j->band > o->band)
         return true;
     if (j->band < o->band)
-        return false; /* its band was walked: the order gave it (ahead, or before) */
+        return false; /* its band was walked: the order gave it */
     /* its place in its member's queue (sorted by submit time, then id) */
     const fg__queue_t *q = &s->members[j->member].q[j->band];
     int32_t lo = q->head, hi = q->len;
@@ -1318,7 +1309,7 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
         walk_tail(s);
-    if (j->reason == FG__REASON_LAZY && j->reason_pass == s->pass_no)
+    if (j->reason == FG__REASON_LAZY && j->reason_walk == s->walk_no)
         lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {
@@ -1510,15 +1501,13 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
 }
 
 /* The walk stops here; walk_tail walks the rest (`left` jobs) when needed. */
-static void tail_stop(fg_sched_t *s, fg__order_t *o, bool ahead, int32_t apos, int64_t left,
-                      fg_time_t now, bool window, fg_job_id_t head)
+static void tail_stop(fg_sched_t *s, fg__order_t *o, int64_t left, fg_time_t now, bool window,
+                      fg_job_id_t head)
 {
     s->tail_on = true;
     s->tail_window = window;
     s->tail_head = head;
     s->tail_o = o;
-    s->tail_ahead = ahead;
-    s->tail_apos = apos;
     s->tail_left = left;
     s->tail_now = now;
 }
@@ -1557,14 +1546,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     const bool no_backfill = c->policy == FG_POLICY_FIFO || !c->backfill;
     const int64_t K = c->estimate_depth;
     fg_time_t wake = *wakep;
-    /* the order plan_next_walk began for this walk (nothing it reads changed since), or
-     * a new one (fg__order_next reads the queues, unchanged until the walk ends) */
-    const bool ahead = s->ahead_ok;
-    s->ahead_ok = false;
-    fg__order_t *o = ahead ? &s->it2 : &s->it;
-    if (!ahead)
-        fg__order_prepare(s, o, now);
-    int32_t apos = 0;
+    /* (fg__order_next reads the queues, unchanged until the walk ends) */
+    fg__order_t *o = &s->it;
+    fg__order_prepare(s, o, now);
     int64_t idx = 0, after_block = 0;
     int32_t reserved = 0, nblk = 0;
     fg_job_id_t head_blocked = 0;
@@ -1595,7 +1579,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
              * rest up to the K-th job only gets reasons and queued estimates: left to
              * walk_tail. */
             if (tail_ok && idx < K && (no_backfill || free_now == 0)) {
-                tail_stop(s, o, ahead, apos, K - idx, now, false, no_backfill ? head_blocked : 0);
+                tail_stop(s, o, K - idx, now, false, no_backfill ? head_blocked : 0);
                 break;
             }
             /* The same past the first K jobs with GPUs free, under wfq, when none of the
@@ -1606,7 +1590,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
              * when the walk stops at its next job anyway: every free GPU reserved and no
              * pending job short enough.) */
             if (can_peek && free_now > 0 && idx >= K && idx >= peek_at &&
-                after_block < c->backfill_depth && (!ahead || apos >= s->nahead)) {
+                after_block < c->backfill_depth) {
                 bool stops = false;
                 if (free_now <= s->reserved_free) { /* (reserved >= reserve_depth) */
                     if (short_for != s->window_max) {
@@ -1628,7 +1612,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                                               : pc.nwhole     ? pc.whole_end[0]
                                                               : INT64_MIN,
                                               now)) {
-                        tail_stop(s, o, ahead, apos, wleft, now, true, 0);
+                        tail_stop(s, o, wleft, now, true, 0);
                         break;
                     }
                     if ((size_t)wleft > s->peek_cap)
@@ -1639,7 +1623,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                                        s->peek_buf, !tail_ok);
                 }
                 if (r == wleft && tail_ok) {
-                    tail_stop(s, o, ahead, apos, wleft, now, true, 0);
+                    tail_stop(s, o, wleft, now, true, 0);
                     break;
                 }
                 /* the order moved past the r jobs that cannot start: what the walk leaves
@@ -1655,7 +1639,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 peek_at = r >= 0 ? idx + 1 : INT64_MAX; /* again past the one that may */
             }
         }
-        if ((slot = ahead && apos < s->nahead ? s->ahead[apos++] : fg__order_next(s, o)) < 0)
+        if ((slot = fg__order_next(s, o)) < 0)
             break;
         idx++;
         if (head_blocked) {
@@ -1701,7 +1685,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             }
             if (free_now == 0 || lazy) {
                 out->scanned++;
-                j->reason_pass = s->pass_no;
+                j->reason_walk = s->walk_no;
                 j->est = FG_TIME_NEVER;
                 j->r_job = 0;
                 j->r_a = j->r_b = 0;
@@ -1809,84 +1793,18 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     s->in_walk = false;
     *wakep = wake;
     if (s->dhead < s->ndeferred || s->nlazy || s->tail_on) {
-        s->plan_alive = true; /* kept for fg__plan_ask or plan_next_walk */
+        s->plan_alive = true; /* kept for fg__plan_ask (or dropped by plan_next_walk) */
         return;
     }
     plan_restore(s);
 }
 
-/* The next walk's first jobs as a set (open addressing over FG__AHEAD_SET entries,
- * at least twice as many as the jobs): is `slot` among them? */
-#define FG__AHEAD_SET 128
-static uint32_t ahead_hash(int32_t slot)
+/* Before another walk of the same pass. A pass shows what its last walk leaves (a job's
+ * reason and estimate count only when that walk wrote them: reason_walk), and the next
+ * walk looks at its jobs anew, so whatever this walk left to be made when asked for (its
+ * tail, queued estimates, lazy reasons) is moot: dropped, and the plan restored. */
+static void plan_next_walk(fg_sched_t *s)
 {
-    return ((uint32_t)slot * 2654435761u) >> 25; /* 7 bits: FG__AHEAD_SET */
-}
-
-static void ahead_set_fill(fg_sched_t *s, const int32_t *v, int32_t n)
-{
-    memset(s->ahead_set, 0xff, sizeof s->ahead_set);
-    for (int32_t i = 0; i < n; i++) {
-        uint32_t h = ahead_hash(v[i]);
-        while (s->ahead_set[h] >= 0 && s->ahead_set[h] != v[i])
-            h = (h + 1) % FG__AHEAD_SET;
-        s->ahead_set[h] = v[i];
-    }
-}
-
-static bool slot_in(const fg_sched_t *s, int32_t slot)
-{
-    for (uint32_t h = ahead_hash(slot); s->ahead_set[h] >= 0; h = (h + 1) % FG__AHEAD_SET)
-        if (s->ahead_set[h] == slot)
-            return true;
-    return false;
-}
-
-/* Before another walk of the same pass: the queued estimates of the walk that ended are
- * made now, except those the next walk will replace. That walk looks at least at the
- * first estimate_depth jobs of its plan order (it stops only past them) and gives each
- * a new estimate (or none), so queued estimates of those jobs are moot. */
-static void plan_next_walk(fg_sched_t *s, fg_time_t now)
-{
-    if (!s->plan_alive)
-        return;
-    walk_tail(s); /* (a walk that started something leaves none) */
-    const int32_t *first = s->ahead;
-    int32_t nfirst = 0;
-    if (s->cfg.estimate_depth <= (int32_t)(sizeof s->ahead / sizeof s->ahead[0])) {
-        /* The next walk's order: the same inputs (usage, running GPUs, queues) as when
-         * that walk starts, since only the plan changes until then; so it starts from
-         * these jobs and it2 (walk). */
-        fg__order_prepare(s, &s->it2, now);
-        int32_t slot;
-        while (nfirst < s->cfg.estimate_depth && (slot = fg__order_next(s, &s->it2)) >= 0)
-            s->ahead[nfirst++] = slot;
-        s->nahead = nfirst;
-        /* (not under round-robin: a band begins at the member after the one whose job
-         * started last, and the walk's starts move that before it reaches a band) */
-        s->ahead_ok = s->cfg.policy != FG_POLICY_RR;
-    }
-    /* up to the last queued estimate that is not moot (from the end: the first jobs of
-     * the next order are mostly the first of this walk's queue) */
-    size_t upto = s->ndeferred;
-    /* the lazy reasons the next walk does not replace (it looks at its first jobs): those
-     * jobs marked apart while the others' are made (lazy_fix makes only FG__REASON_LAZY) */
-    if (s->nlazy) {
-        for (int32_t i = 0; i < nfirst; i++)
-            if (s->jobs[first[i]].reason == FG__REASON_LAZY)
-                s->jobs[first[i]].reason = FG__REASON_LAZY_AHEAD;
-        for (size_t k = 0; k < s->nlazy; k++)
-            lazy_fix(s, &s->jobs[s->lazy[k]]);
-        s->nlazy = 0;
-        for (int32_t i = 0; i < nfirst; i++)
-            if (s->jobs[first[i]].reason == FG__REASON_LAZY_AHEAD)
-                s->jobs[first[i]].reason = FG__REASON_LAZY;
-    }
-    if (upto > s->dhead)
-        ahead_set_fill(s, first, nfirst);
-    while (upto > s->dhead && (s->deferred[upto - 1] < 0 || slot_in(s, s->deferred[upto - 1])))
-        upto--; /* (a start's mark is no estimate) */
-    deferred_run(s, upto);
     fg__plan_close(s);
 }
 
@@ -1911,7 +1829,6 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     out->next_wake = FG_TIME_NEVER;
     s->pass_no++;
     out->pass_no = s->pass_no;
-    s->ahead_ok = false;
     for (size_t t = 0; t < s->ntypes; t++)
         if (s->types[t].dirty)
             fg__type_rebuild(s, (int32_t)t);
@@ -1936,7 +1853,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         settled = out->nstarts == before && out->npreempts == pbefore;
         if (!settled) {
             if (w + 1 < FG__MAX_WALKS)
-                plan_next_walk(s, now);
+                plan_next_walk(s);
             else
                 fg__plan_settle(s); /* no walk follows: these estimates stay */
         }
@@ -1986,7 +1903,7 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
     const fg__account_t *a = &s->accounts[j->account];
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_pass != s->pass_no || j->reason == FG__REASON_LAZY) {
+    if (j->reason_walk != s->walk_no || j->reason == FG__REASON_LAZY) {
         /* not reached by the last pass (or its reason was left to be made when asked
          * for, and nobody asked before the next event): count the jobs before it in plan order */
         fg__order_t tmp = {0};

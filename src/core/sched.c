@@ -151,7 +151,6 @@ void fg_sched_free(fg_sched_t *s)
         free(s->types[i].tdirty);
     }
     fg__order_free(&s->it);
-    fg__order_free(&s->it2);
     free(s->jobs);
     free(s->free_slots);
     free(s->live);
@@ -549,7 +548,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
     s->limit_hist[limit_bucket(j->time_limit)]++;
     size_limit_count(s, j, 1);
     s->band_pending[j->band]++;
-    j->reason_pass = -1;
+    j->reason_walk = -1;
     j->est = FG_TIME_NEVER;
 }
 
@@ -633,7 +632,7 @@ static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int m
     j->max_retries = sp->max_retries;
     j->eligible_time = INT64_MIN;
     j->est = FG_TIME_NEVER;
-    j->reason_pass = -1;
+    j->reason_walk = -1;
     s->live = fg__grow(s->live, &s->live_cap, s->nlive + 1, sizeof *s->live);
     j->live_pos = (int32_t)s->nlive;
     hash_put(s, j->id, slot);
@@ -1026,13 +1025,13 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     /* (a reason left to be made when asked for, and not asked for before the next
      * event: as if the pass had not reached the job) */
     bool fresh =
-        j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no && j->reason != FG__REASON_LAZY;
+        j->state == FG_JOB_PENDING && j->reason_walk == s->walk_no && j->reason != FG__REASON_LAZY;
     o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
                 : fresh                    ? j->reason
                                            : FG_REASON_PRIORITY;
     /* (with no reasons, a lazy mark of this pass keeps the estimate the pass gave) */
     o->estimated_start =
-        fresh || (j->state == FG_JOB_PENDING && j->reason_pass == s->pass_no && s->no_reasons)
+        fresh || (j->state == FG_JOB_PENDING && j->reason_walk == s->walk_no && s->no_reasons)
             ? j->est
             : FG_TIME_NEVER;
     if (j->state == FG_JOB_RUNNING) {
@@ -1193,10 +1192,10 @@ void fg_sched_rebuild(fg_sched_t *s)
         if (!j->id)
             continue;
         if (j->state == FG_JOB_PENDING) {
-            int64_t rp = j->reason_pass;
+            int64_t rp = j->reason_walk;
             fg_time_t est = j->est;
             pending_add(s, (int32_t)slot);
-            j->reason_pass = rp;
+            j->reason_walk = rp;
             j->est = est;
             continue;
         }

@@ -318,6 +318,45 @@ static void test_jobs_beyond_the_estimate_depth_are_explained_by_their_place(voi
     fg_sched_free(s);
 }
 
+/* A pass shows what its last walk leaves. One node of 8 GPUs, estimate_depth 1, one
+ * reservation, no preemption; pending in plan order: 1 (4 GPUs), 2 (8), 3 (8), 4 (4 GPUs,
+ * short). The first walk starts 1, reserves GPUs for 2, finds 3 blocked (resources) and
+ * backfills 4, which takes the last free GPUs; it started jobs, so a second walk follows.
+ * That walk reserves for 2 again and, with no GPU free, stops before 3: job 3 shows as not
+ * reached (priority, no estimate), not the reason the first walk gave it. Both modes. */
+static void test_a_job_only_an_earlier_walk_reached_shows_as_not_reached(void **state)
+{
+    (void)state;
+    for (int on_demand = 0; on_demand <= 1; on_demand++) {
+        fg_config_t cfg;
+        fg_config_default(&cfg);
+        cfg.estimate_depth = 1;
+        cfg.reserve_depth = 1;
+        cfg.preemption = false;
+        fg_sched_t *s = sched_new(&cfg);
+        fg_sched_set_estimates_on_demand(s, on_demand);
+        add_node(s, "n0", 8, "a100", FG_NODE_UP);
+        submit(s, 1, 4, NULL, 100, 1);
+        submit(s, 2, 8, NULL, 100, 2);
+        submit(s, 3, 8, NULL, 100, 3);
+        submit(s, 4, 4, NULL, 50, 4);
+        fg_decisions_t d;
+        fg_decisions_init(&d);
+        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+        assert_int_equal(d.nstarts, 2);
+        assert_int_equal(d.starts[0].job, 1);
+        assert_int_equal(d.starts[1].job, 4);
+        fg_decisions_free(&d);
+        const char *const reserved_at[] = {"110", NULL};
+        expect_reason(s, 2, 10, FG_REASON_RESOURCES, reserved_at);
+        assert_int_equal(info(s, 2).estimated_start, 110);
+        const char *const behind[] = {"1", "not reached", NULL};
+        expect_reason(s, 3, 10, FG_REASON_PRIORITY, behind);
+        assert_int_equal(info(s, 3).estimated_start, FG_TIME_NEVER);
+        fg_sched_free(s);
+    }
+}
+
 /* explain writes at most n bytes, NUL included, and returns the reason code whatever the
  * room: the first n-1 characters of the full text. An unknown job is an error. */
 static void test_explain_fits_any_buffer(void **state)
@@ -374,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_an_exhausted_budget_is_budget),
         cmocka_unit_test(test_estimates_follow_the_plan),
         cmocka_unit_test(test_jobs_beyond_the_estimate_depth_are_explained_by_their_place),
+        cmocka_unit_test(test_a_job_only_an_earlier_walk_reached_shows_as_not_reached),
         cmocka_unit_test(test_explain_fits_any_buffer),
         cmocka_unit_test(test_reason_codes_have_their_api_names),
     };
