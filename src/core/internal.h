@@ -337,6 +337,9 @@ struct fg_sched {
     /* (fg_sched_set_no_reasons) the reasons left to be made when asked for never are:
      * FG__REASON_LAZY stays on the job, listed nowhere, and reads as not reached */
     bool no_reasons;
+    /* the walk running is the last one its pass may make (FG__MAX_WALKS): what it leaves
+     * is shown even after it started jobs (pass.c, walk) */
+    bool walk_last;
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
@@ -370,11 +373,15 @@ struct fg_sched {
     /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
      * depends on are off, so that a twin without them checks them */
     bool plain;
+    int32_t max_walks; /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
 };
 
 /* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
  * for the randomized tests (tests/unit/test_core_shortcuts.c) */
 void fg__sched_set_plain(fg_sched_t *s, bool on);
+/* pass.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
+ * of a pass whose last walk still starts jobs */
+void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);
 
 /* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
  * w[i] into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept

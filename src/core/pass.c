@@ -1324,6 +1324,11 @@ void fg__sched_set_plain(fg_sched_t *s, bool on)
     s->feas_any = 0;
 }
 
+void fg__sched_set_max_walks(fg_sched_t *s, int32_t n)
+{
+    s->max_walks = n > 0 && n < FG__MAX_WALKS ? n : 0;
+}
+
 void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)
 {
     fg__plan_close(s);
@@ -1568,6 +1573,11 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
      * backoff: tail_ok (both change only when a job blocks or starts) */
     bool past_claims = false, tail_ok = false;
     int64_t peek_at = 0;
+    /* Once the walk started a job, another walk follows (unless this one is the last the
+     * pass may make), and the pass shows what that one leaves: what this walk leaves on
+     * the jobs that cannot start (reasons, estimates) is moot. Only its starts and the
+     * reservations they respect count. */
+    bool moot = false;
 
     for (;;) {
         /* Past every claim that decisions depend on, with estimates on demand: what is
@@ -1601,7 +1611,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 }
                 const int64_t wleft = c->backfill_depth - after_block;
                 int64_t r = -1;
-                if (!stops) {
+                if (!stops) { /* (moot: the jobs it moves past need nothing, see below) */
                     peek_ctx_t pc = {.now = now};
                     peek_fill(s, &pc);
                     /* No pending job at all can fit in the plan (its size's fit_end):
@@ -1620,18 +1630,19 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                             fg__grow(s->peek_buf, &s->peek_cap, (size_t)wleft, sizeof *s->peek_buf);
                     r = fg__order_peek(s, o, wleft, pc.fit_end, pc.whole_end,
                                        pc.whole_exact ? pc.nwhole : -1, now, could_start, &pc,
-                                       s->peek_buf, !tail_ok);
+                                       s->peek_buf, !tail_ok && !moot);
                 }
-                if (r == wleft && tail_ok) {
-                    tail_stop(s, o, wleft, now, true, 0);
-                    break;
+                if (r == wleft && (tail_ok || moot)) {
+                    if (tail_ok)
+                        tail_stop(s, o, wleft, now, true, 0);
+                    break; /* (moot: the rest of the window can only get reasons) */
                 }
                 /* the order moved past the r jobs that cannot start: what the walk leaves
                  * on them (as below, their reasons lazily) */
                 if (r > 0 && s->nlazy + (size_t)r > s->lazy_cap)
                     s->lazy =
                         fg__grow(s->lazy, &s->lazy_cap, s->nlazy + (size_t)r, sizeof *s->lazy);
-                for (int64_t k = 0; k < r; k++)
+                for (int64_t k = 0; k < r && !moot; k++)
                     peeked(s, s->peek_buf[k]);
                 idx += r > 0 ? r : 0;
                 after_block += r > 0 ? r : 0;
@@ -1700,7 +1711,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 } else {
                     j->reason = FG_REASON_RESOURCES;
                 }
-                if (idx <= K)
+                if (idx <= K && !moot)
                     estimate(s, j, now);
                 continue;
             }
@@ -1735,10 +1746,17 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                     if (al[k].gpu_mask >> i & 1 && nd->res_from[i] != FG__INF)
                         s->reserved_free--;
             }
-            lazy_flush(s); /* their reasons, on the plan before this start */
-            /* queued estimates see the plan before this start: deferred_replay */
-            if (s->dhead < s->ndeferred)
-                defer_start(s, slot, al, n);
+            if (!moot && !s->walk_last) { /* what the walk left so far is moot too */
+                moot = true;
+                s->nlazy = 0;
+                s->dhead = s->ndeferred = s->ndsnap = 0;
+            }
+            if (!moot) {
+                lazy_flush(s); /* their reasons, on the plan before this start */
+                /* queued estimates see the plan before this start: deferred_replay */
+                if (s->dhead < s->ndeferred)
+                    defer_start(s, slot, al, n);
+            }
             s->in_walk = false; /* (not a preemption: fg__node_changed) */
             fg__job_start(s, slot, al, n, now);
             s->in_walk = true;
@@ -1753,12 +1771,13 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
          * estimate_depth. */
         bool candidate = c->preemption && nblk++ < c->preempt_jobs_per_pass;
         /* (a candidate's reason decides whether it may preempt: always made) */
-        j->reason = s->no_reasons && !candidate ? FG__REASON_LAZY : blocked_reason_memo(s, j);
+        j->reason =
+            (s->no_reasons || moot) && !candidate ? FG__REASON_LAZY : blocked_reason_memo(s, j);
         fg_job_id_t keep_job = j->r_job;
         int64_t keep_from = j->r_a;
         if (!head_blocked)
             head_blocked = j->id;
-        if (protect || candidate || idx <= K) {
+        if (protect || candidate || (idx <= K && !moot)) {
             j->est = protect || candidate ? plan_claim(s, j, now, protect) : estimate(s, j, now);
             reserved += protect;
         }
@@ -1845,14 +1864,16 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
      * FG__MAX_WALKS walks; if the last one still decided something, next_wake = now asks
      * the caller to pass again. (A full cluster makes the next walk short.) */
     bool settled = false;
-    for (int w = 0; w < FG__MAX_WALKS && !settled; w++) {
+    const int max_walks = s->max_walks ? s->max_walks : FG__MAX_WALKS;
+    for (int w = 0; w < max_walks && !settled; w++) {
         size_t before = out->nstarts, pbefore = out->npreempts;
         wake = FG_TIME_NEVER;
+        s->walk_last = w + 1 == max_walks;
         walk(s, now, out, &wake);
         leave_queues(s, out, before); /* now that the walk over them is over */
         settled = out->nstarts == before && out->npreempts == pbefore;
         if (!settled) {
-            if (w + 1 < FG__MAX_WALKS)
+            if (w + 1 < max_walks)
                 plan_next_walk(s);
             else
                 fg__plan_settle(s); /* no walk follows: these estimates stay */

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* fg__sched_set_max_walks */
 #include "fairgpu/core.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -357,6 +358,42 @@ static void test_a_job_only_an_earlier_walk_reached_shows_as_not_reached(void **
     }
 }
 
+/* The last walk a pass may make shows what it leaves even when it started jobs (what a
+ * walk leaves after a start is moot only when another walk follows). The same jobs with
+ * one walk per pass: it starts 1, reserves GPUs for 2 (from 110), estimates 3 (after 2:
+ * 210) and backfills 4; the pass asks to be run again (next_wake = now). Both modes (on
+ * demand, the estimate queued before 4 started is made on the plan before that start). */
+static void test_the_last_walk_a_pass_may_make_shows_what_it_leaves(void **state)
+{
+    (void)state;
+    for (int on_demand = 0; on_demand <= 1; on_demand++) {
+        fg_config_t cfg;
+        fg_config_default(&cfg);
+        cfg.reserve_depth = 1;
+        cfg.preemption = false;
+        fg_sched_t *s = sched_new(&cfg);
+        fg_sched_set_estimates_on_demand(s, on_demand);
+        fg__sched_set_max_walks(s, 1);
+        add_node(s, "n0", 8, "a100", FG_NODE_UP);
+        submit(s, 1, 4, NULL, 100, 1);
+        submit(s, 2, 8, NULL, 100, 2);
+        submit(s, 3, 8, NULL, 100, 3);
+        submit(s, 4, 4, NULL, 50, 4);
+        fg_decisions_t d;
+        fg_decisions_init(&d);
+        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+        assert_int_equal(d.nstarts, 2);
+        assert_int_equal(d.starts[1].job, 4);
+        assert_int_equal(d.next_wake, 10);
+        fg_decisions_free(&d);
+        assert_int_equal(info(s, 2).estimated_start, 110);
+        const char *const after_2[] = {"210", NULL};
+        expect_reason(s, 3, 10, FG_REASON_RESOURCES, after_2);
+        assert_int_equal(info(s, 3).estimated_start, 210);
+        fg_sched_free(s);
+    }
+}
+
 /* explain writes at most n bytes, NUL included, and returns the reason code whatever the
  * room: the first n-1 characters of the full text. An unknown job is an error. */
 static void test_explain_fits_any_buffer(void **state)
@@ -414,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_estimates_follow_the_plan),
         cmocka_unit_test(test_jobs_beyond_the_estimate_depth_are_explained_by_their_place),
         cmocka_unit_test(test_a_job_only_an_earlier_walk_reached_shows_as_not_reached),
+        cmocka_unit_test(test_the_last_walk_a_pass_may_make_shows_what_it_leaves),
         cmocka_unit_test(test_explain_fits_any_buffer),
         cmocka_unit_test(test_reason_codes_have_their_api_names),
     };
