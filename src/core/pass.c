@@ -1174,9 +1174,18 @@ static void defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32
 
 static void walk_tail(fg_sched_t *s);
 
-/* Makes the walk's queued estimate-only claims now (and walks what it left first). */
+/* Makes the walk's queued estimate-only claims now (and walks what it left first). Inside a
+ * walk (before its preemption changes the plan: fg__node_changed) another walk follows, as
+ * after every preemption, unless it is the last a pass may make: what the walk left is
+ * then moot and dropped (the pass shows what its last walk leaves). */
 void fg__plan_settle(fg_sched_t *s)
 {
+    if (s->in_walk && !s->walk_last) {
+        s->tail_on = false;
+        s->nlazy = 0;
+        s->dhead = s->ndeferred = s->ndsnap = 0;
+        return;
+    }
     walk_tail(s);
     lazy_flush(s);
     deferred_run(s, s->ndeferred);

@@ -46,6 +46,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* fg__sched_set_max_walks */
 #include "fairgpu/core.h"
 #include "splitmix.h"
 #include "twin.h"
@@ -211,7 +212,10 @@ static void run_sequence(uint64_t seed)
     w.one_type = seed > 2000000 && seed <= 3000000;
     /* equal weights without memory: accounts' keys tie often (the look ahead's merge and
      * its answer without merging break ties by account index) */
-    const bool ties = seed > 3000000;
+    const bool ties = seed > 3000000 && seed <= 4000000;
+    /* from 4,000,001 on: one to three walks per pass, so that the last walk of a pass
+     * often starts or preempts (what it leaves is then shown, not moot) */
+    const int32_t max_walks = seed > 4000000 ? 1 + (int32_t)(seed % 3) : 0;
     w.seed = seed;
     w.rng = seed * 0x2545f4914f6cdd1dull + 7;
     uint64_t *r = &w.rng;
@@ -259,6 +263,8 @@ static void run_sequence(uint64_t seed)
     fg_sched_set_estimates_on_demand(w.s[1], true);
     fg_sched_set_estimates_on_demand(w.s[2], true);
     fg_sched_set_no_reasons(w.s[2], true);
+    for (int k = 0; k < 3; k++)
+        fg__sched_set_max_walks(w.s[k], max_walks);
     int nodes = (int)rnd(r, 1, 8) + (w.one_type ? 4 : 0);
     for (int n = 0; n < nodes; n++) {
         char name[16];
@@ -304,6 +310,8 @@ static void test_estimates_on_demand_match_the_eager_ones_and_change_no_decision
     for (uint64_t seed = 2000001; seed <= 2001000; seed++)
         run_sequence(seed);
     for (uint64_t seed = 3000001; seed <= 3001000; seed++)
+        run_sequence(seed);
+    for (uint64_t seed = 4000001; seed <= 4000600; seed++)
         run_sequence(seed);
     assert_true(tails_left > 0);   /* the early stop was exercised */
     assert_true(reasons_left > 0); /* and reasons left unmade */
