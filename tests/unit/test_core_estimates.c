@@ -25,17 +25,19 @@
  * answer without merging, peek_none in order.c, counting a job of a tied account after
  * the first job that may start as before it fails first at seed 3000086; the other
  * sequences first fail at 1000251).
- * 3,000 sequences: 464 walks in them have estimates queued before a start that are
- * needed after the walk (made at its end, with the starts taken back and made again in
- * between); making them on the plan after the starts, or all of them before the starts
- * are made again, first fails at seed 550. Leaving one job too few or too many to a
- * walk's tail, a wrong number in a lazy reason, a reason made after the claim of its
- * estimate or on the plan after a start, or a tail walked after an account change each
- * fails within the first hundred seeds. Without reasons (s[2]): an estimate hidden
- * behind a reason left unmade fails at seed 2, a candidate for preemption whose reason
- * is left unmade at seed 3, a tail past the first jobs that keeps an earlier walk's
- * estimates at seed 339, and jobs the look ahead moved past that keep them at 1000005.
- * A failure prints its seed; FG_ESTIMATES_SEED=<seed> replays just that sequence.
+ * Estimates queued before a start are needed after the walk only when no walk follows
+ * it (the last a pass may make: the sequences from 4,000,001 on cap the walks per pass);
+ * they are made at its end, with the starts taken back and made again in between, and
+ * making them on the plan after the starts fails at seed 4000002 (before the walks were
+ * capped and a walk after a start left nothing, at seed 550). Leaving one job too few or too many
+ * to a walk's tail, a wrong number in a lazy reason, a reason made after the claim of its estimate
+ * or on the plan after a start, or a tail walked after an account change each fails within the
+ * first hundred seeds. Without reasons (s[2]): an estimate hidden behind a reason left unmade fails
+ * at seed 2, a candidate for preemption whose reason is left unmade at seed 3, a tail past the
+ * first jobs that keeps an earlier walk's estimates at seed 339, and jobs the look ahead moved past
+ * that keep them at 1000005. With one to three walks per pass, dropping what the last walk leaves,
+ * as if another walk followed, fails at seed 4000002 (after a start) and 4000006 (before a
+ * preemption). A failure prints its seed; FG_ESTIMATES_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
 #include <stdarg.h>
