@@ -1514,6 +1514,28 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
              (j->type >= 0 && fail_known(fail_memo(s, 0), j, end)));
 }
 
+/* Could try_preempt search for victims for blocked job j? Its first tests, which read
+ * neither the plan nor the nodes: no while victims stop for j, yes for a high job, and
+ * under wfq, round-robin and las only once j waited preempt_wait_s, and under fair share
+ * only when j's account or member would stay within its entitlement. */
+static bool preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e)
+{
+    if (j->claim > 0)
+        return false;
+    if (j->prio == FG_PRIO_HIGH)
+        return true;
+    const fg_policy_t p = s->cfg.policy;
+    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS)
+        return false;
+    if (j->queued_since + s->cfg.preempt_wait_s > now)
+        return false;
+    if (p == FG_POLICY_LAS)
+        return true;
+    entitlements(s, e);
+    return (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9 ||
+           (double)s->members[j->member].running + j->gpus <= ent_member(s, e, j->member) + 1e-9;
+}
+
 /* The walk stops here; walk_tail walks the rest (`left` jobs) when needed. */
 static void tail_stop(fg_sched_t *s, fg__order_t *o, int64_t left, fg_time_t now, bool window,
                       fg_job_id_t head)
@@ -1587,8 +1609,34 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
      * the jobs that cannot start (reasons, estimates) is moot. Only its starts and the
      * reservations they respect count. */
     bool moot = false;
+    ent_calc_t e = {0}; /* (the preemption candidates' entitlements, made once) */
+    int defer = 0;      /* the reservations left may be deferred: 1, not: -1, unknown: 0 */
 
     for (;;) {
+        /* With estimates on demand, no GPU free, no start and no pending job in a backoff
+         * (so nothing can start, and no job can move next_wake), once the preemption
+         * candidates are known (and their claims made) and none of them can search for
+         * victims (the only reader of the other reservations), the reservations still to
+         * be made decide nothing. With no GPU free a reservation holds no free GPU, so it
+         * changes no other job's reason, placement or estimate: such a job gets what
+         * walk_tail gives the rest of the first K jobs (reason resources, a queued
+         * estimate: the start its reservation would have had). (Only past a blocked job:
+         * with none yet, the walk looks past the first K jobs for one; walk_tail does
+         * not.) */
+        if (can_lazy && !past_claims && head_blocked && free_now == 0 && idx < K &&
+            reserved < c->reserve_depth && out->nstarts == starts_before &&
+            s->max_eligible <= now && (!c->preemption || nblk >= c->preempt_jobs_per_pass)) {
+            if (!defer) {
+                defer = 1;
+                for (size_t b = 0; b < s->nblocked && defer > 0; b++)
+                    if (preempt_may_search(s, &s->jobs[s->blocked[b]], now, &e))
+                        defer = -1;
+            }
+            if (defer > 0) {
+                tail_stop(s, o, K - idx, now, false, 0);
+                break;
+            }
+        }
         /* Past every claim that decisions depend on, with estimates on demand: what is
          * left may only need reasons (and queued estimates). When the walk started
          * nothing and no pending job waits out a backoff (tail_ok), it is the last walk
@@ -1808,7 +1856,6 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     /* Preemption, in the walk that started nothing (the last one), while its
      * reservations are still in view: GPUs held for a job ahead are not room. */
     if (out->nstarts == starts_before && c->preemption && s->nblocked) {
-        ent_calc_t e = {0};
         int32_t served = 0;
         for (size_t b = 0; b < s->nblocked && served < c->preempt_jobs_per_pass; b++) {
             fg__job_t *bj = &s->jobs[s->blocked[b]];
