@@ -29,9 +29,17 @@ void fg_fair_init(fg_fair_t *f, int32_t n, const double *weights, double capacit
     f->received = fg_xcalloc(m, sizeof *f->received);
     f->order = fg_xcalloc(m, sizeof *f->order);
     f->sorted = fg_xmalloc(m * sizeof *f->sorted);
-    f->key = fg_xcalloc(m, sizeof *f->key);
-    for (int32_t i = 0; i < n; i++)
+    f->pos = fg_xmalloc(m * sizeof *f->pos);
+    f->key = fg_xcalloc(m, sizeof *f->key); /* +0.0: 0 / weight */
+    f->act = fg_xmalloc(m * sizeof *f->act);
+    f->act_pos = fg_xmalloc(m * sizeof *f->act_pos);
+    f->moved = fg_xmalloc(m * sizeof *f->moved);
+    f->is_moved = fg_xcalloc(m, sizeof *f->is_moved);
+    for (int32_t i = 0; i < n; i++) {
         f->sorted[i] = i;
+        f->pos[i] = i;
+        f->act_pos[i] = -1;
+    }
     f->t_last = t0;
     f->next_sample = t0;
 }
@@ -46,7 +54,12 @@ void fg_fair_free(fg_fair_t *f)
     free(f->received);
     free(f->order);
     free(f->sorted);
+    free(f->pos);
     free(f->key);
+    free(f->act);
+    free(f->act_pos);
+    free(f->moved);
+    free(f->is_moved);
     free(f->samples);
     memset(f, 0, sizeof *f);
 }
@@ -123,35 +136,66 @@ void fg_fair_waterfill(int32_t n, const double *weight, const int64_t *demand, d
         free(k);
 }
 
+/* (key, index) order of f->sorted */
+static inline int kept_less(const fg_fair_t *f, int32_t a, int32_t b)
+{
+    return f->key[a] < f->key[b] || (f->key[a] == f->key[b] && a < b);
+}
+
 /* fg_fair_waterfill for the tracker, with the same result bit for bit: every tenant
- * stays in f->sorted, ordered by (demand / weight, index), and is sorted again from
- * the last call's order by insertion (between two calls a few demands change, so this
- * is close to one pass); tenants without demand are skipped when filling, which leaves
- * those with demand in fg_fair_waterfill's order (a total order), and wsum is summed
- * in index order as there. */
+ * stays in f->sorted, ordered by (demand / weight, index), a total order, so its sorted
+ * order is unique and any way of sorting gives the same one. Between two calls usually
+ * one demand changed (f->moved): the others are still in order, so that tenant alone
+ * moves to its place; with more, the array is sorted again by insertion from the last
+ * call's order (close to one pass). Tenants without demand are skipped when filling,
+ * which leaves those with demand in fg_fair_waterfill's order, and wsum is summed in
+ * index order as there (again only when the set with demand changed: it depends on
+ * nothing else). */
 static void waterfill_kept(fg_fair_t *f)
 {
     const int32_t n = f->n;
-    double wsum = 0;
-    for (int32_t u = 0; u < n; u++) {
-        f->ent[u] = 0;
-        f->key[u] = (double)f->demand[u] / f->weight[u];
-        if (f->demand[u] > 0)
-            wsum += f->weight[u];
-    }
     int32_t *k = f->sorted;
-    const double *key = f->key;
-    for (int32_t i = 1; i < n; i++) {
-        int32_t v = k[i];
-        int32_t j = i;
-        for (; j > 0 && (key[v] < key[k[j - 1]] || (key[v] == key[k[j - 1]] && v < k[j - 1])); j--)
+    if (f->nmoved == 1) {
+        int32_t v = f->moved[0];
+        int32_t j = f->pos[v];
+        for (; j > 0 && kept_less(f, v, k[j - 1]); j--) {
             k[j] = k[j - 1];
+            f->pos[k[j]] = j;
+        }
+        for (; j + 1 < n && kept_less(f, k[j + 1], v); j++) {
+            k[j] = k[j + 1];
+            f->pos[k[j]] = j;
+        }
         k[j] = v;
+        f->pos[v] = j;
+    } else if (f->nmoved > 1) {
+        for (int32_t i = 1; i < n; i++) {
+            int32_t v = k[i];
+            int32_t j = i;
+            for (; j > 0 && kept_less(f, v, k[j - 1]); j--)
+                k[j] = k[j - 1];
+            k[j] = v;
+        }
+        for (int32_t i = 0; i < n; i++)
+            f->pos[k[i]] = i;
     }
+    for (int32_t i = 0; i < f->nmoved; i++)
+        f->is_moved[f->moved[i]] = 0;
+    f->nmoved = 0;
+    if (!f->wsum_ok) {
+        double wsum = 0;
+        for (int32_t u = 0; u < n; u++)
+            if (f->demand[u] > 0)
+                wsum += f->weight[u];
+        f->wsum = wsum;
+        f->wsum_ok = 1;
+    }
+    double wsum = f->wsum;
     double left = f->capacity;
     int32_t i = 0;
     for (; i < n; i++) {
         int32_t u = k[i];
+        f->ent[u] = 0;
         if (f->demand[u] <= 0)
             continue;
         double slice = left * f->weight[u] / wsum;
@@ -163,8 +207,7 @@ static void waterfill_kept(fg_fair_t *f)
     }
     for (; i < n; i++) {
         int32_t u = k[i];
-        if (f->demand[u] > 0)
-            f->ent[u] = left * f->weight[u] / wsum;
+        f->ent[u] = f->demand[u] > 0 ? left * f->weight[u] / wsum : 0;
     }
 }
 
@@ -197,11 +240,13 @@ void fg_fair_advance(fg_fair_t *f, int64_t t)
         f->dirty = 0;
     }
     if (f->with_demand > 0) {
-        /* every tenant, with no test: one without demand has no entitlement (ent 0,
+        /* the tenants with demand only: one without has no entitlement (ent 0,
          * waterfill_kept) and nothing running (its demand counts its running GPUs), so
-         * it adds +0.0 to sums that start at +0.0 and never go below: the same bits */
+         * it would add +0.0 to sums that start at +0.0 and never go below, which leaves
+         * their bits as they are; each sum is its own, so the order does not matter */
         double ddt = (double)dt;
-        for (int32_t u = 0; u < f->n; u++) {
+        for (int32_t a = 0; a < f->with_demand; a++) {
+            int32_t u = f->act[a];
             f->entitled[u] += f->ent[u] * ddt;
             f->received[u] += (double)f->running[u] * ddt;
         }
@@ -214,10 +259,22 @@ void fg_fair_demand(fg_fair_t *f, int32_t u, int64_t dg)
 {
     int64_t before = f->demand[u];
     f->demand[u] += dg;
-    if (before == 0 && f->demand[u] > 0)
-        f->with_demand++;
-    else if (before > 0 && f->demand[u] == 0)
-        f->with_demand--;
+    if (before == 0 && f->demand[u] > 0) {
+        f->act_pos[u] = f->with_demand;
+        f->act[f->with_demand++] = u;
+        f->wsum_ok = 0;
+    } else if (before > 0 && f->demand[u] == 0) {
+        int32_t last = f->act[--f->with_demand];
+        f->act[f->act_pos[u]] = last;
+        f->act_pos[last] = f->act_pos[u];
+        f->act_pos[u] = -1;
+        f->wsum_ok = 0;
+    }
+    f->key[u] = (double)f->demand[u] / f->weight[u];
+    if (!f->is_moved[u]) {
+        f->is_moved[u] = 1;
+        f->moved[f->nmoved++] = u;
+    }
     f->dirty = 1;
 }
 

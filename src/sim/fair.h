@@ -7,7 +7,8 @@
  * constant, so the tracker integrates piecewise: received_u += R_u*dt,
  * entitled_u += E_u*dt, and the number of tenants with demand, for Themis' N_j. The
  * entitlement E (water-filling) is recomputed only when a demand changed since the last
- * interval, in O(n log n) for the n tenants with demand.
+ * interval, in O(n) for n tenants: the tenants stay sorted between intervals and only
+ * those whose demand changed move; the integration steps only the tenants with demand.
  *
  * Order of calls at time t: fg_fair_advance(t) first (closes [last, t) with the old
  * state), then the changes at t.
@@ -29,7 +30,15 @@ typedef struct fg_fair {
     double *received; /* integral of R_u (GPU-seconds) */
     int32_t *order;   /* scratch: tenants with demand */
     int32_t *sorted;  /* every tenant by (demand / weight, index), kept between calls */
-    double *key;      /* demand / weight */
+    int32_t *pos;     /* index of each tenant in sorted */
+    double *key;      /* demand / weight, set when the demand changes */
+    int32_t *act;     /* the tenants with demand (any order) */
+    int32_t *act_pos; /* index of each tenant in act, -1 without demand */
+    int32_t *moved;   /* tenants whose demand changed since the last water-fill */
+    unsigned char *is_moved;
+    int32_t nmoved;
+    double wsum; /* sum of the weights of the tenants with demand, in index order */
+    int wsum_ok; /* wsum is up to date (the set with demand has not changed) */
     int32_t with_demand;
     int64_t n_integral; /* integral of the number of tenants with demand */
     int64_t t_last;
