@@ -207,8 +207,18 @@ static void usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_
 {
     fg__account_t *a = &s->accounts[account];
     fg__member_t *m = &s->members[member];
+    /* a member alone in its account has the account's inputs (both are touched together,
+     * with the same running GPUs): the same inputs give the same bits, so it takes the
+     * account's result instead of a second exp (the usage is compared bit for bit) */
+    const bool same = m->usage_at == a->usage_at && m->running == a->running &&
+                      memcmp(&m->usage, &a->usage, sizeof m->usage) == 0;
     fg__usage_advance(s, &a->usage, &a->usage_at, a->running, now);
-    fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+    if (same) {
+        m->usage = a->usage;
+        m->usage_at = a->usage_at;
+    } else {
+        fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+    }
 }
 
 double fg_sched_account_usage(fg_sched_t *s, int account, fg_time_t now)
@@ -722,13 +732,15 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
     for (int32_t k = 0; k < n; k++) {
         fg__node_t *nd = &s->nodes[allocs[k].node];
         nd->free_mask &= ~allocs[k].gpu_mask;
-        for (int i = 0; i < nd->gpus; i++)
-            if (allocs[k].gpu_mask >> i & 1) {
-                nd->gpu_job[i] = slot;
-                nd->nfree--;
-                if (nd->touched == s->walk_no && nd->avail[i] < end)
-                    nd->avail[i] = end;
-            }
+        /* the GPUs of the mask in ascending order, as a scan of the node would visit
+         * them (a mask holds no GPU past the node's) */
+        for (uint64_t mask = allocs[k].gpu_mask; mask; mask &= mask - 1) {
+            const int i = __builtin_ctzll(mask);
+            nd->gpu_job[i] = slot;
+            nd->nfree--;
+            if (nd->touched == s->walk_no && nd->avail[i] < end)
+                nd->avail[i] = end;
+        }
         fg__node_changed(s, allocs[k].node);
     }
 }
@@ -773,11 +785,13 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
     const fg_alloc_t *al = fg__job_allocs(j);
     for (int32_t k = 0; k < j->nallocs; k++) {
         fg__node_t *nd = &s->nodes[al[k].node];
-        for (int i = 0; i < nd->gpus; i++)
-            if (al[k].gpu_mask >> i & 1 && nd->gpu_job[i] == slot) {
+        for (uint64_t mask = al[k].gpu_mask; mask; mask &= mask - 1) {
+            const int i = __builtin_ctzll(mask);
+            if (nd->gpu_job[i] == slot) {
                 nd->gpu_job[i] = -1;
                 nd->nfree++;
             }
+        }
         nd->free_mask |= al[k].gpu_mask;
         fg__node_changed(s, al[k].node);
     }
