@@ -10,6 +10,7 @@
 
 #include "common/xalloc.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,8 +21,12 @@ void fg_fair_init(fg_fair_t *f, int32_t n, const double *weights, double capacit
     f->capacity = capacity;
     size_t m = n > 0 ? (size_t)n : 1;
     f->weight = fg_xmalloc(m * sizeof *f->weight);
-    for (int32_t i = 0; i < n; i++)
+    f->finite = 1;
+    for (int32_t i = 0; i < n; i++) {
         f->weight[i] = weights ? weights[i] : 1.0;
+        if (!(isfinite(f->weight[i]) && f->weight[i] > 0))
+            f->finite = 0;
+    }
     f->demand = fg_xcalloc(m, sizeof *f->demand);
     f->running = fg_xcalloc(m, sizeof *f->running);
     f->ent = fg_xcalloc(m, sizeof *f->ent);
@@ -179,8 +184,12 @@ static void waterfill_kept(fg_fair_t *f)
         for (int32_t i = 0; i < n; i++)
             f->pos[k[i]] = i;
     }
-    for (int32_t i = 0; i < f->nmoved; i++)
-        f->is_moved[f->moved[i]] = 0;
+    for (int32_t i = 0; i < f->nmoved; i++) {
+        const int32_t u = f->moved[i];
+        f->is_moved[u] = 0;
+        if (f->demand[u] <= 0)
+            f->ent[u] = 0; /* (the others without demand had none before either) */
+    }
     f->nmoved = 0;
     if (!f->wsum_ok) {
         double wsum = 0;
@@ -192,10 +201,11 @@ static void waterfill_kept(fg_fair_t *f)
     }
     double wsum = f->wsum;
     double left = f->capacity;
-    int32_t i = 0;
+    /* with finite weights > 0 a tenant with demand has a key > 0 (demand >= 1), one without
+     * has +0.0, so those without come first and the fill starts past them */
+    int32_t i = f->finite ? n - f->with_demand : 0;
     for (; i < n; i++) {
         int32_t u = k[i];
-        f->ent[u] = 0;
         if (f->demand[u] <= 0)
             continue;
         double slice = left * f->weight[u] / wsum;
@@ -207,7 +217,8 @@ static void waterfill_kept(fg_fair_t *f)
     }
     for (; i < n; i++) {
         int32_t u = k[i];
-        f->ent[u] = f->demand[u] > 0 ? left * f->weight[u] / wsum : 0;
+        if (f->demand[u] > 0)
+            f->ent[u] = left * f->weight[u] / wsum;
     }
 }
 

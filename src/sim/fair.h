@@ -39,6 +39,7 @@ typedef struct fg_fair {
     int32_t nmoved;
     double wsum; /* sum of the weights of the tenants with demand, in index order */
     int wsum_ok; /* wsum is up to date (the set with demand has not changed) */
+    int finite;  /* every weight is finite and > 0 */
     int32_t with_demand;
     int64_t n_integral; /* integral of the number of tenants with demand */
     int64_t t_last;

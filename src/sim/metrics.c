@@ -38,33 +38,42 @@ int64_t fg_percentile(const int64_t *v, size_t n, int p)
 }
 
 /* Sorts v[0..n) ascending: LSD radix sort on the bytes of the value with its sign bit
- * flipped (so unsigned order is signed order), one counting pass for all eight bytes,
- * then a scatter pass per byte that is not the same in every value (the high bytes of
- * times in seconds mostly are). The same result as any sort: equal values are equal. */
+ * flipped (so unsigned order is signed order). A first pass finds the bytes that are
+ * not the same in every value (the high bytes of times in seconds mostly are), one
+ * counting pass counts those bytes only, then a scatter pass per such byte. The same
+ * result as any sort: equal values are equal. */
 static void sort_i64(int64_t *v, size_t n)
 {
     if (n < 2)
         return;
-    size_t(*cnt)[256] = fg_xcalloc(8, sizeof *cnt);
+    const uint64_t x0 = (uint64_t)v[0];
+    uint64_t diff = 0; /* the bits that differ from v[0] in some value */
+    for (size_t i = 1; i < n; i++)
+        diff |= (uint64_t)v[i] ^ x0;
+    int bytes[8], nb = 0;
+    for (int b = 0; b < 8; b++)
+        if ((diff >> (8 * b)) & 0xff)
+            bytes[nb++] = b;
+    if (nb == 0)
+        return; /* all equal */
+    size_t(*cnt)[256] = fg_xcalloc((size_t)nb, sizeof *cnt);
     for (size_t i = 0; i < n; i++) {
         uint64_t x = (uint64_t)v[i] ^ ((uint64_t)1 << 63);
-        for (int b = 0; b < 8; b++)
-            cnt[b][(x >> (8 * b)) & 0xff]++;
+        for (int k = 0; k < nb; k++)
+            cnt[k][(x >> (8 * bytes[k])) & 0xff]++;
     }
     int64_t *tmp = fg_xmalloc(n * sizeof *tmp), *src = v, *dst = tmp;
-    for (int b = 0; b < 8; b++) {
-        uint64_t first = (((uint64_t)src[0] ^ ((uint64_t)1 << 63)) >> (8 * b)) & 0xff;
-        if (cnt[b][first] == n)
-            continue; /* every value has this byte */
+    for (int k = 0; k < nb; k++) {
+        const int sh = 8 * bytes[k];
         size_t pos = 0;
         for (int d = 0; d < 256; d++) {
-            size_t c = cnt[b][d];
-            cnt[b][d] = pos;
+            size_t c = cnt[k][d];
+            cnt[k][d] = pos;
             pos += c;
         }
         for (size_t i = 0; i < n; i++) {
             uint64_t x = (uint64_t)src[i] ^ ((uint64_t)1 << 63);
-            dst[cnt[b][(x >> (8 * b)) & 0xff]++] = src[i];
+            dst[cnt[k][(x >> sh) & 0xff]++] = src[i];
         }
         int64_t *t = src;
         src = dst;
