@@ -288,6 +288,10 @@ struct fg_sched {
     size_t naccounts, accounts_cap;
     fg__member_t *members;
     size_t nmembers, members_cap;
+    /* open addressing on a hash of the name (a member's: of its user and account) to an
+     * account or member index, -1: empty (sched.c, name lookups) */
+    int32_t *acct_ix, *mem_ix;
+    size_t acct_ix_cap, mem_ix_cap;
     fg__node_t *nodes;
     size_t nnodes, nodes_cap;
     fg__type_t *types;
