@@ -45,6 +45,11 @@ void fg_fair_init(fg_fair_t *f, int32_t n, const double *weights, double capacit
         f->pos[i] = i;
         f->act_pos[i] = -1;
     }
+    f->since = fg_xcalloc(m, sizeof *f->since);
+    for (int32_t i = 0; i < n; i++)
+        f->since[i] = t0;
+    f->exact = 1;
+    f->t0 = t0;
     f->t_last = t0;
     f->next_sample = t0;
 }
@@ -54,6 +59,7 @@ void fg_fair_free(fg_fair_t *f)
     free(f->weight);
     free(f->demand);
     free(f->running);
+    free(f->since);
     free(f->ent);
     free(f->entitled);
     free(f->received);
@@ -239,6 +245,24 @@ static void take_samples(fg_fair_t *f, int64_t t)
     }
 }
 
+/* received_u += R_u x (t_last - since_u): what the steps since R_u last changed added.
+ * While f->exact, every R_u x dt and every partial sum of received_u is an integer
+ * below 2^53, so each double operation is exact and one product for the whole span
+ * gives the bits of one product per step. */
+static void received_catch_up(fg_fair_t *f, int32_t u)
+{
+    f->received[u] += (double)f->running[u] * (double)(f->t_last - f->since[u]);
+    f->since[u] = f->t_last;
+}
+
+void fg_fair_flush(fg_fair_t *f)
+{
+    if (!f->exact)
+        return;
+    for (int32_t u = 0; u < f->n; u++)
+        received_catch_up(f, u);
+}
+
 void fg_fair_advance(fg_fair_t *f, int64_t t)
 {
     if (t <= f->t_last)
@@ -250,16 +274,29 @@ void fg_fair_advance(fg_fair_t *f, int64_t t)
         waterfill_kept(f);
         f->dirty = 0;
     }
+    /* received_u <= max |R| x (t - t0): below 2^53 the lazy sums are exact; past it
+     * (never in a replay: 2^53 GPU-seconds), every step is summed again */
+    if (f->exact && (double)f->max_running * (double)(t - f->t0) >= 9007199254740992.0) {
+        fg_fair_flush(f);
+        f->exact = 0;
+    }
     if (f->with_demand > 0) {
         /* the tenants with demand only: one without has no entitlement (ent 0,
          * waterfill_kept) and nothing running (its demand counts its running GPUs), so
          * it would add +0.0 to sums that start at +0.0 and never go below, which leaves
          * their bits as they are; each sum is its own, so the order does not matter */
         double ddt = (double)dt;
-        for (int32_t a = 0; a < f->with_demand; a++) {
-            int32_t u = f->act[a];
-            f->entitled[u] += f->ent[u] * ddt;
-            f->received[u] += (double)f->running[u] * ddt;
+        if (f->exact) { /* (received: when R_u changes, received_catch_up) */
+            for (int32_t a = 0; a < f->with_demand; a++) {
+                int32_t u = f->act[a];
+                f->entitled[u] += f->ent[u] * ddt;
+            }
+        } else {
+            for (int32_t a = 0; a < f->with_demand; a++) {
+                int32_t u = f->act[a];
+                f->entitled[u] += f->ent[u] * ddt;
+                f->received[u] += (double)f->running[u] * ddt;
+            }
         }
     }
     f->n_integral += (int64_t)f->with_demand * dt;
@@ -291,7 +328,12 @@ void fg_fair_demand(fg_fair_t *f, int32_t u, int64_t dg)
 
 void fg_fair_running(fg_fair_t *f, int32_t u, int64_t dg)
 {
+    if (f->exact)
+        received_catch_up(f, u);
     f->running[u] += dg;
+    int64_t r = f->running[u] < 0 ? -f->running[u] : f->running[u];
+    if (r > f->max_running)
+        f->max_running = r;
 }
 
 double fg_fair_jain(int32_t n, const double *entitled, const double *received)

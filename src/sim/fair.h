@@ -20,14 +20,18 @@
 #include <stdint.h>
 
 typedef struct fg_fair {
-    int32_t n;        /* tenants */
-    double capacity;  /* C, GPUs */
-    double *weight;   /* per tenant, > 0 */
-    int64_t *demand;  /* GPUs pending or running */
-    int64_t *running; /* GPUs running */
-    double *ent;      /* current entitlement E_u */
-    double *entitled; /* integral of E_u */
-    double *received; /* integral of R_u (GPU-seconds) */
+    int32_t n;           /* tenants */
+    double capacity;     /* C, GPUs */
+    double *weight;      /* per tenant, > 0 */
+    int64_t *demand;     /* GPUs pending or running */
+    int64_t *running;    /* GPUs running */
+    double *ent;         /* current entitlement E_u */
+    double *entitled;    /* integral of E_u */
+    double *received;    /* integral of R_u (GPU-seconds); see fg_fair_flush */
+    int64_t *since;      /* received_u holds the integral up to since_u (while exact) */
+    int64_t max_running; /* the largest |R_u| so far */
+    int exact;           /* R_u x dt sums are exact integers: received is caught up lazily */
+    int64_t t0;
     int32_t *order;   /* scratch: tenants with demand */
     int32_t *sorted;  /* every tenant by (demand / weight, index), kept between calls */
     int32_t *pos;     /* index of each tenant in sorted */
@@ -61,6 +65,10 @@ void fg_fair_sample(fg_fair_t *f, int64_t interval, size_t max_samples);
 
 /* Integrates the current state over [t_last, t) and moves to t (t >= t_last). */
 void fg_fair_advance(fg_fair_t *f, int64_t t);
+
+/* Brings received up to date (it is caught up for a tenant when its running GPUs change,
+ * so a tenant with none running is always up to date): call before reading it. */
+void fg_fair_flush(fg_fair_t *f);
 
 /* Changes at the current time: demand (submit +g, end -g) and running (start +g,
  * end or preemption -g) of tenant u. */
