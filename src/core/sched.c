@@ -185,25 +185,8 @@ const fg_config_t *fg_sched_config(const fg_sched_t *s)
 
 /* ------------------------------------------------------------------ usage */
 
-/* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
- * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0. */
-void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
-                       fg_time_t now)
-{
-    if (now <= *at)
-        return;
-    if (*at == INT64_MIN) { /* never used before */
-        *at = now;
-        return;
-    }
-    if (s->tau <= 0.0) {
-        *usage = 0.0;
-    } else {
-        double d = exp(-(double)(now - *at) / s->tau);
-        *usage = *usage * d + (double)running * s->tau * (1.0 - d);
-    }
-    *at = now;
-}
+/* fg__usage_advance is in internal.h (inline: the plan order brings the usage of every
+ * account and member with pending jobs forward at each new time). */
 
 static void usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now)
 {
