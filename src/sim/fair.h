@@ -8,7 +8,9 @@
  * entitled_u += E_u*dt, and the number of tenants with demand, for Themis' N_j. The
  * entitlement E (water-filling) is recomputed only when a demand changed since the last
  * interval, in O(n) for n tenants: the tenants stay sorted between intervals and only
- * those whose demand changed move; the integration steps only the tenants with demand.
+ * those whose demand changed move. Each interval adds E_u*dt for the tenants with
+ * demand; received_u is brought up to date when R_u changes (fg_fair_flush at the
+ * end), with the same bits while the sums stay below 2^53 (integers, exact).
  *
  * Order of calls at time t: fg_fair_advance(t) first (closes [last, t) with the old
  * state), then the changes at t.
@@ -31,14 +33,14 @@ typedef struct fg_fair {
     int64_t *since;      /* received_u holds the integral up to since_u (while exact) */
     int64_t max_running; /* the largest |R_u| so far */
     int exact;           /* R_u x dt sums are exact integers: received is caught up lazily */
-    int64_t t0;
-    int32_t *order;   /* scratch: tenants with demand */
-    int32_t *sorted;  /* every tenant by (demand / weight, index), kept between calls */
-    int32_t *pos;     /* index of each tenant in sorted */
-    double *key;      /* demand / weight, set when the demand changes */
-    int32_t *act;     /* the tenants with demand (any order) */
-    int32_t *act_pos; /* index of each tenant in act, -1 without demand */
-    int32_t *moved;   /* tenants whose demand changed since the last water-fill */
+    int64_t t0;          /* the start */
+    int32_t *order;      /* scratch: tenants with demand */
+    int32_t *sorted;     /* every tenant by (demand / weight, index), kept between calls */
+    int32_t *pos;        /* index of each tenant in sorted */
+    double *key;         /* demand / weight, set when the demand changes */
+    int32_t *act;        /* the tenants with demand (any order) */
+    int32_t *act_pos;    /* index of each tenant in act, -1 without demand */
+    int32_t *moved;      /* tenants whose demand changed since the last water-fill */
     unsigned char *is_moved;
     int32_t nmoved;
     double wsum; /* sum of the weights of the tenants with demand, in index order */
