@@ -14,6 +14,8 @@
 
 #include "fairgpu/core.h"
 
+#include <math.h>
+
 #define FG__NBANDS       FG_LAS_MAX_LEVELS /* >= 3 classes */
 #define FG__PAST         (INT64_MIN / 4)   /* "available since forever" */
 #define FG__INF          INT64_MAX
@@ -286,6 +288,10 @@ struct fg_sched {
     size_t naccounts, accounts_cap;
     fg__member_t *members;
     size_t nmembers, members_cap;
+    /* open addressing on a hash of the name (a member's: of its user and account) to an
+     * account or member index, -1: empty (sched.c, name lookups) */
+    int32_t *acct_ix, *mem_ix;
+    size_t acct_ix_cap, mem_ix_cap;
     fg__node_t *nodes;
     size_t nnodes, nodes_cap;
     fg__type_t *types;
@@ -394,8 +400,28 @@ void *fg__alloc(size_t n);
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
 fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
 int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
-void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
-                       fg_time_t now);
+
+/* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
+ * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0.
+ * Inline: the plan order calls it for every account and member with pending jobs at
+ * each new time (the same operations as a call, so the same bits). */
+static inline void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at,
+                                     int32_t running, fg_time_t now)
+{
+    if (now <= *at)
+        return;
+    if (*at == INT64_MIN) { /* never used before */
+        *at = now;
+        return;
+    }
+    if (s->tau <= 0.0) {
+        *usage = 0.0;
+    } else {
+        double d = exp(-(double)(now - *at) / s->tau);
+        *usage = *usage * d + (double)running * s->tau * (1.0 - d);
+    }
+    *at = now;
+}
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
 void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
                        fg_time_t end);

@@ -157,6 +157,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->hash);
     free(s->accounts);
     free(s->members);
+    free(s->acct_ix);
+    free(s->mem_ix);
     free(s->nodes);
     free(s->types);
     free(s->touched_nodes);
@@ -182,32 +184,25 @@ const fg_config_t *fg_sched_config(const fg_sched_t *s)
 
 /* ------------------------------------------------------------------ usage */
 
-/* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
- * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0. */
-void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time_t *at, int32_t running,
-                       fg_time_t now)
-{
-    if (now <= *at)
-        return;
-    if (*at == INT64_MIN) { /* never used before */
-        *at = now;
-        return;
-    }
-    if (s->tau <= 0.0) {
-        *usage = 0.0;
-    } else {
-        double d = exp(-(double)(now - *at) / s->tau);
-        *usage = *usage * d + (double)running * s->tau * (1.0 - d);
-    }
-    *at = now;
-}
+/* fg__usage_advance is in internal.h (inline: the plan order brings the usage of every
+ * account and member with pending jobs forward at each new time). */
 
 static void usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now)
 {
     fg__account_t *a = &s->accounts[account];
     fg__member_t *m = &s->members[member];
+    /* a member alone in its account has the account's inputs (both are touched together,
+     * with the same running GPUs): the same inputs give the same bits, so it takes the
+     * account's result instead of a second exp (the usage is compared bit for bit) */
+    const bool same = m->usage_at == a->usage_at && m->running == a->running &&
+                      memcmp(&m->usage, &a->usage, sizeof m->usage) == 0;
     fg__usage_advance(s, &a->usage, &a->usage_at, a->running, now);
-    fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+    if (same) {
+        m->usage = a->usage;
+        m->usage_at = a->usage_at;
+    } else {
+        fg__usage_advance(s, &m->usage, &m->usage_at, m->running, now);
+    }
 }
 
 double fg_sched_account_usage(fg_sched_t *s, int account, fg_time_t now)
@@ -253,11 +248,97 @@ static bool name_ok(const char *name)
     return name && name[0] && strlen(name) < FG_NAME_MAX;
 }
 
+/* Name lookups (every submission resolves its account and user) go through a hash table
+ * per kind instead of a scan with a string comparison per entry. An entry found is
+ * checked with strcmp, and names are unique (an account per name, a member per user in
+ * an account), so a lookup returns what the scan in index order returned. Entries are
+ * never removed; a table is made again, twice as large, when it is half full. */
+static uint64_t name_hash(const char *p)
+{
+    /* the length and the first and last eight bytes (names mostly differ at one end):
+     * a few instructions where a byte-by-byte hash took as long as the scan it saves */
+    const size_t n = strlen(p);
+    uint64_t a = 0, b = 0;
+    if (n >= 8) {
+        memcpy(&a, p, 8);
+        memcpy(&b, p + n - 8, 8);
+    } else {
+        memcpy(&a, p, n);
+    }
+    uint64_t h = (a ^ (uint64_t)n) * 0x9E3779B97F4A7C15ull ^ b * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 29);
+}
+
+static uint64_t member_hash(int a, const char *user)
+{
+    return name_hash(user) ^ ((uint64_t)(uint32_t)a * 0x9E3779B97F4A7C15ull);
+}
+
+/* Puts index i at hash h in a table of cap entries (a power of two, with room). */
+static void ix_put(int32_t *tab, size_t cap, uint64_t h, int32_t i)
+{
+    size_t k = (size_t)h & (cap - 1);
+    while (tab[k] >= 0)
+        k = (k + 1) & (cap - 1);
+    tab[k] = i;
+}
+
+/* Makes a table of cap entries for the n entries hashed by hash_of. */
+static int32_t *ix_make(const fg_sched_t *s, size_t cap, size_t n,
+                        uint64_t (*hash_of)(const fg_sched_t *, size_t))
+{
+    int32_t *tab = fg__alloc(cap * sizeof *tab);
+    for (size_t k = 0; k < cap; k++)
+        tab[k] = -1;
+    for (size_t i = 0; i < n; i++)
+        ix_put(tab, cap, hash_of(s, i), (int32_t)i);
+    return tab;
+}
+
+static uint64_t account_hash_of(const fg_sched_t *s, size_t i)
+{
+    return name_hash(s->accounts[i].name);
+}
+
+static uint64_t member_hash_of(const fg_sched_t *s, size_t i)
+{
+    return member_hash(s->members[i].account, s->members[i].user);
+}
+
+/* After account naccounts - 1 was added. */
+static void account_indexed(fg_sched_t *s)
+{
+    if (2 * s->naccounts > s->acct_ix_cap) {
+        free(s->acct_ix);
+        s->acct_ix_cap = s->acct_ix_cap ? 2 * s->acct_ix_cap : 64;
+        s->acct_ix = ix_make(s, s->acct_ix_cap, s->naccounts, account_hash_of);
+    } else {
+        ix_put(s->acct_ix, s->acct_ix_cap, account_hash_of(s, s->naccounts - 1),
+               (int32_t)s->naccounts - 1);
+    }
+}
+
+/* After member nmembers - 1 was added. */
+static void member_indexed(fg_sched_t *s)
+{
+    if (2 * s->nmembers > s->mem_ix_cap) {
+        free(s->mem_ix);
+        s->mem_ix_cap = s->mem_ix_cap ? 2 * s->mem_ix_cap : 64;
+        s->mem_ix = ix_make(s, s->mem_ix_cap, s->nmembers, member_hash_of);
+    } else {
+        ix_put(s->mem_ix, s->mem_ix_cap, member_hash_of(s, s->nmembers - 1),
+               (int32_t)s->nmembers - 1);
+    }
+}
+
 int fg_sched_account_find(const fg_sched_t *s, const char *name)
 {
-    for (size_t i = 0; name && i < s->naccounts; i++)
-        if (!strcmp(s->accounts[i].name, name))
-            return (int)i;
+    if (!name || !s->acct_ix_cap)
+        return FG_ENOENT;
+    const size_t mask = s->acct_ix_cap - 1;
+    for (size_t k = (size_t)name_hash(name) & mask; s->acct_ix[k] >= 0; k = (k + 1) & mask)
+        if (!strcmp(s->accounts[s->acct_ix[k]].name, name))
+            return s->acct_ix[k];
     return FG_ENOENT;
 }
 
@@ -278,6 +359,7 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
         a->last_start = INT64_MIN;
         for (int c = 0; c <= FG_PRIO_HIGH; c++)
             a->run_head[c] = -1;
+        account_indexed(s);
     }
     s->accounts[i].weight = weight;
     s->accounts[i].quota = gpu_quota < 0 ? -1 : gpu_quota;
@@ -296,11 +378,14 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
 /* The member `user` of account index a, or FG_ENOENT. */
 static int member_of(const fg_sched_t *s, int a, const char *user)
 {
-    if (a < 0 || !user)
+    if (a < 0 || !user || !s->mem_ix_cap)
         return FG_ENOENT;
-    for (size_t i = 0; i < s->nmembers; i++)
-        if (s->members[i].account == a && !strcmp(s->members[i].user, user))
-            return (int)i;
+    const size_t mask = s->mem_ix_cap - 1;
+    for (size_t k = (size_t)member_hash(a, user) & mask; s->mem_ix[k] >= 0; k = (k + 1) & mask) {
+        const fg__member_t *m = &s->members[s->mem_ix[k]];
+        if (m->account == a && !strcmp(m->user, user))
+            return s->mem_ix[k];
+    }
     return FG_ENOENT;
 }
 
@@ -326,6 +411,7 @@ int fg_sched_member_set(fg_sched_t *s, const char *account, const char *user, do
         snprintf(m->user, sizeof m->user, "%s", user);
         m->account = a;
         m->usage_at = INT64_MIN;
+        member_indexed(s);
     }
     s->members[i].weight = weight;
     return i;
@@ -721,13 +807,15 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
     for (int32_t k = 0; k < n; k++) {
         fg__node_t *nd = &s->nodes[allocs[k].node];
         nd->free_mask &= ~allocs[k].gpu_mask;
-        for (int i = 0; i < nd->gpus; i++)
-            if (allocs[k].gpu_mask >> i & 1) {
-                nd->gpu_job[i] = slot;
-                nd->nfree--;
-                if (nd->touched == s->walk_no && nd->avail[i] < end)
-                    nd->avail[i] = end;
-            }
+        /* the GPUs of the mask in ascending order, as a scan of the node would visit
+         * them (a mask holds no GPU past the node's) */
+        for (uint64_t mask = allocs[k].gpu_mask; mask; mask &= mask - 1) {
+            const int i = __builtin_ctzll(mask);
+            nd->gpu_job[i] = slot;
+            nd->nfree--;
+            if (nd->touched == s->walk_no && nd->avail[i] < end)
+                nd->avail[i] = end;
+        }
         fg__node_changed(s, allocs[k].node);
     }
 }
@@ -772,11 +860,13 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
     const fg_alloc_t *al = fg__job_allocs(j);
     for (int32_t k = 0; k < j->nallocs; k++) {
         fg__node_t *nd = &s->nodes[al[k].node];
-        for (int i = 0; i < nd->gpus; i++)
-            if (al[k].gpu_mask >> i & 1 && nd->gpu_job[i] == slot) {
+        for (uint64_t mask = al[k].gpu_mask; mask; mask &= mask - 1) {
+            const int i = __builtin_ctzll(mask);
+            if (nd->gpu_job[i] == slot) {
                 nd->gpu_job[i] = -1;
                 nd->nfree++;
             }
+        }
         nd->free_mask |= al[k].gpu_mask;
         fg__node_changed(s, al[k].node);
     }

@@ -24,56 +24,87 @@ int fg_size_class(int32_t g)
     return 3;
 }
 
-int64_t fg_percentile(const int64_t *v, size_t n, int p)
+/* nearest rank: the smallest value with at least p% of the values <= it; 1..n */
+static size_t pct_rank(size_t n, int p)
 {
-    if (n == 0)
-        return 0;
-    /* nearest rank: the smallest value with at least p% of the values <= it */
     size_t rank = ((size_t)p * n + 99) / 100;
     if (rank < 1)
         rank = 1;
     if (rank > n)
         rank = n;
-    return v[rank - 1];
+    return rank;
 }
 
-/* Sorts v[0..n) ascending: LSD radix sort on the bytes of the value with its sign bit
- * flipped (so unsigned order is signed order), one counting pass for all eight bytes,
- * then a scatter pass per byte that is not the same in every value (the high bytes of
- * times in seconds mostly are). The same result as any sort: equal values are equal. */
-static void sort_i64(int64_t *v, size_t n)
+int64_t fg_percentile(const int64_t *v, size_t n, int p)
 {
-    if (n < 2)
+    if (n == 0)
+        return 0;
+    return v[pct_rank(n, p) - 1];
+}
+
+#define SIGN ((uint64_t)1 << 63)
+
+/* The percentiles p[0..np) of v[0..n), each the value fg_percentile would read in v
+ * sorted ascending, without sorting: MSD radix selection on the bytes of the value with
+ * its sign bit flipped (so unsigned order is signed order). Only the bytes that are not
+ * the same in every value are looked at (the high bytes of times in seconds mostly
+ * are), from the highest: the values are counted per byte value, and those in the
+ * bucket that holds the rank are kept (in tmp, room for n), the rank made relative to
+ * the bucket; once every such byte is decided, the values left are all equal, the one
+ * at the rank. The counts of the first byte serve every percentile. */
+static void percentiles(const int64_t *v, size_t n, const int *p, int np, int64_t *out,
+                        int64_t *tmp)
+{
+    if (n == 0) {
+        for (int q = 0; q < np; q++)
+            out[q] = 0;
         return;
-    size_t(*cnt)[256] = fg_xcalloc(8, sizeof *cnt);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t x = (uint64_t)v[i] ^ ((uint64_t)1 << 63);
-        for (int b = 0; b < 8; b++)
-            cnt[b][(x >> (8 * b)) & 0xff]++;
     }
-    int64_t *tmp = fg_xmalloc(n * sizeof *tmp), *src = v, *dst = tmp;
-    for (int b = 0; b < 8; b++) {
-        uint64_t first = (((uint64_t)src[0] ^ ((uint64_t)1 << 63)) >> (8 * b)) & 0xff;
-        if (cnt[b][first] == n)
-            continue; /* every value has this byte */
-        size_t pos = 0;
-        for (int d = 0; d < 256; d++) {
-            size_t c = cnt[b][d];
-            cnt[b][d] = pos;
-            pos += c;
-        }
-        for (size_t i = 0; i < n; i++) {
-            uint64_t x = (uint64_t)src[i] ^ ((uint64_t)1 << 63);
-            dst[cnt[b][(x >> (8 * b)) & 0xff]++] = src[i];
-        }
-        int64_t *t = src;
-        src = dst;
-        dst = t;
+    const uint64_t x0 = (uint64_t)v[0];
+    uint64_t diff = 0; /* the bits that differ from v[0] in some value */
+    for (size_t i = 1; i < n; i++)
+        diff |= (uint64_t)v[i] ^ x0;
+    int top = 7;
+    while (top >= 0 && !((diff >> (8 * top)) & 0xff))
+        top--;
+    if (top < 0) { /* all equal */
+        for (int q = 0; q < np; q++)
+            out[q] = v[0];
+        return;
     }
-    if (src != v)
-        memcpy(v, src, n * sizeof *v);
-    free(tmp);
-    free(cnt);
+    size_t cnt0[256] = {0};
+    for (size_t i = 0; i < n; i++)
+        cnt0[(((uint64_t)v[i] ^ SIGN) >> (8 * top)) & 0xff]++;
+    for (int q = 0; q < np; q++) {
+        size_t r = pct_rank(n, p[q]) - 1;
+        const size_t *cnt = cnt0;
+        size_t cnt_b[256];
+        const int64_t *src = v;
+        size_t m = n;
+        for (int b = top; b >= 0; b--) {
+            const int sh = 8 * b;
+            if (!((diff >> sh) & 0xff))
+                continue;
+            if (b != top) {
+                memset(cnt_b, 0, sizeof cnt_b);
+                for (size_t i = 0; i < m; i++)
+                    cnt_b[(((uint64_t)src[i] ^ SIGN) >> sh) & 0xff]++;
+                cnt = cnt_b;
+            }
+            uint64_t d = 0;
+            while (r >= cnt[d]) {
+                r -= cnt[d];
+                d++;
+            }
+            size_t k = 0; /* (in place from the second byte on: k <= i) */
+            for (size_t i = 0; i < m; i++)
+                if (((((uint64_t)src[i] ^ SIGN) >> sh) & 0xff) == d)
+                    tmp[k++] = src[i];
+            src = tmp;
+            m = k;
+        }
+        out[q] = src[0];
+    }
 }
 
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
@@ -129,32 +160,35 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
     r->gpu_seconds = gpu_s;
     r->utilization =
         (n && r->makespan_s > 0) ? (double)gpu_s / ((double)gpus * (double)r->makespan_s) : 0.0;
-    sort_i64(jct, n);
-    sort_i64(wait, n);
+    int64_t *tmp = fg_xmalloc((n ? n : 1) * sizeof *tmp);
+    int64_t out[3];
+    percentiles(jct, n, (const int[]){50, 95, 99}, 3, out, tmp);
     r->jct_avg_s = n ? jct_sum / (double)n : 0;
-    r->jct_p50_s = fg_percentile(jct, n, 50);
-    r->jct_p95_s = fg_percentile(jct, n, 95);
-    r->jct_p99_s = fg_percentile(jct, n, 99);
+    r->jct_p50_s = out[0];
+    r->jct_p95_s = out[1];
+    r->jct_p99_s = out[2];
+    percentiles(wait, n, (const int[]){50}, 1, out, tmp);
     r->wait_avg_s = n ? wait_sum / (double)n : 0;
-    r->wait_p50_s = fg_percentile(wait, n, 50);
+    r->wait_p50_s = out[0];
     r->wait_max_s = wmax;
     r->waits_over_24h = over24;
     for (int c = 0; c < FG_SIZE_CLASSES; c++) {
-        sort_i64(cls[c], ncls[c]);
+        percentiles(cls[c], ncls[c], (const int[]){50}, 1, out, tmp);
         r->has_size[c] = ncls[c] > 0;
-        r->wait_p50_by_size[c] = fg_percentile(cls[c], ncls[c], 50);
+        r->wait_p50_by_size[c] = out[0];
         free(cls[c]);
-        sort_i64(ecls[c], necls[c]);
+        percentiles(ecls[c], necls[c], (const int[]){50, 90}, 2, out, tmp);
         r->has_est[c] = necls[c] > 0;
-        r->est_err_p50_by_size[c] = fg_percentile(ecls[c], necls[c], 50);
-        r->est_err_p90_by_size[c] = fg_percentile(ecls[c], necls[c], 90);
+        r->est_err_p50_by_size[c] = out[0];
+        r->est_err_p90_by_size[c] = out[1];
         free(ecls[c]);
     }
-    sort_i64(eall, neall);
+    percentiles(eall, neall, (const int[]){50, 90}, 2, out, tmp);
     r->estimate_jobs = (int64_t)neall;
-    r->est_err_p50_s = fg_percentile(eall, neall, 50);
-    r->est_err_p90_s = fg_percentile(eall, neall, 90);
+    r->est_err_p50_s = out[0];
+    r->est_err_p90_s = out[1];
     free(eall);
+    free(tmp);
     r->ftf_rho_avg = n ? rho_sum / (double)n : 0;
     r->ftf_rho_max = rho_max;
     r->jain = fg_fair_jain(ntenants, entitled, received);

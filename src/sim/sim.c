@@ -431,6 +431,7 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     }
 
     /* figures */
+    fg_fair_flush(&fair);
     {
         fg_jobrec_t *ended = fg_xmalloc((done ? done : 1) * sizeof *ended);
         size_t m = 0;

@@ -143,6 +143,7 @@ static void feed_example(fg_fair_t *f, fg_jobrec_t *r)
     nint[1][1] = f->n_integral;
     fg_fair_demand(f, 1, -4);
     fg_fair_running(f, 1, -4);
+    fg_fair_flush(f);
     static const int64_t sub[4] = {0, 10, 20, 30}, st[4] = {0, 100, 100, 130},
                          en[4] = {100, 150, 130, 140}, dur[4] = {100, 50, 30, 10};
     static const int32_t g[4] = {8, 4, 4, 1}, ten[4] = {0, 1, 0, 1};
