@@ -137,6 +137,7 @@ typedef struct fg__node {
     fg_time_t avail[FG_MAX_NODE_GPUS];
     fg_time_t res_from[FG_MAX_NODE_GPUS];
     int64_t cand_pass; /* == s->stamp: a candidate node in this search */
+    int32_t cand_vict; /* with cand_pass: GPUs of the search's legal victims on it */
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
@@ -377,6 +378,7 @@ struct fg_sched {
     size_t ent_order_n, ent_order_cap;
     int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
+    int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
     /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
      * depends on are off, so that a twin without them checks them */
     bool plain;
@@ -387,7 +389,7 @@ struct fg_sched {
 void fg__sched_set_plain(fg_sched_t *s, bool on);
 
 /* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
- * w[i] into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept
+ * w[i] > 0 into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept
  * by the caller between calls (the same result, sorted from the last call's order) */
 void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
                     int32_t *idx, int32_t *kept);

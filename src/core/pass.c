@@ -634,36 +634,46 @@ typedef struct ent_calc {
     bool done;
 } ent_calc_t;
 
-/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i].
+/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i] > 0.
  * Those with demand are filled by (d/w, index). With `kept` (a permutation of 0..n-1
  * that the caller keeps from one call to the next), every entity is sorted there by
  * (d/w, index), those without demand first, starting from the last call's order (a few
  * demands change between two searches, so this is close to one pass); the entities with
- * demand come out in the same order as sorting only them. */
+ * demand come out in the same order as sorting only them. The sort keys sit in out[] by
+ * position meanwhile (out[a] is kept[a]'s), so it compares and moves them in place. */
 void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
                     int32_t *idx, int32_t *kept)
 {
     size_t m = 0;
+    const int32_t *fill = idx;
     if (kept) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = d[i] > 0 ? d[i] / w[i] : -1.0; /* its sort key until its share */
+        size_t none = 0;
+        for (size_t a = 0; a < n; a++) {
+            const int32_t i = kept[a];
+            if (d[i] > 0) {
+                out[a] = d[i] / w[i]; /* >= 0 (w > 0) */
+            } else {
+                out[a] = -1.0;
+                none++;
+            }
+        }
         for (size_t a = 1; a < n; a++) {
-            int32_t v = kept[a];
+            const int32_t v = kept[a];
+            const double kv = out[a];
             size_t b = a;
-            while (b > 0 &&
-                   (out[kept[b - 1]] > out[v] || (out[kept[b - 1]] == out[v] && kept[b - 1] > v))) {
+            while (b > 0 && (out[b - 1] > kv || (out[b - 1] == kv && kept[b - 1] > v))) {
                 kept[b] = kept[b - 1];
+                out[b] = out[b - 1];
                 b--;
             }
             kept[b] = v;
+            out[b] = kv;
         }
-        for (size_t a = 0; a < n; a++) {
-            const int32_t i = kept[a];
-            if (d[i] > 0)
-                idx[m++] = i;
-            else
-                out[i] = 0;
-        }
+        /* (the keys are read no more) those without demand come first, key -1 */
+        for (size_t a = 0; a < none; a++)
+            out[kept[a]] = 0;
+        fill = kept + none;
+        m = n - none;
     } else {
         for (size_t i = 0; i < n; i++) {
             out[i] = 0;
@@ -685,9 +695,9 @@ void fg__water_fill(size_t n, const double *d, const double *w, double cap, doub
     }
     double wsum = 0;
     for (size_t a = 0; a < m; a++)
-        wsum += w[idx[a]];
+        wsum += w[fill[a]];
     for (size_t a = 0; a < m; a++) {
-        int32_t i = idx[a];
+        int32_t i = fill[a];
         double share = wsum > 0 ? cap * w[i] / wsum : 0;
         out[i] = d[i] < share ? d[i] : share;
         cap -= out[i];
@@ -896,7 +906,13 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
             nv++;
         }
     }
-    qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
+    for (int32_t a = 1; a < nv; a++) { /* (at most FG_MAX_NODE_GPUS: by insertion) */
+        victim_t x = vs[a];
+        int32_t b = a;
+        for (; b > 0 && victim_cmp(&vs[b - 1], &x) > 0; b--)
+            vs[b] = vs[b - 1];
+        vs[b] = x;
+    }
     return nv;
 }
 
@@ -971,14 +987,22 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
                 if (!victim_ok(s, j, vj, why, e, now, wake, over))
                     continue;
                 vj->victim_pass = s->stamp;
-                const fg_alloc_t *al = fg__job_allocs(vj);
+                const fg_alloc_t *al = vj->nallocs > 1 ? vj->allocm : &vj->alloc1;
                 for (int32_t k = 0; k < vj->nallocs; k++) {
                     fg__node_t *nd = &s->nodes[al[k].node];
-                    if (nd->cand_pass == s->stamp || nd->state != FG_NODE_UP ||
-                        !type_matches(j, nd->type) ||
+                    /* (a job on one node holds all its GPUs there: fg__job_start,
+                     * fg_sched_restore_running) */
+                    const int32_t g =
+                        vj->nallocs == 1 ? vj->gpus : __builtin_popcountll(al[k].gpu_mask);
+                    if (nd->cand_pass == s->stamp) {
+                        nd->cand_vict += g;
+                        continue;
+                    }
+                    if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) ||
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
                     nd->cand_pass = s->stamp;
+                    nd->cand_vict = g;
                     cand[ncand++] = al[k].node;
                 }
             }
@@ -993,9 +1017,28 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP && type_matches(j, nd->type) &&
                 nd->gpus >= FG_WHOLE_NODE_GPUS && nd->nfree == nd->gpus) {
                 nd->cand_pass = s->stamp;
+                nd->cand_vict = 0;
                 cand[ncand++] = (int32_t)n;
             }
         }
+    }
+    /* node_room's have + vict counts GPUs that are free (nfree), held by a job being
+     * preempted or held by a legal victim (cand_vict), less those held for another: with
+     * no job being preempted, nfree + cand_vict bounds it, and a node under the target
+     * by that bound has no room (most candidates: their other GPUs run other jobs). Such
+     * nodes are no candidates (unmarked: the order below reads the marks). */
+    if (s->npreempting == 0 && !s->plain) {
+        size_t k = 0;
+        for (size_t ci = 0; ci < ncand; ci++) {
+            fg__node_t *nd = &s->nodes[cand[ci]];
+            if (nd->nfree + nd->cand_vict >= (whole ? nd->gpus : j->gpus))
+                cand[k++] = cand[ci];
+            else
+                nd->cand_pass = 0;
+        }
+        ncand = k;
+        if (!ncand)
+            return;
     }
     /* ascending node index: the marked nodes read in order when they are many for the
      * cluster, else sorted (distinct indices: the same order either way) */
@@ -1066,6 +1109,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             fg__job_t *v = &s->jobs[vs[k].slot];
             have += gpus_of_on(s, nd, j, vs[k].slot);
             v->preempting = true;
+            s->npreempting++;
             v->r_job = j->id;
             push_preempt(out, v, why, j->id);
             j->claim++;
