@@ -828,6 +828,35 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
     return true;
 }
 
+/* victim_ok under fair share for v of another account than j's, one that runs more
+ * than its entitlement (over == 1), with the configuration's min_run_s and quantum_s
+ * read once per search, and its class test made once per running list (`cls`: the
+ * list's class is neither high nor above j's; a job's class never changes): the same
+ * tests in the same order. */
+static inline bool over_victim_ok(const fg__job_t *j, const fg__job_t *v, fg_time_t now,
+                                  fg_time_t min_run, fg_time_t quantum, bool cls, fg_time_t *wake)
+{
+    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
+        return false;
+    if (v->start_time >= now) {
+        if (now + 1 < *wake)
+            *wake = now + 1;
+        return false;
+    }
+    if (!cls)
+        return false;
+    fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
+    fg_time_t q = v->start_time + quantum - v->run_s;
+    if (q > ok_at)
+        ok_at = q;
+    if (ok_at > now) {
+        if (ok_at < *wake)
+            *wake = ok_at;
+        return false;
+    }
+    return true;
+}
+
 static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
 {
     fg_time_t ran = now - v->start_time;
@@ -966,6 +995,12 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
     int32_t *cand = s->cand;
     size_t ncand = 0;
+    /* (in locals: the marks written below could alias them) */
+    fg__job_t *const jobs = s->jobs;
+    fg__node_t *const nodes = s->nodes;
+    const int64_t stamp = s->stamp;
+    const fg_time_t min_run = s->cfg.min_run_s, quantum = s->cfg.quantum_s;
+    fg_time_t wk = *wake;
     for (size_t a = 0; a < s->naccounts; a++) {
         /* Under fair share no job of an account at or under its entitlement (not j's), nor
          * of j's account when j's member holds all its running GPUs, is a legal victim
@@ -982,32 +1017,35 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
             if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
                 continue;
-            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = s->jobs[v].rnext) {
-                fg__job_t *vj = &s->jobs[v];
-                if (!victim_ok(s, j, vj, why, e, now, wake, over))
+            const bool cls = c != FG_PRIO_HIGH && c <= (int)j->prio;
+            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = jobs[v].rnext) {
+                fg__job_t *vj = &jobs[v];
+                if (!(over == 1 ? over_victim_ok(j, vj, now, min_run, quantum, cls, &wk)
+                                : victim_ok(s, j, vj, why, e, now, &wk, over)))
                     continue;
-                vj->victim_pass = s->stamp;
-                const fg_alloc_t *al = vj->nallocs > 1 ? vj->allocm : &vj->alloc1;
-                for (int32_t k = 0; k < vj->nallocs; k++) {
-                    fg__node_t *nd = &s->nodes[al[k].node];
+                vj->victim_pass = stamp;
+                const int32_t nal = vj->nallocs;
+                const fg_alloc_t *al = nal > 1 ? vj->allocm : &vj->alloc1;
+                for (int32_t k = 0; k < nal; k++) {
+                    fg__node_t *nd = &nodes[al[k].node];
                     /* (a job on one node holds all its GPUs there: fg__job_start,
                      * fg_sched_restore_running) */
-                    const int32_t g =
-                        vj->nallocs == 1 ? vj->gpus : __builtin_popcountll(al[k].gpu_mask);
-                    if (nd->cand_pass == s->stamp) {
+                    const int32_t g = nal == 1 ? vj->gpus : __builtin_popcountll(al[k].gpu_mask);
+                    if (nd->cand_pass == stamp) {
                         nd->cand_vict += g;
                         continue;
                     }
                     if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) ||
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
-                    nd->cand_pass = s->stamp;
+                    nd->cand_pass = stamp;
                     nd->cand_vict = g;
                     cand[ncand++] = al[k].node;
                 }
             }
         }
     }
+    *wake = wk;
     if (!ncand)
         return;
     /* whole-node jobs may also use nodes that are already entirely free */
