@@ -634,65 +634,11 @@ typedef struct ent_calc {
     bool done;
 } ent_calc_t;
 
-/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i] > 0.
- * Those with demand are filled by (d/w, index). With `kept` (a permutation of 0..n-1
- * that the caller keeps from one call to the next), every entity is sorted there by
- * (d/w, index), those without demand first, starting from the last call's order (a few
- * demands change between two searches, so this is close to one pass); the entities with
- * demand come out in the same order as sorting only them. The sort keys sit in out[] by
- * position meanwhile (out[a] is kept[a]'s), so it compares and moves them in place. */
-void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                    int32_t *idx, int32_t *kept)
+/* The fill of a weighted max-min split: the m entities with demand in fill[], in order
+ * of (d/w, index), each given min(d, its weight's part of what is left). */
+static void water_fill_sorted(const int32_t *fill, size_t m, const double *d, const double *w,
+                              double cap, double *out)
 {
-    size_t m = 0;
-    const int32_t *fill = idx;
-    if (kept) {
-        size_t none = 0;
-        for (size_t a = 0; a < n; a++) {
-            const int32_t i = kept[a];
-            if (d[i] > 0) {
-                out[a] = d[i] / w[i]; /* >= 0 (w > 0) */
-            } else {
-                out[a] = -1.0;
-                none++;
-            }
-        }
-        for (size_t a = 1; a < n; a++) {
-            const int32_t v = kept[a];
-            const double kv = out[a];
-            size_t b = a;
-            while (b > 0 && (out[b - 1] > kv || (out[b - 1] == kv && kept[b - 1] > v))) {
-                kept[b] = kept[b - 1];
-                out[b] = out[b - 1];
-                b--;
-            }
-            kept[b] = v;
-            out[b] = kv;
-        }
-        /* (the keys are read no more) those without demand come first, key -1 */
-        for (size_t a = 0; a < none; a++)
-            out[kept[a]] = 0;
-        fill = kept + none;
-        m = n - none;
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            out[i] = 0;
-            if (d[i] > 0) {
-                idx[m++] = (int32_t)i;
-                out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
-            }
-        }
-        /* insertion sort by d/w (n is the number of accounts or members: small) */
-        for (size_t a = 1; a < m; a++) {
-            int32_t v = idx[a];
-            size_t b = a;
-            while (b > 0 && out[idx[b - 1]] > out[v]) {
-                idx[b] = idx[b - 1];
-                b--;
-            }
-            idx[b] = v;
-        }
-    }
     double wsum = 0;
     for (size_t a = 0; a < m; a++)
         wsum += w[fill[a]];
@@ -705,10 +651,93 @@ void fg__water_fill(size_t n, const double *d, const double *w, double cap, doub
     }
 }
 
+/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i] > 0.
+ * Those with demand are filled by (d/w, index). */
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (d[i] > 0) {
+            idx[m++] = (int32_t)i;
+            out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+        }
+    }
+    /* insertion sort by d/w (n is the number of accounts or members: small) */
+    for (size_t a = 1; a < m; a++) {
+        int32_t v = idx[a];
+        size_t b = a;
+        while (b > 0 && out[idx[b - 1]] > out[v]) {
+            idx[b] = idx[b - 1];
+            b--;
+        }
+        idx[b] = v;
+    }
+    water_fill_sorted(idx, m, d, w, cap, out);
+}
+
+/* The same split kept sorted from one call to the next (a few demands change between two
+ * preemption searches): every entity sits in order by (key, index), key d/w or -1 without
+ * demand (w > 0: a key with demand is >= 0), so those with demand come last, in the
+ * order fg__water_fill sorts them in (by d/w, ties by index: a total order, so one
+ * order whatever the sort). fg__wf_set moves one entity to its new place. */
+void fg__wf_init(fg__wf_t *f, size_t n)
+{
+    free(f->key);
+    f->key = fg__alloc((sizeof(double) * 3 + sizeof(int32_t) * 2) * (n ? n : 1));
+    f->d = f->key + n;
+    f->w = f->d + n;
+    f->order = (int32_t *)(f->w + n);
+    f->pos = f->order + n;
+    f->n = f->none = n;
+    for (size_t i = 0; i < n; i++) {
+        f->key[i] = -1.0;
+        f->d[i] = 0;
+        f->w[i] = 1.0;
+        f->order[i] = f->pos[i] = (int32_t)i;
+    }
+}
+
+void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w)
+{
+    if (d == f->d[i] && w == f->w[i])
+        return;
+    f->none += (size_t) !(d > 0) - (size_t) !(f->d[i] > 0);
+    f->d[i] = d;
+    f->w[i] = w;
+    const double k = d > 0 ? d / w : -1.0;
+    size_t p = (size_t)f->pos[i];
+    while (p > 0 && (f->key[p - 1] > k || (f->key[p - 1] == k && f->order[p - 1] > i))) {
+        f->key[p] = f->key[p - 1];
+        f->order[p] = f->order[p - 1];
+        f->pos[f->order[p]] = (int32_t)p;
+        p--;
+    }
+    while (p + 1 < f->n && (f->key[p + 1] < k || (f->key[p + 1] == k && f->order[p + 1] < i))) {
+        f->key[p] = f->key[p + 1];
+        f->order[p] = f->order[p + 1];
+        f->pos[f->order[p]] = (int32_t)p;
+        p++;
+    }
+    f->key[p] = k;
+    f->order[p] = i;
+    f->pos[i] = (int32_t)p;
+}
+
+void fg__wf_fill(const fg__wf_t *f, double cap, double *out)
+{
+    for (size_t a = 0; a < f->none; a++)
+        out[f->order[a]] = 0;
+    water_fill_sorted(f->order + f->none, f->n - f->none, f->d, f->w, cap, out);
+}
+
 /* The accounts' entitlements, once per preemption search; the members' are made per
  * account when one of them is first read (ent_member): a search reads those of the
  * waiting job's account and of the victims' in that account only. One block
- * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays. */
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays.
+ * The accounts' split is kept sorted from the last search (s->ent_wf): only the accounts
+ * whose demand or weight changed since move. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
@@ -729,19 +758,25 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
     e->ms = e->idx + n;
     e->m_done = (bool *)(e->ms + n);
     memset(e->m_done, 0, sizeof(bool) * (na + 1));
-    double *d = e->d, *w = e->w;
+    const double cap = (double)fg_sched_gpus_up(s);
+    if (s->plain) {
+        double *d = e->d, *w = e->w;
+        for (size_t i = 0; i < na; i++) {
+            d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+            w[i] = s->accounts[i].weight;
+        }
+        fg__water_fill(na, d, w, cap, e->ent_a, e->idx);
+        return;
+    }
+    fg__wf_t *f = &s->ent_wf;
+    if (f->n != na) /* (a new account: start again) */
+        fg__wf_init(f, na);
     for (size_t i = 0; i < na; i++) {
-        d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
-        w[i] = s->accounts[i].weight;
+        const double d = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+        if (d != f->d[i] || s->accounts[i].weight != f->w[i])
+            fg__wf_set(f, (int32_t)i, d, s->accounts[i].weight);
     }
-    if (s->ent_order_n != na) { /* (a new account: start again from index order) */
-        s->ent_order = fg__grow(s->ent_order, &s->ent_order_cap, na, sizeof *s->ent_order);
-        for (size_t i = 0; i < na; i++)
-            s->ent_order[i] = (int32_t)i;
-        s->ent_order_n = na;
-    }
-    fg__water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx,
-                   s->plain ? NULL : s->ent_order);
+    fg__wf_fill(f, cap, e->ent_a);
 }
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
@@ -760,7 +795,7 @@ static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
             e->w[c] = mb->weight;
             e->ms[c++] = (int32_t)i;
         }
-        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx, NULL);
+        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
             e->ent_m[e->ms[k]] = e->om[k];
     }

@@ -171,7 +171,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->cand);
     fg__set_free(&s->act_a);
     fg__set_free(&s->act_m);
-    free(s->ent_order);
+    free(s->ent_wf.key);
     free(s->claims);
     free(s);
 }
