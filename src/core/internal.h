@@ -383,8 +383,10 @@ struct fg_sched {
     size_t ndsnap, dsnap_cap;
     void *ent_blk; /* pass.c, entitlements: the last preemption search's */
     size_t ent_cap;
-    fg__wf_t ent_wf; /* pass.c, entitlements: the accounts' water fill, kept */
-    int32_t *cand;   /* pass.c, try_preempt: candidate nodes (room for every node) */
+    fg__wf_t ent_wf;  /* pass.c, entitlements: the accounts' water fill, kept */
+    int32_t *ent_mem; /* pass.c, ent_member: the members by account, for that many */
+    size_t ent_mem_na, ent_mem_nm;
+    int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
     int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
     /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision

@@ -781,13 +781,39 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
  * account's members in ascending index order, made for all of them at the first read. */
-static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
+static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
 {
     const int32_t a = s->members[m].account;
     if (!e->m_done[a]) {
         e->m_done[a] = true;
+        /* The members of each account in ascending index (s->ent_mem: from first[a] to
+         * first[a + 1] in the list after first[]), made again when a member or an account
+         * was added (a member never leaves nor changes account); under
+         * fg__sched_set_plain, every member is read. */
+        const size_t na = s->naccounts, nm = s->nmembers;
+        if (!s->plain && (s->ent_mem_na != na || s->ent_mem_nm != nm)) {
+            free(s->ent_mem);
+            s->ent_mem = fg__alloc(sizeof(int32_t) * (na + 1 + nm));
+            int32_t *first = s->ent_mem, *list = first + na + 1;
+            memset(first, 0, sizeof(int32_t) * (na + 1));
+            for (size_t i = 0; i < nm; i++)
+                first[s->members[i].account + 1]++;
+            for (size_t b = 0; b < na; b++)
+                first[b + 1] += first[b];
+            for (size_t i = 0; i < nm; i++) /* (first[b] ends at b's end, then moves back) */
+                list[first[s->members[i].account]++] = (int32_t)i;
+            for (size_t b = na; b > 0; b--)
+                first[b] = first[b - 1];
+            first[0] = 0;
+            s->ent_mem_na = na;
+            s->ent_mem_nm = nm;
+        }
+        const int32_t *list = s->ent_mem + na + 1;
+        const size_t from = s->plain ? 0 : (size_t)s->ent_mem[a];
+        const size_t to = s->plain ? nm : (size_t)s->ent_mem[a + 1];
         size_t c = 0;
-        for (size_t i = 0; i < s->nmembers; i++) {
+        for (size_t k = from; k < to; k++) {
+            const size_t i = s->plain ? k : (size_t)list[k];
             const fg__member_t *mb = &s->members[i];
             if (mb->account != a)
                 continue;

@@ -172,6 +172,7 @@ void fg_sched_free(fg_sched_t *s)
     fg__set_free(&s->act_a);
     fg__set_free(&s->act_m);
     free(s->ent_wf.key);
+    free(s->ent_mem);
     free(s->claims);
     free(s);
 }
