@@ -137,6 +137,7 @@ typedef struct fg__node {
     fg_time_t avail[FG_MAX_NODE_GPUS];
     fg_time_t res_from[FG_MAX_NODE_GPUS];
     int64_t cand_pass; /* == s->stamp: a candidate node in this search */
+    int32_t cand_vict; /* with cand_pass: GPUs of the search's legal victims on it */
     fg_job_id_t res_job[FG_MAX_NODE_GPUS];
 } fg__node_t;
 
@@ -180,6 +181,15 @@ typedef struct fg__feas_memo {
     bool ok;
     fg_reason_t why;
 } fg__feas_memo_t;
+
+/* A weighted max-min split kept from one call to the next (pass.c, fg__wf_*): the
+ * entities sorted by (d/w, index), those without demand first (key -1). One block,
+ * from key, holds the arrays. */
+typedef struct fg__wf {
+    size_t n, none;       /* entities; those without demand */
+    double *key, *d, *w;  /* key[p]: order[p]'s d/w (or -1); d[i], w[i]: i's inputs */
+    int32_t *order, *pos; /* order[p]: the entity at place p; pos[i]: i's place */
+} fg__wf_t;
 
 typedef struct fg__type {
     char name[FG_NAME_MAX];
@@ -372,10 +382,12 @@ struct fg_sched {
     size_t ndsnap, dsnap_cap;
     void *ent_blk; /* pass.c, entitlements: the last preemption search's */
     size_t ent_cap;
-    int32_t *ent_order; /* pass.c, entitlements: the accounts in the last search's order */
-    size_t ent_order_n, ent_order_cap;
+    fg__wf_t ent_wf;  /* pass.c, entitlements: the accounts' water fill, kept */
+    int32_t *ent_mem; /* pass.c, ent_member: the members by account, for that many */
+    size_t ent_mem_na, ent_mem_nm;
     int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
+    int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
     /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
      * depends on are off, so that a twin without them checks them */
     bool plain;
@@ -390,10 +402,16 @@ void fg__sched_set_plain(fg_sched_t *s, bool on);
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);
 
 /* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
- * w[i] into out[] (idx: scratch of n); kept, when not NULL, a permutation of 0..n-1 kept
- * by the caller between calls (the same result, sorted from the last call's order) */
+ * w[i] > 0 into out[] (idx: scratch of n) */
 void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                    int32_t *idx, int32_t *kept);
+                    int32_t *idx);
+/* pass.c: the same split with the entities kept sorted from one call to the next
+ * (fg__wf_t): fg__wf_init starts over with n entities without demand, fg__wf_set
+ * changes one's demand and weight, fg__wf_fill splits cap (the same bits as
+ * fg__water_fill on the same inputs) */
+void fg__wf_init(fg__wf_t *f, size_t n);
+void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w);
+void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 
 /* sched.c */
 void *fg__alloc(size_t n);

@@ -634,60 +634,16 @@ typedef struct ent_calc {
     bool done;
 } ent_calc_t;
 
-/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i].
- * Those with demand are filled by (d/w, index). With `kept` (a permutation of 0..n-1
- * that the caller keeps from one call to the next), every entity is sorted there by
- * (d/w, index), those without demand first, starting from the last call's order (a few
- * demands change between two searches, so this is close to one pass); the entities with
- * demand come out in the same order as sorting only them. */
-void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                    int32_t *idx, int32_t *kept)
+/* The fill of a weighted max-min split: the m entities with demand in fill[], in order
+ * of (d/w, index), each given min(d, its weight's part of what is left). */
+static void water_fill_sorted(const int32_t *fill, size_t m, const double *d, const double *w,
+                              double cap, double *out)
 {
-    size_t m = 0;
-    if (kept) {
-        for (size_t i = 0; i < n; i++)
-            out[i] = d[i] > 0 ? d[i] / w[i] : -1.0; /* its sort key until its share */
-        for (size_t a = 1; a < n; a++) {
-            int32_t v = kept[a];
-            size_t b = a;
-            while (b > 0 &&
-                   (out[kept[b - 1]] > out[v] || (out[kept[b - 1]] == out[v] && kept[b - 1] > v))) {
-                kept[b] = kept[b - 1];
-                b--;
-            }
-            kept[b] = v;
-        }
-        for (size_t a = 0; a < n; a++) {
-            const int32_t i = kept[a];
-            if (d[i] > 0)
-                idx[m++] = i;
-            else
-                out[i] = 0;
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            out[i] = 0;
-            if (d[i] > 0) {
-                idx[m++] = (int32_t)i;
-                out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
-            }
-        }
-        /* insertion sort by d/w (n is the number of accounts or members: small) */
-        for (size_t a = 1; a < m; a++) {
-            int32_t v = idx[a];
-            size_t b = a;
-            while (b > 0 && out[idx[b - 1]] > out[v]) {
-                idx[b] = idx[b - 1];
-                b--;
-            }
-            idx[b] = v;
-        }
-    }
     double wsum = 0;
     for (size_t a = 0; a < m; a++)
-        wsum += w[idx[a]];
+        wsum += w[fill[a]];
     for (size_t a = 0; a < m; a++) {
-        int32_t i = idx[a];
+        int32_t i = fill[a];
         double share = wsum > 0 ? cap * w[i] / wsum : 0;
         out[i] = d[i] < share ? d[i] : share;
         cap -= out[i];
@@ -695,10 +651,93 @@ void fg__water_fill(size_t n, const double *d, const double *w, double cap, doub
     }
 }
 
+/* Weighted max-min split of `cap` among n entities with demand d[i] and weight w[i] > 0.
+ * Those with demand are filled by (d/w, index). */
+void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                    int32_t *idx)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (d[i] > 0) {
+            idx[m++] = (int32_t)i;
+            out[i] = d[i] / w[i]; /* its sort key until its share replaces it below */
+        }
+    }
+    /* insertion sort by d/w (n is the number of accounts or members: small) */
+    for (size_t a = 1; a < m; a++) {
+        int32_t v = idx[a];
+        size_t b = a;
+        while (b > 0 && out[idx[b - 1]] > out[v]) {
+            idx[b] = idx[b - 1];
+            b--;
+        }
+        idx[b] = v;
+    }
+    water_fill_sorted(idx, m, d, w, cap, out);
+}
+
+/* The same split kept sorted from one call to the next (a few demands change between two
+ * preemption searches): every entity sits in order by (key, index), key d/w or -1 without
+ * demand (w > 0: a key with demand is >= 0), so those with demand come last, in the
+ * order fg__water_fill sorts them in (by d/w, ties by index: a total order, so one
+ * order whatever the sort). fg__wf_set moves one entity to its new place. */
+void fg__wf_init(fg__wf_t *f, size_t n)
+{
+    free(f->key);
+    f->key = fg__alloc((sizeof(double) * 3 + sizeof(int32_t) * 2) * (n ? n : 1));
+    f->d = f->key + n;
+    f->w = f->d + n;
+    f->order = (int32_t *)(f->w + n);
+    f->pos = f->order + n;
+    f->n = f->none = n;
+    for (size_t i = 0; i < n; i++) {
+        f->key[i] = -1.0;
+        f->d[i] = 0;
+        f->w[i] = 1.0;
+        f->order[i] = f->pos[i] = (int32_t)i;
+    }
+}
+
+void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w)
+{
+    if (d == f->d[i] && w == f->w[i])
+        return;
+    f->none += (size_t) !(d > 0) - (size_t) !(f->d[i] > 0);
+    f->d[i] = d;
+    f->w[i] = w;
+    const double k = d > 0 ? d / w : -1.0;
+    size_t p = (size_t)f->pos[i];
+    while (p > 0 && (f->key[p - 1] > k || (f->key[p - 1] == k && f->order[p - 1] > i))) {
+        f->key[p] = f->key[p - 1];
+        f->order[p] = f->order[p - 1];
+        f->pos[f->order[p]] = (int32_t)p;
+        p--;
+    }
+    while (p + 1 < f->n && (f->key[p + 1] < k || (f->key[p + 1] == k && f->order[p + 1] < i))) {
+        f->key[p] = f->key[p + 1];
+        f->order[p] = f->order[p + 1];
+        f->pos[f->order[p]] = (int32_t)p;
+        p++;
+    }
+    f->key[p] = k;
+    f->order[p] = i;
+    f->pos[i] = (int32_t)p;
+}
+
+void fg__wf_fill(const fg__wf_t *f, double cap, double *out)
+{
+    for (size_t a = 0; a < f->none; a++)
+        out[f->order[a]] = 0;
+    water_fill_sorted(f->order + f->none, f->n - f->none, f->d, f->w, cap, out);
+}
+
 /* The accounts' entitlements, once per preemption search; the members' are made per
  * account when one of them is first read (ent_member): a search reads those of the
  * waiting job's account and of the victims' in that account only. One block
- * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays. */
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays.
+ * The accounts' split is kept sorted from the last search (s->ent_wf): only the accounts
+ * whose demand or weight changed since move. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
@@ -719,30 +758,62 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
     e->ms = e->idx + n;
     e->m_done = (bool *)(e->ms + n);
     memset(e->m_done, 0, sizeof(bool) * (na + 1));
-    double *d = e->d, *w = e->w;
+    const double cap = (double)fg_sched_gpus_up(s);
+    if (s->plain) {
+        double *d = e->d, *w = e->w;
+        for (size_t i = 0; i < na; i++) {
+            d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+            w[i] = s->accounts[i].weight;
+        }
+        fg__water_fill(na, d, w, cap, e->ent_a, e->idx);
+        return;
+    }
+    fg__wf_t *f = &s->ent_wf;
+    if (f->n != na) /* (a new account: start again) */
+        fg__wf_init(f, na);
     for (size_t i = 0; i < na; i++) {
-        d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
-        w[i] = s->accounts[i].weight;
+        const double d = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+        if (d != f->d[i] || s->accounts[i].weight != f->w[i])
+            fg__wf_set(f, (int32_t)i, d, s->accounts[i].weight);
     }
-    if (s->ent_order_n != na) { /* (a new account: start again from index order) */
-        s->ent_order = fg__grow(s->ent_order, &s->ent_order_cap, na, sizeof *s->ent_order);
-        for (size_t i = 0; i < na; i++)
-            s->ent_order[i] = (int32_t)i;
-        s->ent_order_n = na;
-    }
-    fg__water_fill(na, d, w, (double)fg_sched_gpus_up(s), e->ent_a, e->idx,
-                   s->plain ? NULL : s->ent_order);
+    fg__wf_fill(f, cap, e->ent_a);
 }
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
  * account's members in ascending index order, made for all of them at the first read. */
-static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
+static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
 {
     const int32_t a = s->members[m].account;
     if (!e->m_done[a]) {
         e->m_done[a] = true;
+        /* The members of each account in ascending index (s->ent_mem: from first[a] to
+         * first[a + 1] in the list after first[]), made again when a member or an account
+         * was added (a member never leaves nor changes account); under
+         * fg__sched_set_plain, every member is read. */
+        const size_t na = s->naccounts, nm = s->nmembers;
+        if (!s->plain && (s->ent_mem_na != na || s->ent_mem_nm != nm)) {
+            free(s->ent_mem);
+            s->ent_mem = fg__alloc(sizeof(int32_t) * (na + 1 + nm));
+            int32_t *first = s->ent_mem, *list = first + na + 1;
+            memset(first, 0, sizeof(int32_t) * (na + 1));
+            for (size_t i = 0; i < nm; i++)
+                first[s->members[i].account + 1]++;
+            for (size_t b = 0; b < na; b++)
+                first[b + 1] += first[b];
+            for (size_t i = 0; i < nm; i++) /* (first[b] ends at b's end, then moves back) */
+                list[first[s->members[i].account]++] = (int32_t)i;
+            for (size_t b = na; b > 0; b--)
+                first[b] = first[b - 1];
+            first[0] = 0;
+            s->ent_mem_na = na;
+            s->ent_mem_nm = nm;
+        }
+        const int32_t *list = s->ent_mem + na + 1;
+        const size_t from = s->plain ? 0 : (size_t)s->ent_mem[a];
+        const size_t to = s->plain ? nm : (size_t)s->ent_mem[a + 1];
         size_t c = 0;
-        for (size_t i = 0; i < s->nmembers; i++) {
+        for (size_t k = from; k < to; k++) {
+            const size_t i = s->plain ? k : (size_t)list[k];
             const fg__member_t *mb = &s->members[i];
             if (mb->account != a)
                 continue;
@@ -750,7 +821,7 @@ static double ent_member(const fg_sched_t *s, ent_calc_t *e, int32_t m)
             e->w[c] = mb->weight;
             e->ms[c++] = (int32_t)i;
         }
-        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx, NULL);
+        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
             e->ent_m[e->ms[k]] = e->om[k];
     }
@@ -808,6 +879,35 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
      * declares one, a checkpoint interval - so every attempt keeps some progress. */
     fg_time_t ok_at = v->start_time + (s->cfg.min_run_s > v->ckpt ? s->cfg.min_run_s : v->ckpt);
     fg_time_t q = v->start_time + s->cfg.quantum_s - v->run_s;
+    if (q > ok_at)
+        ok_at = q;
+    if (ok_at > now) {
+        if (ok_at < *wake)
+            *wake = ok_at;
+        return false;
+    }
+    return true;
+}
+
+/* victim_ok under fair share for v of another account than j's, one that runs more
+ * than its entitlement (over == 1), with the configuration's min_run_s and quantum_s
+ * read once per search, and its class test made once per running list (`cls`: the
+ * list's class is neither high nor above j's; a job's class never changes): the same
+ * tests in the same order. */
+static inline bool over_victim_ok(const fg__job_t *j, const fg__job_t *v, fg_time_t now,
+                                  fg_time_t min_run, fg_time_t quantum, bool cls, fg_time_t *wake)
+{
+    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
+        return false;
+    if (v->start_time >= now) {
+        if (now + 1 < *wake)
+            *wake = now + 1;
+        return false;
+    }
+    if (!cls)
+        return false;
+    fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
+    fg_time_t q = v->start_time + quantum - v->run_s;
     if (q > ok_at)
         ok_at = q;
     if (ok_at > now) {
@@ -896,7 +996,13 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
             nv++;
         }
     }
-    qsort(vs, (size_t)nv, sizeof *vs, victim_cmp);
+    for (int32_t a = 1; a < nv; a++) { /* (at most FG_MAX_NODE_GPUS: by insertion) */
+        victim_t x = vs[a];
+        int32_t b = a;
+        for (; b > 0 && victim_cmp(&vs[b - 1], &x) > 0; b--)
+            vs[b] = vs[b - 1];
+        vs[b] = x;
+    }
     return nv;
 }
 
@@ -950,6 +1056,12 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
     int32_t *cand = s->cand;
     size_t ncand = 0;
+    /* (in locals: the marks written below could alias them) */
+    fg__job_t *const jobs = s->jobs;
+    fg__node_t *const nodes = s->nodes;
+    const int64_t stamp = s->stamp;
+    const fg_time_t min_run = s->cfg.min_run_s, quantum = s->cfg.quantum_s;
+    fg_time_t wk = *wake;
     for (size_t a = 0; a < s->naccounts; a++) {
         /* Under fair share no job of an account at or under its entitlement (not j's), nor
          * of j's account when j's member holds all its running GPUs, is a legal victim
@@ -966,24 +1078,35 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
             if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
                 continue;
-            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = s->jobs[v].rnext) {
-                fg__job_t *vj = &s->jobs[v];
-                if (!victim_ok(s, j, vj, why, e, now, wake, over))
+            const bool cls = c != FG_PRIO_HIGH && c <= (int)j->prio;
+            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = jobs[v].rnext) {
+                fg__job_t *vj = &jobs[v];
+                if (!(over == 1 ? over_victim_ok(j, vj, now, min_run, quantum, cls, &wk)
+                                : victim_ok(s, j, vj, why, e, now, &wk, over)))
                     continue;
-                vj->victim_pass = s->stamp;
-                const fg_alloc_t *al = fg__job_allocs(vj);
-                for (int32_t k = 0; k < vj->nallocs; k++) {
-                    fg__node_t *nd = &s->nodes[al[k].node];
-                    if (nd->cand_pass == s->stamp || nd->state != FG_NODE_UP ||
-                        !type_matches(j, nd->type) ||
+                vj->victim_pass = stamp;
+                const int32_t nal = vj->nallocs;
+                const fg_alloc_t *al = nal > 1 ? vj->allocm : &vj->alloc1;
+                for (int32_t k = 0; k < nal; k++) {
+                    fg__node_t *nd = &nodes[al[k].node];
+                    /* (a job on one node holds all its GPUs there: fg__job_start,
+                     * fg_sched_restore_running) */
+                    const int32_t g = nal == 1 ? vj->gpus : __builtin_popcountll(al[k].gpu_mask);
+                    if (nd->cand_pass == stamp) {
+                        nd->cand_vict += g;
+                        continue;
+                    }
+                    if (nd->state != FG_NODE_UP || !type_matches(j, nd->type) ||
                         (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
                         continue;
-                    nd->cand_pass = s->stamp;
+                    nd->cand_pass = stamp;
+                    nd->cand_vict = g;
                     cand[ncand++] = al[k].node;
                 }
             }
         }
     }
+    *wake = wk;
     if (!ncand)
         return;
     /* whole-node jobs may also use nodes that are already entirely free */
@@ -993,9 +1116,28 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP && type_matches(j, nd->type) &&
                 nd->gpus >= FG_WHOLE_NODE_GPUS && nd->nfree == nd->gpus) {
                 nd->cand_pass = s->stamp;
+                nd->cand_vict = 0;
                 cand[ncand++] = (int32_t)n;
             }
         }
+    }
+    /* node_room's have + vict counts GPUs that are free (nfree), held by a job being
+     * preempted or held by a legal victim (cand_vict), less those held for another: with
+     * no job being preempted, nfree + cand_vict bounds it, and a node under the target
+     * by that bound has no room (most candidates: their other GPUs run other jobs). Such
+     * nodes are no candidates (unmarked: the order below reads the marks). */
+    if (s->npreempting == 0 && !s->plain) {
+        size_t k = 0;
+        for (size_t ci = 0; ci < ncand; ci++) {
+            fg__node_t *nd = &s->nodes[cand[ci]];
+            if (nd->nfree + nd->cand_vict >= (whole ? nd->gpus : j->gpus))
+                cand[k++] = cand[ci];
+            else
+                nd->cand_pass = 0;
+        }
+        ncand = k;
+        if (!ncand)
+            return;
     }
     /* ascending node index: the marked nodes read in order when they are many for the
      * cluster, else sorted (distinct indices: the same order either way) */
@@ -1066,6 +1208,7 @@ static void try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *
             fg__job_t *v = &s->jobs[vs[k].slot];
             have += gpus_of_on(s, nd, j, vs[k].slot);
             v->preempting = true;
+            s->npreempting++;
             v->r_job = j->id;
             push_preempt(out, v, why, j->id);
             j->claim++;

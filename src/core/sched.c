@@ -172,7 +172,8 @@ void fg_sched_free(fg_sched_t *s)
     free(s->cand);
     fg__set_free(&s->act_a);
     fg__set_free(&s->act_m);
-    free(s->ent_order);
+    free(s->ent_wf.key);
+    free(s->ent_mem);
     free(s->claims);
     free(s);
 }
@@ -875,6 +876,7 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
     j->nallocs = 0;
     free(j->allocm);
     j->allocm = NULL;
+    s->npreempting -= j->preempting;
     j->preempting = false;
 }
 
@@ -1270,6 +1272,7 @@ void fg_sched_rebuild(fg_sched_t *s)
             nd->gpu_job[i] = -1;
     }
     s->npending = 0;
+    s->npreempting = 0;
     fg__set_clear(&s->act_a);
     fg__set_clear(&s->act_m);
     memset(s->limit_hist, 0, sizeof s->limit_hist);
@@ -1301,6 +1304,7 @@ void fg_sched_rebuild(fg_sched_t *s)
         }
         s->accounts[j->account].running += j->gpus;
         s->members[j->member].running += j->gpus;
+        s->npreempting += j->preempting;
         run_list_add(s, (int32_t)slot);
     }
     s->nclaims = 0;
