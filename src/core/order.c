@@ -147,7 +147,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     o->band = -1;
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    o->nah = 0;
+    o->nah = o->nfast = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
     if (s->cfg.policy != FG_POLICY_WFQ) {
@@ -294,6 +294,33 @@ static void heapify_keys(fg__hk_t *h, int32_t n)
         fg__sift_key(h, n, i);
 }
 
+/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small). */
+static void acct_sort(fg__hk_t *ah, int32_t n)
+{
+    for (int32_t i = 1; i < n; i++) {
+        const fg__hk_t v = ah[i];
+        int32_t k = i;
+        while (k > 0 && hk_before(ah[k - 1], v)) {
+            ah[k] = ah[k - 1];
+            k--;
+        }
+        ah[k] = v;
+    }
+}
+
+/* Begins the account order over ah[0..n), with their keys: sorted when few, else a heap
+ * (fg__order_t.ah). */
+static void acct_order_begin(fg__order_t *o, int32_t n)
+{
+    o->nah = n;
+    o->a_sorted = n <= FG__ACCT_SORTED;
+    if (o->a_sorted)
+        acct_sort(o->ah, n);
+    else
+        heapify_keys(o->ah, n);
+    o->nfast = o->a_sorted ? n : 0;
+}
+
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
  * case) skips the division. */
 static double acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
@@ -339,7 +366,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             total += member_begin(s, o, b, (int32_t)i);
     }
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    o->nah = 0;
+    o->nah = o->nfast = 0;
     if (!total)
         return 0;
     if (wfq) {
@@ -373,7 +400,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             }
             o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, n == 1 ? h[0].id : -1};
         }
-        heapify_keys(o->ah, o->nah);
+        acct_order_begin(o, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
         for (size_t i = 0; i < s->nmembers; i++)
             if (o->m_left[i]) {
@@ -406,9 +433,10 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
     for (;;) {
         if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
             /* wfq: the oldest job of the smallest-key member of the smallest-key
-             * account; a key is compared only inside a heap of two or more (heaps only
-             * shrink during a band) */
-            const int32_t a = o->ah[0].id;
+             * account (the last when sorted, else the heap's root); a key is compared
+             * only inside a heap or order of two or more (they only shrink during a
+             * band) */
+            const int32_t a = o->ah[o->a_sorted ? o->nah - 1 : 0].id;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
             const int32_t m = mh[0].id;
             const int32_t slot = o->qv[m][o->cursor[m]++];
@@ -424,12 +452,20 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
                 fg__sift_key(mh, o->mh_cnt[a], 0);
             }
             if (--o->a_left[a] == 0) {
-                o->ah[0] = o->ah[--o->nah];
-                if (o->nah > 1)
+                if (o->a_sorted) {
+                    o->nah = --o->nfast;
+                } else {
+                    o->ah[0] = o->ah[--o->nah];
+                    if (o->nah > 1)
+                        fg__sift_key(o->ah, o->nah, 0);
+                }
+            } else if (o->nah > 1) { /* (the key of an order of one is never compared) */
+                if (o->a_sorted) {
+                    fg__acct_sink(o->ah, o->nah, acct_key(s, o, a));
+                } else {
+                    o->ah[0].key = acct_key(s, o, a);
                     fg__sift_key(o->ah, o->nah, 0);
-            } else if (o->nah > 1) {
-                o->ah[0].key = acct_key(s, o, a);
-                fg__sift_key(o->ah, o->nah, 0);
+                }
             }
             return slot;
         }
@@ -466,7 +502,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
 }
 
 /* o as after the picks of fg__order_peek: the same cursors, counts and keys; its account
- * heap rebuilt (the order of picks depends only on the keys and account indices). */
+ * order begun again (the order of picks depends only on the keys and account indices). */
 static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *acct,
                       const int32_t *mem, const int32_t *cur, const int32_t *left,
                       const int64_t *picked)
@@ -484,8 +520,7 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
         else
             o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, m}; /* (its only member) */
     }
-    o->nah = nah;
-    heapify_keys(o->ah, nah);
+    acct_order_begin(o, nah);
 }
 
 enum { FG__PEEK_MAX = 64 }; /* most accounts fg__order_peek merges */
@@ -720,9 +755,9 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
  * whole_end[k - 1] (accept answers the same, exactly). Each
  * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
  * the band sorted by (key at their pick, account index): the same merge, on a copy of
- * the account heap and with the account's one member's queue read in place. Without
- * move_all, the answer comes from peek_find instead (the same r and moves; skipped[]
- * account by account, and left unset when r is `limit`). */
+ * the account order (sorted: at most FG__PEEK_MAX accounts) and with the account's one member's
+ * queue read in place. Without move_all, the answer comes from peek_find instead (the same r and
+ * moves; skipped[] account by account, and left unset when r is `limit`). */
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
@@ -762,12 +797,10 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
-    int32_t n = n0;
-    /* a min-heap by (key, account index) */
-    heapify_keys(h, n);
     peek_test_t pt;
     peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
+        heapify_keys(h, n0); /* (a min-heap by (key, account index): peek_find's first guess) */
         int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
         const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
                                     cur, left, picked, accept, ctx, cnt, pkc);
@@ -789,8 +822,11 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         base[i] = o->a_base[acct[i]];
         wt[i] = o->a_w[acct[i]];
     }
+    /* sorted by (key, account index), the smallest last, as the order's few accounts */
+    int32_t n = n0;
+    acct_sort(h, n);
     for (int64_t count = 0; count < limit; count++) {
-        const int32_t i = h[0].id;
+        const int32_t i = h[n - 1].id;
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
@@ -801,13 +837,11 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         cur[i]++;
         picked[i] += j->gpus;
         if (--left[i] == 0) {
-            h[0] = h[--n];
+            n--;
         } else if (n > 1) {
             const double x = base[i] + (double)picked[i];
-            h[0].key = wt[i] == 1.0 ? x : x / wt[i]; /* acct_key */
+            fg__acct_sink(h, n, wt[i] == 1.0 ? x : x / wt[i]); /* acct_key */
         }
-        if (n > 1)
-            fg__sift_key_inline(h, n, 0);
     }
     if (move_all)
         peek_move(s, o, n0, acct, mem, cur, left, picked);
