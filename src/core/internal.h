@@ -217,8 +217,8 @@ typedef struct fg__head {
 } fg__head_t;
 
 /* An entry of a wfq key heap: an account or member and its current key; in the account
- * heap, `one` is the account's member when it began the band as the only one with jobs
- * in it (else -1; unused in the member heaps). */
+ * order, `one` is the account's member when it has no other (else -1; unused in the
+ * member heaps). */
 typedef struct fg__hk {
     double key;
     int32_t id, one;
@@ -227,12 +227,15 @@ typedef struct fg__hk {
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
-    int32_t *cursor;         /* per member: next index in q[band] */
-    const int32_t **qv;      /* per member: q[band].v, set as the band begins (the queues
-                              * do not change while an order is in use) */
-    int64_t *m_picked;       /* per member: GPUs walked this pass */
-    int64_t *a_picked;       /* per account */
-    int32_t *m_left;         /* per member: jobs left in band */
+    int32_t *cursor;    /* per member: next index in q[band] */
+    const int32_t **qv; /* per member: q[band].v, set as the band begins (the queues
+                         * do not change while an order is in use) */
+    /* per member: GPUs walked this pass, jobs left in the band; not kept for a member
+     * alone in its account (`one` in the account order) by the inline wfq step, its
+     * account's are the same (a member's are read only in a heap of two or more) */
+    int64_t *m_picked;
+    int64_t *a_picked; /* per account */
+    int32_t *m_left;
     int64_t *a_left;         /* per account: jobs left in band */
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
@@ -241,7 +244,7 @@ typedef struct fg__order {
     /* wfq: the accounts with jobs left in the band, with their keys, by key, then index:
      * sorted with the smallest last when a_sorted (at most FG__ACCT_SORTED of them as the
      * band began: the inline step, fg__order_next), else a heap */
-    fg__hk_t *ah;
+    fg__hk_t *ah;  /* (ah[-1]: a sentinel, fg__acct_sink) */
     int32_t nah;   /* its size; also the size of the member heap (other policies) */
     int32_t nfast; /* nah when the accounts are sorted; else 0 (also outside wfq bands) */
     bool a_sorted;
@@ -462,11 +465,14 @@ void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
  * fewer comparisons than a heap's sift of a few levels; with many accounts a pick might
  * move it past many (many equal keys), so many are kept as a heap (FG__ACCT_SORTED). */
 #define FG__ACCT_SORTED 32
+/* ah[-1] holds a sentinel that no entry comes after (key +inf, index above any), so that
+ * the loop needs no bound */
+#define FG__HK_SENTINEL ((fg__hk_t){__builtin_inf(), INT32_MAX, -1})
 static inline __attribute__((always_inline)) void fg__acct_sink(fg__hk_t *ah, int32_t n, double key)
 {
     int32_t k = n - 1;
     const fg__hk_t v = {key, ah[k].id, ah[k].one};
-    while (k > 0 && (ah[k - 1].key < key || (ah[k - 1].key == key && ah[k - 1].id < v.id))) {
+    while (ah[k - 1].key < key || (ah[k - 1].key == key && ah[k - 1].id < v.id)) {
         ah[k] = ah[k - 1];
         k--;
     }
@@ -484,11 +490,9 @@ static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *
         if (m >= 0) { /* (its heap of members holds m alone) */
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
-            o->m_picked[m] += g;
             o->a_picked[a] += g;
-            if (--o->m_left[m] == 0)
-                o->mh_cnt[a] = 0;
             if (--o->a_left[a] == 0) {
+                o->mh_cnt[a] = 0;
                 o->nah = --o->nfast;
             } else if (o->nfast > 1) { /* (the key of an order of one is never compared) */
                 const double x = o->a_base[a] + (double)o->a_picked[a];

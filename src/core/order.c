@@ -44,7 +44,7 @@ void fg__order_free(fg__order_t *o)
     free(o->a_base);
     free(o->m_w);
     free(o->a_w);
-    free(o->ah);
+    free(o->ah ? o->ah - 1 : NULL); /* (its sentinel) */
     free(o->mh);
     free(o->mhk);
     free(o->mh_off);
@@ -117,7 +117,8 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->a_left = re(o->a_left, na * sizeof *o->a_left);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
         o->a_w = re(o->a_w, na * sizeof *o->a_w);
-        o->ah = re(o->ah, na * sizeof *o->ah);
+        o->ah = (fg__hk_t *)re(o->ah ? o->ah - 1 : NULL, (na + 1) * sizeof *o->ah) + 1;
+        o->ah[-1] = FG__HK_SENTINEL;
         o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
         o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
         o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
@@ -337,6 +338,15 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
     return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
 }
 
+/* The account order's `one` for account a with member m (jobs left in the band): m when
+ * it is the account's only member, so that the inline step (fg__order_next) keeps the
+ * account's counts alone; else -1, and under the tests' plain hook always (every step
+ * through fg__order_next_any, which keeps every member's counts too). */
+static int32_t acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m)
+{
+    return o->mh_n[a] == 1 && !s->plain ? m : -1;
+}
+
 /* band_begin: member i's cursor on its queue of band b, counted into its account's jobs
  * left; returns its jobs in the band. */
 static inline int32_t member_begin(const fg_sched_t *s, fg__order_t *o, int b, int32_t i)
@@ -383,7 +393,8 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             if (o->mh_n[a] == 1) { /* (its one member has the account's jobs in the band) */
                 h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]], -1};
                 o->mh_cnt[a] = 1;
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, h[0].id};
+                o->ah[o->nah++] =
+                    (fg__hk_t){acct_key(s, o, a), a, all ? -1 : h[0].id}; /* acct_one */
                 continue;
             }
             int32_t n = 0;
@@ -398,7 +409,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, n == 1 ? h[0].id : -1};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, -1}; /* (acct_one) */
         }
         acct_order_begin(o, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
@@ -518,7 +529,7 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
         if (left[k] == 0)
             o->mh_cnt[ak] = 0;
         else
-            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, m}; /* (its only member) */
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, acct_one(s, o, ak, m)};
     }
     acct_order_begin(o, nah);
 }
@@ -766,7 +777,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     enum { PEEK_MAX = FG__PEEK_MAX };
     if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
         return -1;
-    fg__hk_t h[PEEK_MAX];
+    fg__hk_t hs[PEEK_MAX + 1], *const h = hs + 1; /* (h[-1]: a sentinel, fg__acct_sink) */
+    h[-1] = FG__HK_SENTINEL;
     int32_t cur[PEEK_MAX], left[PEEK_MAX], mem[PEEK_MAX], acct[PEEK_MAX];
     const int32_t *qv[PEEK_MAX]; /* each account's one member's queue in the band */
     int64_t picked[PEEK_MAX];
@@ -789,7 +801,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         mem[i] = m;
         qv[i] = o->qv[m];
         cur[i] = o->cursor[m];
-        left[i] = o->m_left[m];
+        left[i] = (int32_t)o->a_left[a]; /* (m_left: fg__order_t) */
         picked[i] = o->a_picked[a];
         total += left[i];
         /* (the heap's id is the local index; ties compare account indices below) */
