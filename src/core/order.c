@@ -108,8 +108,10 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
         o->m_head = re(o->m_head, nm * sizeof *o->m_head);
         o->act_m = re(o->act_m, nm * sizeof *o->act_m);
-        for (size_t i = o->cap_m; i < nm; i++)
+        for (size_t i = o->cap_m; i < nm; i++) {
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
+            o->m_picked[i] = 0;           /* (not always set: fg__order_prepare) */
+        }
         o->cap_m = nm;
     }
     if (na > o->cap_a) {
@@ -191,13 +193,14 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
         group_members(s, o);
     /* a member's key is compared only in a heap of two or more members: never for the
-     * only member of its account (its usage term and weight are left unset) */
-    for (int32_t k = 0; k < o->nact_m; k++) {
+     * only member of its account (its usage term, weight and GPUs walked are left unset;
+     * with no account of two members or more, no member's is read) */
+    for (int32_t k = 0; k < o->nact_m && (!o->grp_alone || s->plain); k++) {
         const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
-        o->m_picked[i] = 0;
         if (o->mh_n[m->account] == 1 && !s->plain)
             continue;
+        o->m_picked[i] = 0;
         o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
                                m->running, now) +
                        o->run_w * (double)m->running;
@@ -221,6 +224,9 @@ static void group_members(const fg_sched_t *s, fg__order_t *o)
         int32_t a = s->members[i].account;
         o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
     }
+    o->grp_alone = true;
+    for (size_t i = 0; i < s->naccounts; i++)
+        o->grp_alone &= o->mh_n[i] <= 1;
     o->grp_ok = true;
     o->grp_na = s->naccounts;
     o->grp_nm = s->nmembers;
