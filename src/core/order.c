@@ -820,20 +820,28 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     int64_t picked[PEEK_MAX];
     const int32_t n0 = o->nah;
     int64_t total = 0;
-    /* accounts ascending, so that local indices compare as account indices */
+    /* the order's entries by account ascending, so that local indices compare as account
+     * indices (with two or more, each entry's key is its account's now: every pick since
+     * the band began had another entry to compare with) */
+    fg__hk_t e[PEEK_MAX];
     for (int32_t i = 0; i < n0; i++) {
-        int32_t a = o->ah[i].id, q = i;
-        while (q > 0 && acct[q - 1] > a) {
-            acct[q] = acct[q - 1];
+        const fg__hk_t x = o->ah[i];
+        int32_t q = i;
+        while (q > 0 && e[q - 1].id > x.id) {
+            e[q] = e[q - 1];
             q--;
         }
-        acct[q] = a;
+        e[q] = x;
     }
     for (int32_t i = 0; i < n0; i++) {
-        const int32_t a = acct[i];
-        if (o->mh_cnt[a] != 1)
-            return -1;
-        const int32_t m = o->mhk[o->mh_off[a]].id;
+        const int32_t a = e[i].id;
+        int32_t m = e[i].one; /* (alone in its account: its heap holds it) */
+        if (m < 0) {
+            if (o->mh_cnt[a] != 1)
+                return -1;
+            m = o->mhk[o->mh_off[a]].id;
+        }
+        acct[i] = a;
         mem[i] = m;
         qv[i] = o->qv[m];
         cur[i] = o->cursor[m];
@@ -841,7 +849,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         picked[i] = o->a_picked[a];
         total += left[i];
         /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i, -1};
+        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
