@@ -227,8 +227,8 @@ typedef struct fg__head {
 } fg__head_t;
 
 /* An entry of a wfq key heap: an account or member and its current key; in the account
- * heap, `one` is the account's member when it began the band as the only one with jobs
- * in it (else -1; unused in the member heaps). */
+ * order, `one` is the account's member when it has no other (else -1; unused in the
+ * member heaps). */
 typedef struct fg__hk {
     double key;
     int32_t id, one;
@@ -237,19 +237,28 @@ typedef struct fg__hk {
 /* The walk of pending jobs in plan order (see order.c). */
 typedef struct fg__order {
     int band;
-    int32_t *cursor;         /* per member: next index in q[band] */
-    const int32_t **qv;      /* per member: q[band].v, set as the band begins (the queues
-                              * do not change while an order is in use) */
-    int64_t *m_picked;       /* per member: GPUs walked this pass */
-    int64_t *a_picked;       /* per account */
-    int32_t *m_left;         /* per member: jobs left in band */
+    int32_t *cursor;    /* per member: next index in q[band] */
+    const int32_t **qv; /* per member: q[band].v, set as the band begins (the queues
+                         * do not change while an order is in use) */
+    /* per member: GPUs walked this pass, jobs left in the band; not kept for a member
+     * alone in its account (`one` in the account order) by the inline wfq step, nor its
+     * GPUs walked set up by fg__order_prepare: its account's are the same (a member's
+     * are read only in a heap of two or more) */
+    int64_t *m_picked;
+    int64_t *a_picked; /* per account */
+    int32_t *m_left;
     int64_t *a_left;         /* per account: jobs left in band */
     double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
     double *m_w, *a_w;       /* weights */
     int32_t rr_pos;
-    double run_w;  /* α: weight of the running GPUs in a key */
-    fg__hk_t *ah;  /* wfq: heap of accounts with jobs left in the band, with their keys */
+    double run_w; /* α: weight of the running GPUs in a key */
+    /* wfq: the accounts with jobs left in the band, with their keys, by key, then index:
+     * sorted with the smallest last when a_sorted (at most FG__ACCT_SORTED of them as the
+     * band began: the inline step, fg__order_next), else a heap */
+    fg__hk_t *ah;  /* (ah[-1]: a sentinel, fg__acct_sink) */
     int32_t nah;   /* its size; also the size of the member heap (other policies) */
+    int32_t nfast; /* nah when the accounts are sorted; else 0 (also outside wfq bands) */
+    bool a_sorted;
     fg__hk_t *mhk; /* wfq: per-account heaps of members at mh_off[a], with their keys */
     int32_t *mh;   /* fifo, priority, las: one heap of members */
     int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
@@ -264,6 +273,7 @@ typedef struct fg__order {
     struct fg__base_memo *a_memo, *m_memo;
     bool grp_ok;           /* members_by_acct, mh_off, mh_n hold the grouping of */
     size_t grp_na, grp_nm; /* that many accounts and members */
+    bool grp_alone;        /* (and no account has two members or more) */
 } fg__order_t;
 
 typedef struct fg__base_memo {
@@ -495,48 +505,44 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
 int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o);
 void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
 
-/* fg__sift_key's steps, for the inline wfq step below: by key, then index. */
-static inline __attribute__((always_inline)) void fg__sift_key_inline(fg__hk_t *h, int32_t n,
-                                                                      int32_t i)
+/* The sorted account order's step after its last entry's key grew to `key`: that entry
+ * moves down past those it now comes after (by key, then index), so that ah[0..n) stays
+ * sorted with the smallest last. A pick moves it a few places (the keys stay close),
+ * fewer comparisons than a heap's sift of a few levels; with many accounts a pick might
+ * move it past many (many equal keys), so many are kept as a heap (FG__ACCT_SORTED). */
+#define FG__ACCT_SORTED 32
+/* ah[-1] holds a sentinel that no entry comes after (key +inf, index above any), so that
+ * the loop needs no bound */
+#define FG__HK_SENTINEL ((fg__hk_t){__builtin_inf(), INT32_MAX, -1})
+static inline __attribute__((always_inline)) void fg__acct_sink(fg__hk_t *ah, int32_t n, double key)
 {
-    const fg__hk_t v = h[i];
-    for (;;) {
-        int32_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n &&
-            (h[c + 1].key < h[c].key || (h[c + 1].key == h[c].key && h[c + 1].id < h[c].id)))
-            c++;
-        if (!(h[c].key < v.key || (h[c].key == v.key && h[c].id < v.id)))
-            break;
-        h[i] = h[c];
-        i = c;
+    int32_t k = n - 1;
+    const fg__hk_t v = {key, ah[k].id, ah[k].one};
+    while (ah[k - 1].key < key || (ah[k - 1].key == key && ah[k - 1].id < v.id)) {
+        ah[k] = ah[k - 1];
+        k--;
     }
-    h[i] = v;
+    ah[k] = v;
 }
 
-/* fg__order_next (order.c), with the common wfq step inline: inside a band, the
- * smallest-key account began it with a single member with jobs in it (the same steps as
- * fg__order_next_any's wfq path, whose member heap of one needs no sift). */
+/* fg__order_next (order.c), with the common wfq step inline: inside a band whose
+ * accounts are sorted (nfast), the smallest-key account began it with a single member
+ * with jobs in it (the same steps as fg__order_next_any's wfq path, whose member heap of
+ * one needs no sift). */
 static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
-    if (s->cfg.policy == FG_POLICY_WFQ && o->nah) { /* (nah > 0 only inside a band) */
-        const int32_t a = o->ah[0].id, m = o->ah[0].one;
+    if (o->nfast) { /* (wfq, inside a band, its accounts sorted) */
+        const int32_t a = o->ah[o->nfast - 1].id, m = o->ah[o->nfast - 1].one;
         if (m >= 0) { /* (its heap of members holds m alone) */
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
-            o->m_picked[m] += g;
             o->a_picked[a] += g;
-            if (--o->m_left[m] == 0)
-                o->mh_cnt[a] = 0;
             if (--o->a_left[a] == 0) {
-                o->ah[0] = o->ah[--o->nah];
-                if (o->nah > 1)
-                    fg__sift_key(o->ah, o->nah, 0);
-            } else if (o->nah > 1) {
+                o->mh_cnt[a] = 0;
+                o->nah = --o->nfast;
+            } else if (o->nfast > 1) { /* (the key of an order of one is never compared) */
                 const double x = o->a_base[a] + (double)o->a_picked[a];
-                o->ah[0].key = o->a_w[a] == 1.0 ? x : x / o->a_w[a]; /* (acct_key) */
-                fg__sift_key_inline(o->ah, o->nah, 0);
+                fg__acct_sink(o->ah, o->nfast, o->a_w[a] == 1.0 ? x : x / o->a_w[a]); /* acct_key */
             }
             return slot;
         }

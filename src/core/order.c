@@ -44,7 +44,7 @@ void fg__order_free(fg__order_t *o)
     free(o->a_base);
     free(o->m_w);
     free(o->a_w);
-    free(o->ah);
+    free(o->ah ? o->ah - 1 : NULL); /* (its sentinel) */
     free(o->mh);
     free(o->mhk);
     free(o->mh_off);
@@ -108,8 +108,10 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
         o->m_head = re(o->m_head, nm * sizeof *o->m_head);
         o->act_m = re(o->act_m, nm * sizeof *o->act_m);
-        for (size_t i = o->cap_m; i < nm; i++)
+        for (size_t i = o->cap_m; i < nm; i++) {
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
+            o->m_picked[i] = 0;           /* (not always set: fg__order_prepare) */
+        }
         o->cap_m = nm;
     }
     if (na > o->cap_a) {
@@ -117,7 +119,8 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
         o->a_left = re(o->a_left, na * sizeof *o->a_left);
         o->a_base = re(o->a_base, na * sizeof *o->a_base);
         o->a_w = re(o->a_w, na * sizeof *o->a_w);
-        o->ah = re(o->ah, na * sizeof *o->ah);
+        o->ah = (fg__hk_t *)re(o->ah ? o->ah - 1 : NULL, (na + 1) * sizeof *o->ah) + 1;
+        o->ah[-1] = FG__HK_SENTINEL;
         o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
         o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
         o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
@@ -147,7 +150,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     o->band = -1;
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    o->nah = 0;
+    o->nah = o->nfast = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
     if (s->cfg.policy != FG_POLICY_WFQ) {
@@ -190,13 +193,14 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
         group_members(s, o);
     /* a member's key is compared only in a heap of two or more members: never for the
-     * only member of its account (its usage term and weight are left unset) */
-    for (int32_t k = 0; k < o->nact_m; k++) {
+     * only member of its account (its usage term, weight and GPUs walked are left unset;
+     * with no account of two members or more, no member's is read) */
+    for (int32_t k = 0; k < o->nact_m && (!o->grp_alone || s->plain); k++) {
         const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
-        o->m_picked[i] = 0;
         if (o->mh_n[m->account] == 1 && !s->plain)
             continue;
+        o->m_picked[i] = 0;
         o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
                                m->running, now) +
                        o->run_w * (double)m->running;
@@ -220,6 +224,9 @@ static void group_members(const fg_sched_t *s, fg__order_t *o)
         int32_t a = s->members[i].account;
         o->members_by_acct[o->mh_off[a] + o->mh_n[a]++] = (int32_t)i;
     }
+    o->grp_alone = true;
+    for (size_t i = 0; i < s->naccounts; i++)
+        o->grp_alone &= o->mh_n[i] <= 1;
     o->grp_ok = true;
     o->grp_na = s->naccounts;
     o->grp_nm = s->nmembers;
@@ -294,6 +301,33 @@ static void heapify_keys(fg__hk_t *h, int32_t n)
         fg__sift_key(h, n, i);
 }
 
+/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small). */
+static void acct_sort(fg__hk_t *ah, int32_t n)
+{
+    for (int32_t i = 1; i < n; i++) {
+        const fg__hk_t v = ah[i];
+        int32_t k = i;
+        while (k > 0 && hk_before(ah[k - 1], v)) {
+            ah[k] = ah[k - 1];
+            k--;
+        }
+        ah[k] = v;
+    }
+}
+
+/* Begins the account order over ah[0..n), with their keys: sorted when few, else a heap
+ * (fg__order_t.ah). */
+static void acct_order_begin(fg__order_t *o, int32_t n)
+{
+    o->nah = n;
+    o->a_sorted = n <= FG__ACCT_SORTED;
+    if (o->a_sorted)
+        acct_sort(o->ah, n);
+    else
+        heapify_keys(o->ah, n);
+    o->nfast = o->a_sorted ? n : 0;
+}
+
 /* (U/τ + αR) + P over w, as documented; x / 1.0 is x exactly, so weight 1 (the common
  * case) skips the division. */
 static double acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
@@ -310,6 +344,15 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
     return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
 }
 
+/* The account order's `one` for account a with member m (jobs left in the band): m when
+ * it is the account's only member, so that the inline step (fg__order_next) keeps the
+ * account's counts alone; else -1, and under the tests' plain hook always (every step
+ * through fg__order_next_any, which keeps every member's counts too). */
+static int32_t acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m)
+{
+    return o->mh_n[a] == 1 && !s->plain ? m : -1;
+}
+
 /* band_begin: member i's cursor on its queue of band b, counted into its account's jobs
  * left; returns its jobs in the band. */
 static inline int32_t member_begin(const fg_sched_t *s, fg__order_t *o, int b, int32_t i)
@@ -322,11 +365,41 @@ static inline int32_t member_begin(const fg_sched_t *s, fg__order_t *o, int b, i
     return o->m_left[i];
 }
 
+/* member_begin for member i alone in its account a: its count is the account's. */
+static inline int32_t member_begin_alone(const fg_sched_t *s, fg__order_t *o, int b, int32_t i,
+                                         int32_t a)
+{
+    const fg__queue_t *q = &s->members[i].q[b];
+    o->qv[i] = q->v;
+    o->cursor[i] = q->head;
+    o->m_left[i] = q->len - q->head;
+    o->a_left[a] = o->m_left[i];
+    return o->m_left[i];
+}
+
 /* Sets up band b and its heaps; returns the number of jobs in it. */
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
     const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
+    if (wfq && o->grp_alone && !s->plain) {
+        /* every account of one member at most: the loops below in one, each account
+         * with pending jobs through its member (who has them all) */
+        o->nah = 0;
+        for (int32_t ka = 0; ka < o->nact_a; ka++) {
+            const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
+            const int32_t n = member_begin_alone(s, o, b, m, a);
+            total += n;
+            o->mh_cnt[a] = n ? 1 : 0;
+            if (n) {
+                o->mhk[o->mh_off[a]] = (fg__hk_t){0.0, m, -1};
+                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
+            }
+        }
+        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
+        acct_order_begin(o, o->nah);
+        return total;
+    }
     if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
         for (int32_t k = 0; k < o->nact_a; k++)
             o->a_left[o->act_a[k]] = 0;
@@ -339,7 +412,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             total += member_begin(s, o, b, (int32_t)i);
     }
     o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    o->nah = 0;
+    o->nah = o->nfast = 0;
     if (!total)
         return 0;
     if (wfq) {
@@ -356,7 +429,8 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             if (o->mh_n[a] == 1) { /* (its one member has the account's jobs in the band) */
                 h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]], -1};
                 o->mh_cnt[a] = 1;
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, h[0].id};
+                o->ah[o->nah++] =
+                    (fg__hk_t){acct_key(s, o, a), a, all ? -1 : h[0].id}; /* acct_one */
                 continue;
             }
             int32_t n = 0;
@@ -371,9 +445,9 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                     h[k].key = member_key(s, o, h[k].id);
                 heapify_keys(h, n);
             }
-            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, n == 1 ? h[0].id : -1};
+            o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, -1}; /* (acct_one) */
         }
-        heapify_keys(o->ah, o->nah);
+        acct_order_begin(o, o->nah);
     } else if (s->cfg.policy != FG_POLICY_RR) {
         for (size_t i = 0; i < s->nmembers; i++)
             if (o->m_left[i]) {
@@ -406,9 +480,10 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
     for (;;) {
         if (s->cfg.policy == FG_POLICY_WFQ && o->band >= 0 && o->nah) {
             /* wfq: the oldest job of the smallest-key member of the smallest-key
-             * account; a key is compared only inside a heap of two or more (heaps only
-             * shrink during a band) */
-            const int32_t a = o->ah[0].id;
+             * account (the last when sorted, else the heap's root); a key is compared
+             * only inside a heap or order of two or more (they only shrink during a
+             * band) */
+            const int32_t a = o->ah[o->a_sorted ? o->nah - 1 : 0].id;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
             const int32_t m = mh[0].id;
             const int32_t slot = o->qv[m][o->cursor[m]++];
@@ -424,12 +499,20 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
                 fg__sift_key(mh, o->mh_cnt[a], 0);
             }
             if (--o->a_left[a] == 0) {
-                o->ah[0] = o->ah[--o->nah];
-                if (o->nah > 1)
+                if (o->a_sorted) {
+                    o->nah = --o->nfast;
+                } else {
+                    o->ah[0] = o->ah[--o->nah];
+                    if (o->nah > 1)
+                        fg__sift_key(o->ah, o->nah, 0);
+                }
+            } else if (o->nah > 1) { /* (the key of an order of one is never compared) */
+                if (o->a_sorted) {
+                    fg__acct_sink(o->ah, o->nah, acct_key(s, o, a));
+                } else {
+                    o->ah[0].key = acct_key(s, o, a);
                     fg__sift_key(o->ah, o->nah, 0);
-            } else if (o->nah > 1) {
-                o->ah[0].key = acct_key(s, o, a);
-                fg__sift_key(o->ah, o->nah, 0);
+                }
             }
             return slot;
         }
@@ -466,7 +549,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
 }
 
 /* o as after the picks of fg__order_peek: the same cursors, counts and keys; its account
- * heap rebuilt (the order of picks depends only on the keys and account indices). */
+ * order begun again (the order of picks depends only on the keys and account indices). */
 static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *acct,
                       const int32_t *mem, const int32_t *cur, const int32_t *left,
                       const int64_t *picked)
@@ -482,10 +565,9 @@ static void peek_move(fg_sched_t *s, fg__order_t *o, int32_t n0, const int32_t *
         if (left[k] == 0)
             o->mh_cnt[ak] = 0;
         else
-            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, m}; /* (its only member) */
+            o->ah[nah++] = (fg__hk_t){acct_key(s, o, ak), ak, acct_one(s, o, ak, m)};
     }
-    o->nah = nah;
-    heapify_keys(o->ah, nah);
+    acct_order_begin(o, nah);
 }
 
 enum { FG__PEEK_MAX = 64 }; /* most accounts fg__order_peek merges */
@@ -720,9 +802,9 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
  * whole_end[k - 1] (accept answers the same, exactly). Each
  * account's keys only grow along its jobs (a pick adds its GPUs), so o gives the jobs of
  * the band sorted by (key at their pick, account index): the same merge, on a copy of
- * the account heap and with the account's one member's queue read in place. Without
- * move_all, the answer comes from peek_find instead (the same r and moves; skipped[]
- * account by account, and left unset when r is `limit`). */
+ * the account order (sorted: at most FG__PEEK_MAX accounts) and with the account's one member's
+ * queue read in place. Without move_all, the answer comes from peek_find instead (the same r and
+ * moves; skipped[] account by account, and left unset when r is `limit`). */
 int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
                        const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
@@ -731,43 +813,50 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     enum { PEEK_MAX = FG__PEEK_MAX };
     if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
         return -1;
-    fg__hk_t h[PEEK_MAX];
+    fg__hk_t hs[PEEK_MAX + 1], *const h = hs + 1; /* (h[-1]: a sentinel, fg__acct_sink) */
+    h[-1] = FG__HK_SENTINEL;
     int32_t cur[PEEK_MAX], left[PEEK_MAX], mem[PEEK_MAX], acct[PEEK_MAX];
     const int32_t *qv[PEEK_MAX]; /* each account's one member's queue in the band */
     int64_t picked[PEEK_MAX];
     const int32_t n0 = o->nah;
     int64_t total = 0;
-    /* accounts ascending, so that local indices compare as account indices */
+    /* the order's entries by account ascending, so that local indices compare as account
+     * indices (with two or more, each entry's key is its account's now: every pick since
+     * the band began had another entry to compare with) */
+    fg__hk_t e[PEEK_MAX];
     for (int32_t i = 0; i < n0; i++) {
-        int32_t a = o->ah[i].id, q = i;
-        while (q > 0 && acct[q - 1] > a) {
-            acct[q] = acct[q - 1];
+        const fg__hk_t x = o->ah[i];
+        int32_t q = i;
+        while (q > 0 && e[q - 1].id > x.id) {
+            e[q] = e[q - 1];
             q--;
         }
-        acct[q] = a;
+        e[q] = x;
     }
     for (int32_t i = 0; i < n0; i++) {
-        const int32_t a = acct[i];
-        if (o->mh_cnt[a] != 1)
-            return -1;
-        const int32_t m = o->mhk[o->mh_off[a]].id;
+        const int32_t a = e[i].id;
+        int32_t m = e[i].one; /* (alone in its account: its heap holds it) */
+        if (m < 0) {
+            if (o->mh_cnt[a] != 1)
+                return -1;
+            m = o->mhk[o->mh_off[a]].id;
+        }
+        acct[i] = a;
         mem[i] = m;
         qv[i] = o->qv[m];
         cur[i] = o->cursor[m];
-        left[i] = o->m_left[m];
+        left[i] = (int32_t)o->a_left[a]; /* (m_left: fg__order_t) */
         picked[i] = o->a_picked[a];
         total += left[i];
         /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? acct_key(s, o, a) : 0.0, i, -1};
+        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
-    int32_t n = n0;
-    /* a min-heap by (key, account index) */
-    heapify_keys(h, n);
     peek_test_t pt;
     peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
+        heapify_keys(h, n0); /* (a min-heap by (key, account index): peek_find's first guess) */
         int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
         const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
                                     cur, left, picked, accept, ctx, cnt, pkc);
@@ -789,8 +878,11 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         base[i] = o->a_base[acct[i]];
         wt[i] = o->a_w[acct[i]];
     }
+    /* sorted by (key, account index), the smallest last, as the order's few accounts */
+    int32_t n = n0;
+    acct_sort(h, n);
     for (int64_t count = 0; count < limit; count++) {
-        const int32_t i = h[0].id;
+        const int32_t i = h[n - 1].id;
         const int32_t slot = qv[i][cur[i]];
         const fg__job_t *j = &s->jobs[slot];
         if (!peek_rejects(j, &pt, whole_end, nwhole, now) && accept(s, slot, ctx)) {
@@ -801,13 +893,11 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         cur[i]++;
         picked[i] += j->gpus;
         if (--left[i] == 0) {
-            h[0] = h[--n];
+            n--;
         } else if (n > 1) {
             const double x = base[i] + (double)picked[i];
-            h[0].key = wt[i] == 1.0 ? x : x / wt[i]; /* acct_key */
+            fg__acct_sink(h, n, wt[i] == 1.0 ? x : x / wt[i]); /* acct_key */
         }
-        if (n > 1)
-            fg__sift_key_inline(h, n, 0);
     }
     if (move_all)
         peek_move(s, o, n0, acct, mem, cur, left, picked);

@@ -18,7 +18,10 @@
  *     and leave the queues;
  *   - the look ahead's reading of a queue passes a run of FG__QBLK entries at once when
  *     the run's summary (each size's least time limit, the fewest whole nodes) refuses
- *     them all; a summary is stale once an entry of its run is written.
+ *     them all; a summary is stale once an entry of its run is written;
+ *   - the wfq order's inline step keeps only its account's counts (GPUs walked, jobs
+ *     left) for a member alone in its account (under the plain hook every step keeps
+ *     every member's).
  * Sequences have three or four accounts of one to three members with weights, nodes of 8
  * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
  * class, cancels, short quanta and waits (many preemptions), and often a second pass at
@@ -30,7 +33,8 @@
  * to half a GPU under their entitlement as over it in victim_ok, 48; a mask kept across
  * a node change, 2; a member marked as having pending jobs only at its second, 2; a
  * member's stale count of jobs in the band read although it has none pending, 11; the
- * list losing the index after the one taken out, 1. A second set of sequences (seeds
+ * list losing the index after the one taken out, 1; a member alone with jobs in the band
+ * taken as alone in its account by the inline step, 3. A second set of sequences (seeds
  * 1000001..., FG_SHORTCUTS_SEED included) has long queues under wfq (one member per
  * account, many jobs, one GPU type, short windows, time limits and times in steps of
  * 100 s): a summary left valid when a job leaves its queue from the front fails at
