@@ -211,15 +211,48 @@ static const int64_t *tree_fix(fg__type_t *t, int key)
     return tk;
 }
 
+/* A node's ldiff when its leaf is not known to be its rkey changed by claims only: set
+ * by any leaf write that is not rkey or a claim, and when rkey itself goes stale. */
+#define FG__LEAF_OTHER 0xffffu
+
 void fg__node_leaf_update(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
-    if (t->dirty)
+    if (t->dirty) {
+        nd->ldiff = FG__LEAF_OTHER; /* (the rebuild sets the leaf) */
         return;
+    }
     int64_t key[FG__TREE_KEYS];
     leaf_keys(s, nd, key);
     tree_set(t, nd->type_pos, key);
+    /* the leaf holds rkey exactly when leaf_keys copied it */
+    const bool real = nd->state == FG_NODE_UP && !nd->excluded && nd->touched != s->walk_no;
+    nd->ldiff = real ? 0 : FG__LEAF_OTHER;
+}
+
+/* fg__node_leaf_update for a node the pass no longer touches. When its leaf went from
+ * rkey to the pass's keys by claims only (fg__node_leaf_claim), those changed just the
+ * keys in ldiff: writing rkey back over the leaf changes at most those, so marking them
+ * stale is enough, without sorting or comparing (a key that a later claim set back to
+ * its real value is marked for nothing: its minimum is recomputed, the same). */
+void fg__node_leaf_restore(fg_sched_t *s, int32_t n)
+{
+    fg__node_t *nd = &s->nodes[n];
+    fg__type_t *t = &s->types[nd->type];
+    if (nd->ldiff == FG__LEAF_OTHER || !nd->rvalid || nd->state != FG_NODE_UP || nd->excluded ||
+        t->dirty) {
+        fg__node_leaf_update(s, n);
+        return;
+    }
+    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
+    int64_t *leaf = &t->tree[i];
+#pragma GCC unroll 9
+    for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span)
+        *leaf = nd->rkey[k];
+    tree_mark(t, i, nd->ldiff);
+    nd->ldiff = 0;
 }
 
 /* fg__node_leaf_update after a claim of node n's g GPUs with the smallest avail (each
@@ -263,6 +296,7 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
         *lp = x;
     }
     tree_mark(t, i, changed);
+    nd->ldiff |= (uint16_t)changed;
 }
 
 int64_t fg__tree_min(fg__type_t *t, int key)
@@ -352,6 +386,7 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
         fg__plan_settle(s); /* a preemption: queued estimates see the plan before it */
     s->plan_ver++;
     nd->rvalid = false;
+    nd->ldiff = FG__LEAF_OTHER;
     if (t->dirty)
         return;
     if (nd->bucket >= 0) {

@@ -131,6 +131,9 @@ typedef struct fg__node {
     bool rvalid;
     fg_time_t ravail[FG_MAX_NODE_GPUS];
     int64_t rkey[FG__TREE_KEYS];
+    /* bit k: its tree leaf's key k may differ from rkey[k], by the pass's claims only;
+     * 0xffff: the leaf is not known to be rkey changed by claims (index.c) */
+    uint16_t ldiff;
     /* pass-local, valid while touched == s->pass_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
@@ -422,6 +425,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x);
+void fg__node_leaf_restore(fg_sched_t *s, int32_t n); /* no longer touched */
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */

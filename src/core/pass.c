@@ -1292,7 +1292,7 @@ static void plan_restore(fg_sched_t *s)
     for (size_t k = 0; k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
         s->nodes[n].touched = -1;
-        fg__node_leaf_update(s, n);
+        fg__node_leaf_restore(s, n);
     }
     s->ntouched = 0;
     s->plan_alive = false;
