@@ -183,31 +183,61 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     tree_mark(t, i, changed);
 }
 
+/* The least of the FG__TREE_FAN (8) values at v. */
+static inline int64_t min8(const int64_t *v)
+{
+    const int64_t a = v[0] < v[1] ? v[0] : v[1], b = v[2] < v[3] ? v[2] : v[3];
+    const int64_t c = v[4] < v[5] ? v[4] : v[5], d = v[6] < v[7] ? v[6] : v[7];
+    const int64_t ab = a < b ? a : b, cd = c < d ? c : d;
+    return ab < cd ? ab : cd;
+}
+
 /* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
  * below; returns node i's. Only dirty nodes are visited (leaves are never dirty). */
 static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
 {
     const size_t c0 = FG__TREE_FAN * i + 1;
-    int64_t m = FG__INF;
-    if (c0 >= (size_t)t->tinner) { /* its children are leaves */
+    if (c0 < (size_t)t->tinner) /* its children are inner nodes */
         for (size_t c = c0; c < c0 + FG__TREE_FAN; c++)
-            m = tk[c] < m ? tk[c] : m;
-    } else {
-        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
-            int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
-            m = v < m ? v : m;
+            if (t->tdirty[c] & bit)
+                tree_fix_at(t, tk, bit, c);
+    t->tdirty[i] &= (uint16_t)~bit;
+    return tk[i] = min8(&tk[c0]);
+}
+
+/* tree_fix_at(t, tk, bit, 0) for a tree two levels deep (9 to 64 nodes, the usual
+ * cluster), without recursion: the root's children have leaves for children. The
+ * children dirty for the key are found from their dirty masks read four at a time, one
+ * 16-bit lane each, instead of one by one. */
+static int64_t tree_fix2(fg__type_t *t, int64_t *tk, unsigned bit)
+{
+    const uint64_t lanes = (uint64_t)bit * 0x0001000100010001u;
+    for (size_t h = 1; h <= FG__TREE_FAN; h += 4) {
+        uint64_t d;
+        memcpy(&d, &t->tdirty[h], sizeof d);
+        for (d &= lanes; d; d &= d - 1) {
+            size_t lane = (size_t)__builtin_ctzll(d) / 16;
+            if (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+                lane = 3 - lane;
+            const size_t c = h + lane;
+            tk[c] = min8(&tk[FG__TREE_FAN * c + 1]);
+            t->tdirty[c] &= (uint16_t)~bit;
         }
     }
-    t->tdirty[i] &= (uint16_t)~bit;
-    return tk[i] = m;
+    t->tdirty[0] &= (uint16_t)~bit;
+    return tk[0] = min8(&tk[1]);
 }
 
 /* Key k's tree, every minimum up to date. */
 static const int64_t *tree_fix(fg__type_t *t, int key)
 {
     int64_t *tk = &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize)];
-    if (t->tdirty[0] & (1u << key))
-        tree_fix_at(t, tk, 1u << key, 0);
+    if (t->tdirty[0] & (1u << key)) {
+        if (t->tinner == 1 + FG__TREE_FAN)
+            tree_fix2(t, tk, 1u << key);
+        else
+            tree_fix_at(t, tk, 1u << key, 0);
+    }
     return tk;
 }
 
