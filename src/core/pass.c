@@ -91,10 +91,18 @@ static void touch(fg_sched_t *s, int32_t n)
     if (nd->nfree > s->touched_free_max)
         s->touched_free_max = nd->nfree;
     const fg_time_t *real = fg__node_real_avail(s, nd);
-    for (int i = 0; i < nd->gpus; i++) {
-        nd->avail[i] = real[i];
-        nd->res_from[i] = FG__INF;
-        nd->res_job[i] = 0;
+    if (nd->gpus == FG_WHOLE_NODE_GPUS) { /* the common node: copies of a fixed size */
+        memcpy(nd->avail, real, sizeof *real * FG_WHOLE_NODE_GPUS);
+        for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++) {
+            nd->res_from[i] = FG__INF;
+            nd->res_job[i] = 0;
+        }
+    } else {
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->avail[i] = real[i];
+            nd->res_from[i] = FG__INF;
+            nd->res_job[i] = 0;
+        }
     }
     if (s->ntouched == s->touched_cap)
         s->touched_nodes =
