@@ -365,16 +365,32 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         /* The g GPUs with the smallest avail, ties to the lowest index: best is the
          * g-th smallest, so every GPU below it and the first ones equal to it. (The
          * order in which they are taken changes nothing: reserve_gpu only counts.) */
-        int below = 0;
-        for (int i = 0; i < nd->gpus; i++)
-            below += nd->avail[i] < best;
-        int equal = g - below;
-        for (int i = 0; i < nd->gpus; i++) {
-            if (nd->avail[i] > best || (nd->avail[i] == best && equal-- <= 0))
-                continue;
+        if (g == 1) { /* none below the smallest: the first GPU equal to it */
+            int i = 0;
+            while (nd->avail[i] != best)
+                i++;
             nd->avail[i] = T + j->time_limit;
             if (protect)
                 reserve_gpu(s, nd, i, T, j->id, now);
+        } else {
+            const int ng = nd->gpus;
+            int below = 0;
+            if (ng == FG_WHOLE_NODE_GPUS) { /* the common node: a loop of fixed length */
+#pragma GCC unroll 8
+                for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++)
+                    below += nd->avail[i] < best;
+            } else {
+                for (int i = 0; i < ng; i++)
+                    below += nd->avail[i] < best;
+            }
+            int equal = g - below;
+            for (int i = 0; i < ng; i++) {
+                if (nd->avail[i] > best || (nd->avail[i] == best && equal-- <= 0))
+                    continue;
+                nd->avail[i] = T + j->time_limit;
+                if (protect)
+                    reserve_gpu(s, nd, i, T, j->id, now);
+            }
         }
         fg__node_leaf_claim(s, n, g, T + j->time_limit);
         j->r_a = n;
