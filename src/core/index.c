@@ -300,30 +300,51 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
         return;
     }
     const size_t span = (size_t)t->tinner + (size_t)t->tsize;
-    const int64_t *leaf = &t->tree[(size_t)t->tinner + (size_t)nd->type_pos];
-    int64_t old[FG_WHOLE_NODE_GPUS];
-    int c = 0; /* old keys past the first g below x: they come first, then g times x */
-#pragma GCC unroll 8
-    for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++) {
-        old[k] = k >= g ? leaf[(size_t)k * span] : 0;
-        c += k >= g && old[k] < x;
-    }
-    /* the new keys are old[g .. g + c - 1], then g times x, then keys c + g .. 7 as they
-     * were; the whole-node key (key 7 again) changes only when key 7 does, when c + g = 8
-     * and key 7 is x. Only keys 0 .. c + g - 1 and then the whole key are set. */
-    const int kn = c + g;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
-    int64_t *lp = &t->tree[i];
-    unsigned changed = 0;
-    for (int k = 0; k < kn; k++, lp += span) {
-        const int64_t v = k < c ? old[k + g] : x;
+    int64_t *const leaf = &t->tree[i]; /* key k at leaf[k * span] */
+    /* The old keys are sorted, so those past the first g below x are a run from key g:
+     * c of them. The new keys are old[g .. g + c - 1], then g times x, then keys
+     * c + g .. 7 as they were; the whole-node key (key 7 again) changes only when key 7
+     * does, when c + g = 8 and key 7 is x. Only keys 0 .. c + g - 1 and then the whole
+     * key are set. Key k < c changes when old[k + g] differs from old[k]; keys
+     * c .. c + g - 1, and the whole-node key with them, are marked changed without
+     * comparing: each was at most the g-th smallest avail or below x, and x is a claim's
+     * end, later than its start (were one equal, a minimum would be recomputed for
+     * nothing, the same). */
+    int c = 0;
+    for (const int64_t *lp = &leaf[(size_t)g * span]; g + c < FG_WHOLE_NODE_GPUS && *lp < x;
+         lp += span)
+        c++;
+    const int kn = c + g;
+    unsigned changed = ((1u << kn) - 1) & ~((1u << c) - 1);
+    int64_t *lp = leaf;
+    for (int k = 0; k < c; k++, lp += span) {
+        const int64_t v = lp[(size_t)g * span];
         changed |= (unsigned)(*lp != v) << k;
         *lp = v;
     }
+    /* keys c .. kn - 1: g of them, 1 to 8 (the GPUs claimed of this node), unrolled */
+    switch (g) {
+    case 8:
+        lp[7 * span] = x; /* fall through */
+    case 7:
+        lp[6 * span] = x; /* fall through */
+    case 6:
+        lp[5 * span] = x; /* fall through */
+    case 5:
+        lp[4 * span] = x; /* fall through */
+    case 4:
+        lp[3 * span] = x; /* fall through */
+    case 3:
+        lp[2 * span] = x; /* fall through */
+    case 2:
+        lp[span] = x; /* fall through */
+    default:
+        lp[0] = x;
+    }
     if (kn >= FG_WHOLE_NODE_GPUS) {
-        lp = &t->tree[i + (size_t)(FG__TREE_KEYS - 1) * span];
-        changed |= (unsigned)(*lp != x) << (FG__TREE_KEYS - 1);
-        *lp = x;
+        leaf[(size_t)(FG__TREE_KEYS - 1) * span] = x;
+        changed |= 1u << (FG__TREE_KEYS - 1);
     }
     tree_mark(t, i, changed);
     nd->ldiff |= (uint16_t)changed;
