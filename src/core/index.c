@@ -4,7 +4,8 @@
  * Free-count bitmaps. For each GPU type, bucket f is a bitmap over the type's nodes
  * that are up and have exactly f free GPUs. Best fit for a job of g GPUs is then the
  * first set bit of bucket g, g+1, ... : the node with the fewest free GPUs that still
- * fits, ties to the lowest node index.
+ * fits, ties to the lowest node index. A mask of the buckets that are not empty (bfull)
+ * skips the others.
  *
  * Availability trees. For each GPU type, a min tree over its nodes whose leaves
  * hold, for g = 1..8, the time at which g GPUs of the node are available (the g-th
@@ -419,12 +420,22 @@ int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *node
 
 static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
 {
+    const uint64_t *b = &t->bm[(size_t)f * (size_t)t->words];
     uint64_t *w = &t->bm[(size_t)f * (size_t)t->words + (size_t)(pos / 64)];
     uint64_t bit = (uint64_t)1 << (pos % 64);
     if (on)
         *w |= bit;
     else
         *w &= ~bit;
+    if (f < 1)
+        return;
+    bool full = false;
+    for (int32_t k = 0; k < t->words && !full; k++)
+        full = b[k] != 0;
+    if (full)
+        t->bfull |= (uint64_t)1 << (f - 1);
+    else
+        t->bfull &= ~((uint64_t)1 << (f - 1));
 }
 
 /* Recomputes the node's bucket, the type's counters and its tree leaf after its real
@@ -470,6 +481,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     free(t->bm);
     t->bm = fg__alloc(sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     memset(t->bm, 0, sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
+    t->bfull = 0;
     t->tsize = 1;
     t->tinner = 0;
     while (t->tsize < cap) {

@@ -192,6 +192,7 @@ typedef struct fg__type {
     bool dirty;        /* bitmaps/tree need a rebuild (a node was added) */
     int32_t words;     /* bitmap words */
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
+    uint64_t bfull;    /* bit f - 1: bucket f (1..64) is not empty */
     int32_t tsize;     /* leaves (power of eight) */
     int32_t tinner;    /* inner nodes: (tsize - 1) / 7, before the leaves */
     int64_t *tree;     /* FG__TREE_KEYS x (tinner + tsize): one 8-ary tree per key */

@@ -158,7 +158,9 @@ static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_al
         const fg__type_t *t = &s->types[ti];
         if (!type_matches(j, (int32_t)ti) || t->free_gpus < g || t->dirty)
             continue;
-        for (int f = g; f <= t->maxgpus; f++) {
+        /* the buckets f >= g that are not empty, in order (the others hold no node) */
+        for (uint64_t fs = t->bfull >> (g - 1); fs; fs &= fs - 1) {
+            const int f = g + __builtin_ctzll(fs);
             if (best >= 0 && f > best_free)
                 break;
             const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
