@@ -90,7 +90,7 @@ static void touch(fg_sched_t *s, int32_t n)
     s->plan_ver++;
     if (nd->nfree > s->touched_free_max)
         s->touched_free_max = nd->nfree;
-    const fg_time_t *real = fg__node_real_avail(s, nd);
+    const fg_time_t *real = nd->rvalid ? nd->ravail : fg__node_real_avail(s, nd);
     if (nd->gpus == FG_WHOLE_NODE_GPUS) { /* the common node: copies of a fixed size */
         memcpy(nd->avail, real, sizeof *real * FG_WHOLE_NODE_GPUS);
         for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++) {
