@@ -172,7 +172,7 @@ static void tree_mark(fg__type_t *t, size_t i, unsigned changed)
 
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
     int64_t *leaf = &t->tree[i];
@@ -232,7 +232,7 @@ static int64_t tree_fix2(fg__type_t *t, int64_t *tk, unsigned bit)
 /* Key k's tree, every minimum up to date. */
 static const int64_t *tree_fix(fg__type_t *t, int key)
 {
-    int64_t *tk = &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize)];
+    int64_t *tk = &t->tree[(size_t)key * t->tspan];
     if (t->tdirty[0] & (1u << key)) {
         if (t->tinner == 1 + FG__TREE_FAN)
             tree_fix2(t, tk, 1u << key);
@@ -276,7 +276,7 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n)
         fg__node_leaf_update(s, n);
         return;
     }
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
     int64_t *leaf = &t->tree[i];
 #pragma GCC unroll 9
@@ -300,7 +300,7 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
         fg__node_leaf_update(s, n);
         return;
     }
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
     int64_t *const leaf = &t->tree[i]; /* key k at leaf[k * span] */
     /* The old keys are sorted, so those past the first g below x are a run from key g:
@@ -392,8 +392,7 @@ static inline void kept_insert(int64_t *v, int32_t *nodes, int32_t q, int64_t x,
 
 int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth)
 {
-    const int64_t *leaf =
-        &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize) + (size_t)t->tinner];
+    const int64_t *leaf = &t->tree[(size_t)key * t->tspan + (size_t)t->tinner];
     int64_t v[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int32_t got = 0;
     if (k > FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS)
@@ -491,6 +490,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     free(t->tree);
     free(t->tdirty);
     const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    t->tspan = span;
     size_t tn = span * FG__TREE_KEYS;
     t->tree = fg__alloc(sizeof(int64_t) * tn);
     for (size_t i = 0; i < tn; i++)

@@ -195,6 +195,7 @@ typedef struct fg__type {
     uint64_t bfull;    /* bit f - 1: bucket f (1..64) is not empty */
     int32_t tsize;     /* leaves (power of eight) */
     int32_t tinner;    /* inner nodes: (tsize - 1) / 7, before the leaves */
+    size_t tspan;      /* tinner + tsize: one key's tree */
     int64_t *tree;     /* FG__TREE_KEYS x (tinner + tsize): one 8-ary tree per key */
     uint16_t *tdirty;  /* per tree node: keys whose minimum is stale (index.c) */
     int32_t up_gpus;   /* GPUs on up nodes */
