@@ -358,11 +358,9 @@ int64_t fg__tree_min(fg__type_t *t, int key)
     return tree_fix(t, key)[0];
 }
 
-int32_t fg__tree_argmin(fg__type_t *t, int key)
+/* The argmin of key k's tree (tk), every minimum up to date. */
+static int32_t tree_descend(const fg__type_t *t, const int64_t *tk)
 {
-    if (t->n == 0)
-        return -1;
-    const int64_t *tk = tree_fix(t, key);
     if (tk[0] == FG__INF)
         return -1;
     /* Every minimum is up to date, so each node on the way down holds the root's value:
@@ -375,6 +373,20 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
             i++;
     }
     return t->nodes[i - (size_t)t->tinner];
+}
+
+int32_t fg__tree_argmin(fg__type_t *t, int key)
+{
+    if (t->n == 0)
+        return -1;
+    return tree_descend(t, tree_fix(t, key));
+}
+
+int32_t fg__tree_argmin_read(const fg__type_t *t, int key)
+{
+    if (t->n == 0)
+        return -1;
+    return tree_descend(t, &t->tree[(size_t)key * t->tspan]);
 }
 
 /* Puts value x of position p into the sorted v[0..q] (and nodes[] alike), over slot q:

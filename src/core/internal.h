@@ -431,6 +431,9 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n); /* no longer touched */
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
+/* fg__tree_argmin right after fg__tree_min(t, key), no leaf changed since (its minima
+ * are up to date) */
+int32_t fg__tree_argmin_read(const fg__type_t *t, int key);
 int64_t fg__tree_min(fg__type_t *t, int key);
 /* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
  * the type), as k calls of fg__tree_argmin would pick them with each picked node taken

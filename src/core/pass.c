@@ -360,7 +360,7 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         }
         if (bt < 0)
             return FG_TIME_NEVER;
-        int32_t n = fg__tree_argmin(&s->types[bt], g - 1);
+        int32_t n = fg__tree_argmin_read(&s->types[bt], g - 1); /* (read just above) */
         fg_time_t T = best > now ? best : now;
         touch(s, n);
         fg__node_t *nd = &s->nodes[n];
