@@ -4,7 +4,8 @@
  * Free-count bitmaps. For each GPU type, bucket f is a bitmap over the type's nodes
  * that are up and have exactly f free GPUs. Best fit for a job of g GPUs is then the
  * first set bit of bucket g, g+1, ... : the node with the fewest free GPUs that still
- * fits, ties to the lowest node index.
+ * fits, ties to the lowest node index. A mask of the buckets that are not empty (bfull)
+ * skips the others.
  *
  * Availability trees. For each GPU type, a min tree over its nodes whose leaves
  * hold, for g = 1..8, the time at which g GPUs of the node are available (the g-th
@@ -171,7 +172,7 @@ static void tree_mark(fg__type_t *t, size_t i, unsigned changed)
 
 static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
 {
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
     int64_t *leaf = &t->tree[i];
@@ -183,43 +184,106 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     tree_mark(t, i, changed);
 }
 
+/* The least of the FG__TREE_FAN (8) values at v. */
+static inline int64_t min8(const int64_t *v)
+{
+    const int64_t a = v[0] < v[1] ? v[0] : v[1], b = v[2] < v[3] ? v[2] : v[3];
+    const int64_t c = v[4] < v[5] ? v[4] : v[5], d = v[6] < v[7] ? v[6] : v[7];
+    const int64_t ab = a < b ? a : b, cd = c < d ? c : d;
+    return ab < cd ? ab : cd;
+}
+
 /* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
  * below; returns node i's. Only dirty nodes are visited (leaves are never dirty). */
 static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
 {
     const size_t c0 = FG__TREE_FAN * i + 1;
-    int64_t m = FG__INF;
-    if (c0 >= (size_t)t->tinner) { /* its children are leaves */
+    if (c0 < (size_t)t->tinner) /* its children are inner nodes */
         for (size_t c = c0; c < c0 + FG__TREE_FAN; c++)
-            m = tk[c] < m ? tk[c] : m;
-    } else {
-        for (size_t c = c0; c < c0 + FG__TREE_FAN; c++) {
-            int64_t v = t->tdirty[c] & bit ? tree_fix_at(t, tk, bit, c) : tk[c];
-            m = v < m ? v : m;
+            if (t->tdirty[c] & bit)
+                tree_fix_at(t, tk, bit, c);
+    t->tdirty[i] &= (uint16_t)~bit;
+    return tk[i] = min8(&tk[c0]);
+}
+
+/* tree_fix_at(t, tk, bit, 0) for a tree two levels deep (9 to 64 nodes, the usual
+ * cluster), without recursion: the root's children have leaves for children. The
+ * children dirty for the key are found from their dirty masks read four at a time, one
+ * 16-bit lane each, instead of one by one. */
+static int64_t tree_fix2(fg__type_t *t, int64_t *tk, unsigned bit)
+{
+    const uint64_t lanes = (uint64_t)bit * 0x0001000100010001u;
+    for (size_t h = 1; h <= FG__TREE_FAN; h += 4) {
+        uint64_t d;
+        memcpy(&d, &t->tdirty[h], sizeof d);
+        for (d &= lanes; d; d &= d - 1) {
+            size_t lane = (size_t)__builtin_ctzll(d) / 16;
+            if (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
+                lane = 3 - lane;
+            const size_t c = h + lane;
+            tk[c] = min8(&tk[FG__TREE_FAN * c + 1]);
+            t->tdirty[c] &= (uint16_t)~bit;
         }
     }
-    t->tdirty[i] &= (uint16_t)~bit;
-    return tk[i] = m;
+    t->tdirty[0] &= (uint16_t)~bit;
+    return tk[0] = min8(&tk[1]);
 }
 
 /* Key k's tree, every minimum up to date. */
 static const int64_t *tree_fix(fg__type_t *t, int key)
 {
-    int64_t *tk = &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize)];
-    if (t->tdirty[0] & (1u << key))
-        tree_fix_at(t, tk, 1u << key, 0);
+    int64_t *tk = &t->tree[(size_t)key * t->tspan];
+    if (t->tdirty[0] & (1u << key)) {
+        if (t->tinner == 1 + FG__TREE_FAN)
+            tree_fix2(t, tk, 1u << key);
+        else
+            tree_fix_at(t, tk, 1u << key, 0);
+    }
     return tk;
 }
+
+/* A node's ldiff when its leaf is not known to be its rkey changed by claims only: set
+ * by any leaf write that is not rkey or a claim, and when rkey itself goes stale. */
+#define FG__LEAF_OTHER 0xffffu
 
 void fg__node_leaf_update(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
-    if (t->dirty)
+    if (t->dirty) {
+        nd->ldiff = FG__LEAF_OTHER; /* (the rebuild sets the leaf) */
         return;
+    }
     int64_t key[FG__TREE_KEYS];
     leaf_keys(s, nd, key);
     tree_set(t, nd->type_pos, key);
+    /* the leaf holds rkey exactly when leaf_keys copied it */
+    const bool real = nd->state == FG_NODE_UP && !nd->excluded && nd->touched != s->walk_no;
+    nd->ldiff = real ? 0 : FG__LEAF_OTHER;
+}
+
+/* fg__node_leaf_update for a node the pass no longer touches. When its leaf went from
+ * rkey to the pass's keys by claims only (fg__node_leaf_claim), those changed just the
+ * keys in ldiff: writing rkey back over the leaf changes at most those, so marking them
+ * stale is enough, without sorting or comparing (a key that a later claim set back to
+ * its real value is marked for nothing: its minimum is recomputed, the same). */
+void fg__node_leaf_restore(fg_sched_t *s, int32_t n)
+{
+    fg__node_t *nd = &s->nodes[n];
+    fg__type_t *t = &s->types[nd->type];
+    if (nd->ldiff == FG__LEAF_OTHER || !nd->rvalid || nd->state != FG_NODE_UP || nd->excluded ||
+        t->dirty) {
+        fg__node_leaf_update(s, n);
+        return;
+    }
+    const size_t span = t->tspan;
+    const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
+    int64_t *leaf = &t->tree[i];
+#pragma GCC unroll 9
+    for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span)
+        *leaf = nd->rkey[k];
+    tree_mark(t, i, nd->ldiff);
+    nd->ldiff = 0;
 }
 
 /* fg__node_leaf_update after a claim of node n's g GPUs with the smallest avail (each
@@ -236,33 +300,55 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
         fg__node_leaf_update(s, n);
         return;
     }
-    const size_t span = (size_t)t->tinner + (size_t)t->tsize;
-    const int64_t *leaf = &t->tree[(size_t)t->tinner + (size_t)nd->type_pos];
-    int64_t old[FG_WHOLE_NODE_GPUS];
-    int c = 0; /* old keys past the first g below x: they come first, then g times x */
-#pragma GCC unroll 8
-    for (int k = 0; k < FG_WHOLE_NODE_GPUS; k++) {
-        old[k] = k >= g ? leaf[(size_t)k * span] : 0;
-        c += k >= g && old[k] < x;
-    }
-    /* the new keys are old[g .. g + c - 1], then g times x, then keys c + g .. 7 as they
-     * were; the whole-node key (key 7 again) changes only when key 7 does, when c + g = 8
-     * and key 7 is x. Only keys 0 .. c + g - 1 and then the whole key are set. */
-    const int kn = c + g;
+    const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
-    int64_t *lp = &t->tree[i];
-    unsigned changed = 0;
-    for (int k = 0; k < kn; k++, lp += span) {
-        const int64_t v = k < c ? old[k + g] : x;
+    int64_t *const leaf = &t->tree[i]; /* key k at leaf[k * span] */
+    /* The old keys are sorted, so those past the first g below x are a run from key g:
+     * c of them. The new keys are old[g .. g + c - 1], then g times x, then keys
+     * c + g .. 7 as they were; the whole-node key (key 7 again) changes only when key 7
+     * does, when c + g = 8 and key 7 is x. Only keys 0 .. c + g - 1 and then the whole
+     * key are set. Key k < c changes when old[k + g] differs from old[k]; keys
+     * c .. c + g - 1, and the whole-node key with them, are marked changed without
+     * comparing: each was at most the g-th smallest avail or below x, and x is a claim's
+     * end, later than its start (were one equal, a minimum would be recomputed for
+     * nothing, the same). */
+    int c = 0;
+    for (const int64_t *lp = &leaf[(size_t)g * span]; g + c < FG_WHOLE_NODE_GPUS && *lp < x;
+         lp += span)
+        c++;
+    const int kn = c + g;
+    unsigned changed = ((1u << kn) - 1) & ~((1u << c) - 1);
+    int64_t *lp = leaf;
+    for (int k = 0; k < c; k++, lp += span) {
+        const int64_t v = lp[(size_t)g * span];
         changed |= (unsigned)(*lp != v) << k;
         *lp = v;
     }
+    /* keys c .. kn - 1: g of them, 1 to 8 (the GPUs claimed of this node), unrolled */
+    switch (g) {
+    case 8:
+        lp[7 * span] = x; /* fall through */
+    case 7:
+        lp[6 * span] = x; /* fall through */
+    case 6:
+        lp[5 * span] = x; /* fall through */
+    case 5:
+        lp[4 * span] = x; /* fall through */
+    case 4:
+        lp[3 * span] = x; /* fall through */
+    case 3:
+        lp[2 * span] = x; /* fall through */
+    case 2:
+        lp[span] = x; /* fall through */
+    default:
+        lp[0] = x;
+    }
     if (kn >= FG_WHOLE_NODE_GPUS) {
-        lp = &t->tree[i + (size_t)(FG__TREE_KEYS - 1) * span];
-        changed |= (unsigned)(*lp != x) << (FG__TREE_KEYS - 1);
-        *lp = x;
+        leaf[(size_t)(FG__TREE_KEYS - 1) * span] = x;
+        changed |= 1u << (FG__TREE_KEYS - 1);
     }
     tree_mark(t, i, changed);
+    nd->ldiff |= (uint16_t)changed;
 }
 
 int64_t fg__tree_min(fg__type_t *t, int key)
@@ -272,11 +358,9 @@ int64_t fg__tree_min(fg__type_t *t, int key)
     return tree_fix(t, key)[0];
 }
 
-int32_t fg__tree_argmin(fg__type_t *t, int key)
+/* The argmin of key k's tree (tk), every minimum up to date. */
+static int32_t tree_descend(const fg__type_t *t, const int64_t *tk)
 {
-    if (t->n == 0)
-        return -1;
-    const int64_t *tk = tree_fix(t, key);
     if (tk[0] == FG__INF)
         return -1;
     /* Every minimum is up to date, so each node on the way down holds the root's value:
@@ -289,6 +373,20 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
             i++;
     }
     return t->nodes[i - (size_t)t->tinner];
+}
+
+int32_t fg__tree_argmin(fg__type_t *t, int key)
+{
+    if (t->n == 0)
+        return -1;
+    return tree_descend(t, tree_fix(t, key));
+}
+
+int32_t fg__tree_argmin_read(const fg__type_t *t, int key)
+{
+    if (t->n == 0)
+        return -1;
+    return tree_descend(t, &t->tree[(size_t)key * t->tspan]);
 }
 
 /* Puts value x of position p into the sorted v[0..q] (and nodes[] alike), over slot q:
@@ -306,8 +404,7 @@ static inline void kept_insert(int64_t *v, int32_t *nodes, int32_t q, int64_t x,
 
 int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth)
 {
-    const int64_t *leaf =
-        &t->tree[(size_t)key * ((size_t)t->tinner + (size_t)t->tsize) + (size_t)t->tinner];
+    const int64_t *leaf = &t->tree[(size_t)key * t->tspan + (size_t)t->tinner];
     int64_t v[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int32_t got = 0;
     if (k > FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS)
@@ -334,12 +431,22 @@ int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *node
 
 static void bucket_set(fg__type_t *t, int32_t f, int32_t pos, bool on)
 {
+    const uint64_t *b = &t->bm[(size_t)f * (size_t)t->words];
     uint64_t *w = &t->bm[(size_t)f * (size_t)t->words + (size_t)(pos / 64)];
     uint64_t bit = (uint64_t)1 << (pos % 64);
     if (on)
         *w |= bit;
     else
         *w &= ~bit;
+    if (f < 1)
+        return;
+    bool full = false;
+    for (int32_t k = 0; k < t->words && !full; k++)
+        full = b[k] != 0;
+    if (full)
+        t->bfull |= (uint64_t)1 << (f - 1);
+    else
+        t->bfull &= ~((uint64_t)1 << (f - 1));
 }
 
 /* Recomputes the node's bucket, the type's counters and its tree leaf after its real
@@ -352,6 +459,7 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
         fg__plan_settle(s); /* a preemption: queued estimates see the plan before it */
     s->plan_ver++;
     nd->rvalid = false;
+    nd->ldiff = FG__LEAF_OTHER;
     if (t->dirty)
         return;
     if (nd->bucket >= 0) {
@@ -384,6 +492,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     free(t->bm);
     t->bm = fg__alloc(sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
     memset(t->bm, 0, sizeof(uint64_t) * (size_t)(t->maxgpus + 1) * (size_t)t->words);
+    t->bfull = 0;
     t->tsize = 1;
     t->tinner = 0;
     while (t->tsize < cap) {
@@ -393,6 +502,7 @@ void fg__type_rebuild(fg_sched_t *s, int32_t ti)
     free(t->tree);
     free(t->tdirty);
     const size_t span = (size_t)t->tinner + (size_t)t->tsize;
+    t->tspan = span;
     size_t tn = span * FG__TREE_KEYS;
     t->tree = fg__alloc(sizeof(int64_t) * tn);
     for (size_t i = 0; i < tn; i++)

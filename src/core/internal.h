@@ -131,6 +131,9 @@ typedef struct fg__node {
     bool rvalid;
     fg_time_t ravail[FG_MAX_NODE_GPUS];
     int64_t rkey[FG__TREE_KEYS];
+    /* bit k: its tree leaf's key k may differ from rkey[k], by the pass's claims only;
+     * 0xffff: the leaf is not known to be rkey changed by claims (index.c) */
+    uint16_t ldiff;
     /* pass-local, valid while touched == s->pass_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
@@ -199,8 +202,10 @@ typedef struct fg__type {
     bool dirty;        /* bitmaps/tree need a rebuild (a node was added) */
     int32_t words;     /* bitmap words */
     uint64_t *bm;      /* (maxgpus+1) x words: bucket f = nodes with f free GPUs */
+    uint64_t bfull;    /* bit f - 1: bucket f (1..64) is not empty */
     int32_t tsize;     /* leaves (power of eight) */
     int32_t tinner;    /* inner nodes: (tsize - 1) / 7, before the leaves */
+    size_t tspan;      /* tinner + tsize: one key's tree */
     int64_t *tree;     /* FG__TREE_KEYS x (tinner + tsize): one 8-ary tree per key */
     uint16_t *tdirty;  /* per tree node: keys whose minimum is stale (index.c) */
     int32_t up_gpus;   /* GPUs on up nodes */
@@ -476,9 +481,13 @@ void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
 void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x);
+void fg__node_leaf_restore(fg_sched_t *s, int32_t n); /* no longer touched */
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
+/* fg__tree_argmin right after fg__tree_min(t, key), no leaf changed since (its minima
+ * are up to date) */
+int32_t fg__tree_argmin_read(const fg__type_t *t, int key);
 int64_t fg__tree_min(fg__type_t *t, int key);
 /* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
  * the type), as k calls of fg__tree_argmin would pick them with each picked node taken

@@ -90,11 +90,19 @@ static void touch(fg_sched_t *s, int32_t n)
     s->plan_ver++;
     if (nd->nfree > s->touched_free_max)
         s->touched_free_max = nd->nfree;
-    const fg_time_t *real = fg__node_real_avail(s, nd);
-    for (int i = 0; i < nd->gpus; i++) {
-        nd->avail[i] = real[i];
-        nd->res_from[i] = FG__INF;
-        nd->res_job[i] = 0;
+    const fg_time_t *real = nd->rvalid ? nd->ravail : fg__node_real_avail(s, nd);
+    if (nd->gpus == FG_WHOLE_NODE_GPUS) { /* the common node: copies of a fixed size */
+        memcpy(nd->avail, real, sizeof *real * FG_WHOLE_NODE_GPUS);
+        for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++) {
+            nd->res_from[i] = FG__INF;
+            nd->res_job[i] = 0;
+        }
+    } else {
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->avail[i] = real[i];
+            nd->res_from[i] = FG__INF;
+            nd->res_job[i] = 0;
+        }
     }
     if (s->ntouched == s->touched_cap)
         s->touched_nodes =
@@ -150,7 +158,9 @@ static bool place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_al
         const fg__type_t *t = &s->types[ti];
         if (!type_matches(j, (int32_t)ti) || t->free_gpus < g || t->dirty)
             continue;
-        for (int f = g; f <= t->maxgpus; f++) {
+        /* the buckets f >= g that are not empty, in order (the others hold no node) */
+        for (uint64_t fs = t->bfull >> (g - 1); fs; fs &= fs - 1) {
+            const int f = g + __builtin_ctzll(fs);
             if (best >= 0 && f > best_free)
                 break;
             const uint64_t *bm = &t->bm[(size_t)f * (size_t)t->words];
@@ -350,23 +360,39 @@ static fg_time_t plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pro
         }
         if (bt < 0)
             return FG_TIME_NEVER;
-        int32_t n = fg__tree_argmin(&s->types[bt], g - 1);
+        int32_t n = fg__tree_argmin_read(&s->types[bt], g - 1); /* (read just above) */
         fg_time_t T = best > now ? best : now;
         touch(s, n);
         fg__node_t *nd = &s->nodes[n];
         /* The g GPUs with the smallest avail, ties to the lowest index: best is the
          * g-th smallest, so every GPU below it and the first ones equal to it. (The
          * order in which they are taken changes nothing: reserve_gpu only counts.) */
-        int below = 0;
-        for (int i = 0; i < nd->gpus; i++)
-            below += nd->avail[i] < best;
-        int equal = g - below;
-        for (int i = 0; i < nd->gpus; i++) {
-            if (nd->avail[i] > best || (nd->avail[i] == best && equal-- <= 0))
-                continue;
+        if (g == 1) { /* none below the smallest: the first GPU equal to it */
+            int i = 0;
+            while (nd->avail[i] != best)
+                i++;
             nd->avail[i] = T + j->time_limit;
             if (protect)
                 reserve_gpu(s, nd, i, T, j->id, now);
+        } else {
+            const int ng = nd->gpus;
+            int below = 0;
+            if (ng == FG_WHOLE_NODE_GPUS) { /* the common node: a loop of fixed length */
+#pragma GCC unroll 8
+                for (int i = 0; i < FG_WHOLE_NODE_GPUS; i++)
+                    below += nd->avail[i] < best;
+            } else {
+                for (int i = 0; i < ng; i++)
+                    below += nd->avail[i] < best;
+            }
+            int equal = g - below;
+            for (int i = 0; i < ng; i++) {
+                if (nd->avail[i] > best || (nd->avail[i] == best && equal-- <= 0))
+                    continue;
+                nd->avail[i] = T + j->time_limit;
+                if (protect)
+                    reserve_gpu(s, nd, i, T, j->id, now);
+            }
         }
         fg__node_leaf_claim(s, n, g, T + j->time_limit);
         j->r_a = n;
@@ -1439,7 +1465,7 @@ static void plan_restore(fg_sched_t *s)
     for (size_t k = 0; k < s->ntouched; k++) {
         int32_t n = s->touched_nodes[k];
         s->nodes[n].touched = -1;
-        fg__node_leaf_update(s, n);
+        fg__node_leaf_restore(s, n);
     }
     s->ntouched = 0;
     s->plan_alive = false;

@@ -364,6 +364,7 @@ static void test_the_smallest_whole_node_keys_are_those_of_a_full_sort(void **st
         ty.n = (int32_t)rnd(&r, 1, NMAX);
         ty.tsize = 512;
         ty.tinner = 73;
+        ty.tspan = 73 + 512;
         int64_t tree[FG__TREE_KEYS * (73 + 512)];
         int32_t ids[NMAX];
         ty.tree = tree;
@@ -433,6 +434,7 @@ static void test_a_claims_leaf_keys_are_those_of_a_full_sort(void **state)
                 ty[w].tsize *= 8;
             }
             const size_t span = (size_t)ty[w].tinner + (size_t)ty[w].tsize;
+            ty[w].tspan = span;
             ty[w].tree = malloc(sizeof(int64_t) * span * FG__TREE_KEYS);
             ty[w].tdirty = calloc(span, sizeof(uint16_t));
             assert_non_null(ty[w].tree);
