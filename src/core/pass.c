@@ -854,6 +854,25 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
     return e->ent_m[m];
 }
 
+/* Has running job v run long enough to be stopped under fair share or las: quantum_s of
+ * run time over all attempts, and in this attempt min_run_s and, when the job declares
+ * one, a checkpoint interval (so every attempt keeps some progress)? If not, lowers
+ * *wake to when it will have. */
+static inline bool ran_enough(const fg__job_t *v, fg_time_t now, fg_time_t min_run,
+                              fg_time_t quantum, fg_time_t *wake)
+{
+    fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
+    fg_time_t q = v->start_time + quantum - v->run_s;
+    if (q > ok_at)
+        ok_at = q;
+    if (ok_at > now) {
+        if (ok_at < *wake)
+            *wake = ok_at;
+        return false;
+    }
+    return true;
+}
+
 /* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
  * would become one later by running longer. `over`: under fair share, for v of another
  * account than j's, whether v's account runs more than its entitlement (the caller's
@@ -900,19 +919,8 @@ static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_
             return false;
         }
     }
-    /* Fair share and las stop only long runners (quantum_s of run time over all
-     * attempts), and only once this attempt has run min_run_s and, when the job
-     * declares one, a checkpoint interval - so every attempt keeps some progress. */
-    fg_time_t ok_at = v->start_time + (s->cfg.min_run_s > v->ckpt ? s->cfg.min_run_s : v->ckpt);
-    fg_time_t q = v->start_time + s->cfg.quantum_s - v->run_s;
-    if (q > ok_at)
-        ok_at = q;
-    if (ok_at > now) {
-        if (ok_at < *wake)
-            *wake = ok_at;
-        return false;
-    }
-    return true;
+    /* Fair share and las stop only long runners (ran_enough) */
+    return ran_enough(v, now, s->cfg.min_run_s, s->cfg.quantum_s, wake);
 }
 
 /* victim_ok under fair share for v of another account than j's, one that runs more
@@ -932,16 +940,7 @@ static inline bool over_victim_ok(const fg__job_t *j, const fg__job_t *v, fg_tim
     }
     if (!cls)
         return false;
-    fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
-    fg_time_t q = v->start_time + quantum - v->run_s;
-    if (q > ok_at)
-        ok_at = q;
-    if (ok_at > now) {
-        if (ok_at < *wake)
-            *wake = ok_at;
-        return false;
-    }
-    return true;
+    return ran_enough(v, now, min_run, quantum, wake);
 }
 
 static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)

@@ -319,9 +319,39 @@ static void test_jobs_beyond_the_estimate_depth_are_explained_by_their_place(voi
     fg_sched_free(s);
 }
 
-/* A pass shows what its last walk leaves. One node of 8 GPUs, estimate_depth 1, one
- * reservation, no preemption; pending in plan order: 1 (4 GPUs), 2 (8), 3 (8), 4 (4 GPUs,
- * short). The first walk starts 1, reserves GPUs for 2, finds 3 blocked (resources) and
+/* One node of 8 GPUs, one reservation, no preemption, estimates on demand or not, at most
+ * max_walks walks per pass (0: the default); pending in plan order: 1 (4 GPUs), 2 (8),
+ * 3 (8), 4 (4 GPUs, short). The pass at 10 starts 1 and 4 (checked), and its next_wake is
+ * returned. */
+static fg_sched_t *four_jobs_passed(int32_t estimate_depth, bool on_demand, int32_t max_walks,
+                                    fg_time_t *next_wake)
+{
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.estimate_depth = estimate_depth;
+    cfg.reserve_depth = 1;
+    cfg.preemption = false;
+    fg_sched_t *s = sched_new(&cfg);
+    fg_sched_set_estimates_on_demand(s, on_demand);
+    fg__sched_set_max_walks(s, max_walks);
+    add_node(s, "n0", 8, "a100", FG_NODE_UP);
+    submit(s, 1, 4, NULL, 100, 1);
+    submit(s, 2, 8, NULL, 100, 2);
+    submit(s, 3, 8, NULL, 100, 3);
+    submit(s, 4, 4, NULL, 50, 4);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
+    assert_int_equal(d.nstarts, 2);
+    assert_int_equal(d.starts[0].job, 1);
+    assert_int_equal(d.starts[1].job, 4);
+    *next_wake = d.next_wake;
+    fg_decisions_free(&d);
+    return s;
+}
+
+/* A pass shows what its last walk leaves. four_jobs_passed with estimate_depth 1: the
+ * first walk starts 1, reserves GPUs for 2, finds 3 blocked (resources) and
  * backfills 4, which takes the last free GPUs; it started jobs, so a second walk follows.
  * That walk reserves for 2 again and, with no GPU free, stops before 3: job 3 shows as not
  * reached (priority, no estimate), not the reason the first walk gave it. Both modes. */
@@ -329,25 +359,8 @@ static void test_a_job_only_an_earlier_walk_reached_shows_as_not_reached(void **
 {
     (void)state;
     for (int on_demand = 0; on_demand <= 1; on_demand++) {
-        fg_config_t cfg;
-        fg_config_default(&cfg);
-        cfg.estimate_depth = 1;
-        cfg.reserve_depth = 1;
-        cfg.preemption = false;
-        fg_sched_t *s = sched_new(&cfg);
-        fg_sched_set_estimates_on_demand(s, on_demand);
-        add_node(s, "n0", 8, "a100", FG_NODE_UP);
-        submit(s, 1, 4, NULL, 100, 1);
-        submit(s, 2, 8, NULL, 100, 2);
-        submit(s, 3, 8, NULL, 100, 3);
-        submit(s, 4, 4, NULL, 50, 4);
-        fg_decisions_t d;
-        fg_decisions_init(&d);
-        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
-        assert_int_equal(d.nstarts, 2);
-        assert_int_equal(d.starts[0].job, 1);
-        assert_int_equal(d.starts[1].job, 4);
-        fg_decisions_free(&d);
+        fg_time_t wake;
+        fg_sched_t *s = four_jobs_passed(1, on_demand, 0, &wake);
         const char *const reserved_at[] = {"110", NULL};
         expect_reason(s, 2, 10, FG_REASON_RESOURCES, reserved_at);
         assert_int_equal(info(s, 2).estimated_start, 110);
@@ -367,25 +380,9 @@ static void test_the_last_walk_a_pass_may_make_shows_what_it_leaves(void **state
 {
     (void)state;
     for (int on_demand = 0; on_demand <= 1; on_demand++) {
-        fg_config_t cfg;
-        fg_config_default(&cfg);
-        cfg.reserve_depth = 1;
-        cfg.preemption = false;
-        fg_sched_t *s = sched_new(&cfg);
-        fg_sched_set_estimates_on_demand(s, on_demand);
-        fg__sched_set_max_walks(s, 1);
-        add_node(s, "n0", 8, "a100", FG_NODE_UP);
-        submit(s, 1, 4, NULL, 100, 1);
-        submit(s, 2, 8, NULL, 100, 2);
-        submit(s, 3, 8, NULL, 100, 3);
-        submit(s, 4, 4, NULL, 50, 4);
-        fg_decisions_t d;
-        fg_decisions_init(&d);
-        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
-        assert_int_equal(d.nstarts, 2);
-        assert_int_equal(d.starts[1].job, 4);
-        assert_int_equal(d.next_wake, 10);
-        fg_decisions_free(&d);
+        fg_time_t wake;
+        fg_sched_t *s = four_jobs_passed(32, on_demand, 1, &wake);
+        assert_int_equal(wake, 10);
         assert_int_equal(info(s, 2).estimated_start, 110);
         const char *const after_2[] = {"210", NULL};
         expect_reason(s, 3, 10, FG_REASON_RESOURCES, after_2);
