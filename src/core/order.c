@@ -732,6 +732,28 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
                     const uint64_t at = (uint64_t)cur[i] + (uint64_t)q, off = at % FG__QBLK;
                     if (off) {
                         qe = q + FG__QBLK - (int64_t)off < cap ? q + FG__QBLK - (int64_t)off : cap;
+                        /* begun inside a run (at the cursor): when the run's summary
+                         * refuses all its entries and the stop lies past them, the ones
+                         * from here on are refused too, and only their GPUs are added
+                         * (they are no more than the run's). The run must end by the
+                         * queue's end (cursor + left: every entry in it written, a job's
+                         * slot). Those from here on are live, and live since the summary
+                         * was made (an entry joins the live part only by a write, which
+                         * leaves it stale), so it holds for them as for a whole run read;
+                         * the entries before the head may have moved on, which errs only
+                         * towards reading job by job. */
+                        const int32_t bn = (int32_t)(at / FG__QBLK);
+                        if ((int64_t)(at - off) + FG__QBLK <= (int64_t)cur[i] + left[i]) {
+                            if (!blk[bn].ok)
+                                fg__queue_blk_fill(s, qq, bn);
+                            const fg__qblk_t *b = &blk[bn];
+                            if (pk + b->gpus <= stop &&
+                                blk_rejects(b, pt, whole_end, nwhole, now)) {
+                                for (; q < qe; q++)
+                                    pk += jobs[v[q]].gpus;
+                                continue;
+                            }
+                        }
                     } else if (q + FG__QBLK <= cap) {
                         const int32_t bn = (int32_t)(at / FG__QBLK);
                         if (!blk[bn].ok)
