@@ -717,6 +717,9 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
         const int64_t stop = bi >= 0 ? fg__key_stop(base, w, bk, i > bi, pk) : INT64_MAX;
         const fg__job_t *const jobs = s->jobs;
         fg__queue_t *qq = &s->members[mem[i]].q[o->band];
+        /* (read once: the summaries' fill writes only their contents) */
+        fg__qblk_t *const blk = qq->blk;
+        const bool plain = s->plain;
         for (; q < cap && pk < stop; q++) {
             /* the jobs it refuses without asking: a loop with no call, its bounds kept;
              * a run of FG__QBLK entries at once when its summary refuses them all and the
@@ -724,15 +727,38 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
             while (q < cap && pk < stop) {
                 /* job by job up to the next run (or through a run not skipped) */
                 int64_t qe = cap;
-                if (!s->plain) {
-                    const int64_t at = cur[i] + q, off = at % FG__QBLK;
+                if (!plain) {
+                    /* (unsigned: the cursor and q are never negative) */
+                    const uint64_t at = (uint64_t)cur[i] + (uint64_t)q, off = at % FG__QBLK;
                     if (off) {
-                        qe = q + FG__QBLK - off < cap ? q + FG__QBLK - off : cap;
+                        qe = q + FG__QBLK - (int64_t)off < cap ? q + FG__QBLK - (int64_t)off : cap;
+                        /* begun inside a run (at the cursor): when the run's summary
+                         * refuses all its entries and the stop lies past them, the ones
+                         * from here on are refused too, and only their GPUs are added
+                         * (they are no more than the run's). The run must end by the
+                         * queue's end (cursor + left: every entry in it written, a job's
+                         * slot). Those from here on are live, and live since the summary
+                         * was made (an entry joins the live part only by a write, which
+                         * leaves it stale), so it holds for them as for a whole run read;
+                         * the entries before the head may have moved on, which errs only
+                         * towards reading job by job. */
+                        const int32_t bn = (int32_t)(at / FG__QBLK);
+                        if ((int64_t)(at - off) + FG__QBLK <= (int64_t)cur[i] + left[i]) {
+                            if (!blk[bn].ok)
+                                fg__queue_blk_fill(s, qq, bn);
+                            const fg__qblk_t *b = &blk[bn];
+                            if (pk + b->gpus <= stop &&
+                                blk_rejects(b, pt, whole_end, nwhole, now)) {
+                                for (; q < qe; q++)
+                                    pk += jobs[v[q]].gpus;
+                                continue;
+                            }
+                        }
                     } else if (q + FG__QBLK <= cap) {
                         const int32_t bn = (int32_t)(at / FG__QBLK);
-                        if (!qq->blk[bn].ok)
+                        if (!blk[bn].ok)
                             fg__queue_blk_fill(s, qq, bn);
-                        const fg__qblk_t *b = &qq->blk[bn];
+                        const fg__qblk_t *b = &blk[bn];
                         if (pk + b->gpus <= stop && blk_rejects(b, pt, whole_end, nwhole, now)) {
                             q += FG__QBLK;
                             pk += b->gpus;
@@ -741,13 +767,18 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
                         qe = q + FG__QBLK;
                     }
                 }
-                while (q < qe && pk < stop && peek_rejects(&jobs[v[q]], pt, whole_end, nwhole, now))
-                    pk += jobs[v[q++]].gpus;
-                if (q < qe && pk < stop)
-                    break; /* (not refused: asked below) */
+                /* (each exit says why, so that the loop's tests are not made again) */
+                for (; q < qe; q++) {
+                    if (pk >= stop)
+                        goto stopped;
+                    const fg__job_t *jq = &jobs[v[q]];
+                    if (!peek_rejects(jq, pt, whole_end, nwhole, now))
+                        goto ask;
+                    pk += jq->gpus;
+                }
             }
-            if (!(q < cap && pk < stop))
-                break;
+            break; /* (q reached cap or pk reached stop) */
+        ask:;
             const fg__job_t *j = &jobs[v[q]];
             if (accept(s, v[q], ctx)) {
                 const double x = base + (double)pk;
@@ -759,6 +790,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
             }
             pk += j->gpus;
         }
+    stopped:
         cnt[i] = q; /* (jobs read before its stop) */
         pkc[i] = pk;
     }
