@@ -276,6 +276,8 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n)
         fg__node_leaf_update(s, n);
         return;
     }
+    if (nd->ldiff == 0) /* touched but never claimed: the leaf holds rkey already */
+        return;
     const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
     int64_t *leaf = &t->tree[i];
