@@ -306,30 +306,28 @@ static uint64_t member_hash_of(const fg_sched_t *s, size_t i)
     return member_hash(s->members[i].account, s->members[i].user);
 }
 
-/* After account naccounts - 1 was added. */
-static void account_indexed(fg_sched_t *s)
+/* After entity n - 1 (an account or a member) was added to the index *tab of *cap slots:
+ * made again twice as large when it would be more than half full, else the entity put. */
+static void ix_added(fg_sched_t *s, int32_t **tab, size_t *cap, size_t n,
+                     uint64_t (*hash_of)(const fg_sched_t *, size_t))
 {
-    if (2 * s->naccounts > s->acct_ix_cap) {
-        free(s->acct_ix);
-        s->acct_ix_cap = s->acct_ix_cap ? 2 * s->acct_ix_cap : 64;
-        s->acct_ix = ix_make(s, s->acct_ix_cap, s->naccounts, account_hash_of);
+    if (2 * n > *cap) {
+        free(*tab);
+        *cap = *cap ? 2 * *cap : 64;
+        *tab = ix_make(s, *cap, n, hash_of);
     } else {
-        ix_put(s->acct_ix, s->acct_ix_cap, account_hash_of(s, s->naccounts - 1),
-               (int32_t)s->naccounts - 1);
+        ix_put(*tab, *cap, hash_of(s, n - 1), (int32_t)n - 1);
     }
 }
 
-/* After member nmembers - 1 was added. */
+static void account_indexed(fg_sched_t *s)
+{
+    ix_added(s, &s->acct_ix, &s->acct_ix_cap, s->naccounts, account_hash_of);
+}
+
 static void member_indexed(fg_sched_t *s)
 {
-    if (2 * s->nmembers > s->mem_ix_cap) {
-        free(s->mem_ix);
-        s->mem_ix_cap = s->mem_ix_cap ? 2 * s->mem_ix_cap : 64;
-        s->mem_ix = ix_make(s, s->mem_ix_cap, s->nmembers, member_hash_of);
-    } else {
-        ix_put(s->mem_ix, s->mem_ix_cap, member_hash_of(s, s->nmembers - 1),
-               (int32_t)s->nmembers - 1);
-    }
+    ix_added(s, &s->mem_ix, &s->mem_ix_cap, s->nmembers, member_hash_of);
 }
 
 int fg_sched_account_find(const fg_sched_t *s, const char *name)
