@@ -365,30 +365,20 @@ static inline int32_t member_begin(const fg_sched_t *s, fg__order_t *o, int b, i
     return o->m_left[i];
 }
 
-/* member_begin for member i alone in its account a: its count is the account's. */
-static inline int32_t member_begin_alone(const fg_sched_t *s, fg__order_t *o, int b, int32_t i,
-                                         int32_t a)
-{
-    const fg__queue_t *q = &s->members[i].q[b];
-    o->qv[i] = q->v;
-    o->cursor[i] = q->head;
-    o->m_left[i] = q->len - q->head;
-    o->a_left[a] = o->m_left[i];
-    return o->m_left[i];
-}
-
 /* Sets up band b and its heaps; returns the number of jobs in it. */
 static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
     const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
+    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     if (wfq && o->grp_alone && !s->plain) {
         /* every account of one member at most: the loops below in one, each account
          * with pending jobs through its member (who has them all) */
         o->nah = 0;
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
-            const int32_t n = member_begin_alone(s, o, b, m, a);
+            o->a_left[a] = 0; /* (its count is its member's) */
+            const int32_t n = member_begin(s, o, b, m);
             total += n;
             o->mh_cnt[a] = n ? 1 : 0;
             if (n) {
@@ -396,7 +386,6 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                 o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
             }
         }
-        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
         acct_order_begin(o, o->nah);
         return total;
     }
@@ -411,7 +400,6 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         for (size_t i = 0; i < s->nmembers; i++)
             total += member_begin(s, o, b, (int32_t)i);
     }
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = o->nfast = 0;
     if (!total)
         return 0;
