@@ -509,7 +509,7 @@ int fg_cmd_sim(int argc, char **argv)
         }
         if (recs && write_jobs(jobs_out, &t, recs, fg_policy_name(o.cfg.policy)) < 0)
             failed++;
-        free(recs);
+        fg_sim_recs_free(recs, &t);
         if (res[nres].skipped_too_big && nres == 0)
             fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
                     (long long)res[nres].skipped_too_big);

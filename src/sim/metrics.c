@@ -110,65 +110,78 @@ static void percentiles(const int64_t *v, size_t n, const int *p, int np, int64_
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
                         const double *entitled, const double *received, fg_sim_result_t *r)
 {
+    /* The jobs counted (m), by size class: their waits and estimate errors are kept by
+     * class, each class one run of the same array, so that the whole array holds them
+     * all (percentiles do not depend on the order). One scratch block for every array:
+     * a replay's figures touch no more fresh memory than they need (xalloc.h). */
+    size_t m = 0, ncls[FG_SIZE_CLASSES] = {0}, necls[FG_SIZE_CLASSES] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (!recs[i].ends)
+            continue;
+        int c = fg_size_class(recs[i].gpus);
+        m++;
+        ncls[c]++;
+        necls[c] += recs[i].estimate >= 0;
+    }
     r->gpus = gpus;
-    r->jobs = (int64_t)n;
-    int64_t *jct = fg_xmalloc((n ? n : 1) * sizeof *jct);
-    int64_t *wait = fg_xmalloc((n ? n : 1) * sizeof *wait);
+    r->jobs = (int64_t)m;
+    const size_t w = m ? m : 1;
+    int64_t *scratch = fg_xcalloc_big(4 * w, sizeof *scratch);
+    int64_t *jct = scratch, *wait = scratch + w, *eall = scratch + 2 * w, *tmp = scratch + 3 * w;
     int64_t *cls[FG_SIZE_CLASSES], *ecls[FG_SIZE_CLASSES];
-    size_t ncls[FG_SIZE_CLASSES] = {0}, necls[FG_SIZE_CLASSES] = {0};
-    int64_t *eall = fg_xmalloc((n ? n : 1) * sizeof *eall);
-    size_t neall = 0;
+    size_t at = 0, neall = 0;
     for (int c = 0; c < FG_SIZE_CLASSES; c++) {
-        cls[c] = fg_xmalloc((n ? n : 1) * sizeof *cls[c]);
-        ecls[c] = fg_xmalloc((n ? n : 1) * sizeof *ecls[c]);
+        cls[c] = wait + at;
+        ecls[c] = eall + neall;
+        at += ncls[c];
+        neall += necls[c];
+        ncls[c] = necls[c] = 0; /* (counted again as they are filled) */
     }
     int64_t smin = INT64_MAX, emax = INT64_MIN;
     double jct_sum = 0, wait_sum = 0, rho_sum = 0, rho_max = 0;
     int64_t gpu_s = 0, over24 = 0, wmax = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, k = 0; i < n; i++) {
         const fg_jobrec_t *j = &recs[i];
+        if (!j->ends)
+            continue;
         if (j->submit < smin)
             smin = j->submit;
         if (j->end > emax)
             emax = j->end;
-        jct[i] = j->end - j->submit;
-        wait[i] = j->start - j->submit;
-        jct_sum += (double)jct[i];
-        wait_sum += (double)wait[i];
-        if (wait[i] > wmax)
-            wmax = wait[i];
-        if (wait[i] > 86400)
+        const int64_t jk = jct[k++] = j->end - j->submit, wk = j->start - j->submit;
+        jct_sum += (double)jk;
+        wait_sum += (double)wk;
+        if (wk > wmax)
+            wmax = wk;
+        if (wk > 86400)
             over24++;
         int c = fg_size_class(j->gpus);
-        cls[c][ncls[c]++] = wait[i];
+        cls[c][ncls[c]++] = wk;
         if (j->estimate >= 0) {
             int64_t e = j->start - j->estimate;
-            e = e < 0 ? -e : e;
-            ecls[c][necls[c]++] = e;
-            eall[neall++] = e;
+            ecls[c][necls[c]++] = e < 0 ? -e : e;
         }
         gpu_s += j->gpu_seconds;
         double nj = j->n_avg > 0 ? j->n_avg : 1.0;
         double scale = (double)j->gpus * nj / (double)gpus;
         double alone = (double)j->duration * (scale > 1.0 ? scale : 1.0);
-        double rho = (double)jct[i] / alone;
+        double rho = (double)jk / alone;
         rho_sum += rho;
         if (rho > rho_max)
             rho_max = rho;
     }
-    r->makespan_s = n ? emax - smin : 0;
+    r->makespan_s = m ? emax - smin : 0;
     r->gpu_seconds = gpu_s;
     r->utilization =
-        (n && r->makespan_s > 0) ? (double)gpu_s / ((double)gpus * (double)r->makespan_s) : 0.0;
-    int64_t *tmp = fg_xmalloc((n ? n : 1) * sizeof *tmp);
+        (m && r->makespan_s > 0) ? (double)gpu_s / ((double)gpus * (double)r->makespan_s) : 0.0;
     int64_t out[3];
-    percentiles(jct, n, (const int[]){50, 95, 99}, 3, out, tmp);
-    r->jct_avg_s = n ? jct_sum / (double)n : 0;
+    percentiles(jct, m, (const int[]){50, 95, 99}, 3, out, tmp);
+    r->jct_avg_s = m ? jct_sum / (double)m : 0;
     r->jct_p50_s = out[0];
     r->jct_p95_s = out[1];
     r->jct_p99_s = out[2];
-    percentiles(wait, n, (const int[]){50}, 1, out, tmp);
-    r->wait_avg_s = n ? wait_sum / (double)n : 0;
+    percentiles(wait, m, (const int[]){50}, 1, out, tmp);
+    r->wait_avg_s = m ? wait_sum / (double)m : 0;
     r->wait_p50_s = out[0];
     r->wait_max_s = wmax;
     r->waits_over_24h = over24;
@@ -176,24 +189,19 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
         percentiles(cls[c], ncls[c], (const int[]){50}, 1, out, tmp);
         r->has_size[c] = ncls[c] > 0;
         r->wait_p50_by_size[c] = out[0];
-        free(cls[c]);
         percentiles(ecls[c], necls[c], (const int[]){50, 90}, 2, out, tmp);
         r->has_est[c] = necls[c] > 0;
         r->est_err_p50_by_size[c] = out[0];
         r->est_err_p90_by_size[c] = out[1];
-        free(ecls[c]);
     }
     percentiles(eall, neall, (const int[]){50, 90}, 2, out, tmp);
     r->estimate_jobs = (int64_t)neall;
     r->est_err_p50_s = out[0];
     r->est_err_p90_s = out[1];
-    free(eall);
-    free(tmp);
-    r->ftf_rho_avg = n ? rho_sum / (double)n : 0;
+    fg_xfree_big(scratch, 4 * w, sizeof *scratch);
+    r->ftf_rho_avg = m ? rho_sum / (double)m : 0;
     r->ftf_rho_max = rho_max;
     r->jain = fg_fair_jain(ntenants, entitled, received);
-    free(jct);
-    free(wait);
 }
 
 /* ------------------------------------------------------------------ output */

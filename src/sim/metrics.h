@@ -75,9 +75,9 @@ extern const char *const fg_size_class_names[FG_SIZE_CLASSES];
 int64_t fg_percentile(const int64_t *v, size_t n, int p);
 
 /* Fills the job-level figures of *r (jobs, makespan, utilization, JCT, wait, size classes,
- * rho, waits over 24 h, gpu_seconds, estimate accuracy) from recs[0..n) of jobs that ended, on a
- * cluster of `gpus` GPUs; and jain from the fair-share integrals of ntenants tenants. Leaves the
- * other fields as they are. */
+ * rho, waits over 24 h, gpu_seconds, estimate accuracy) from the records in recs[0..n) of
+ * jobs that ended (ends > 0: the others are left out), on a cluster of `gpus` GPUs; and jain
+ * from the fair-share integrals of ntenants tenants. Leaves the other fields as they are. */
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
                         const double *entitled, const double *received, fg_sim_result_t *r);
 

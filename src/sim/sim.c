@@ -215,8 +215,9 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     }
 
     size_t n = t->njobs;
-    fg_jobrec_t *recs = fg_xcalloc(n ? n : 1, sizeof *recs);
-    jstate_t *js = fg_xcalloc(n ? n : 1, sizeof *js);
+    /* (huge pages where the kernel has them: xalloc.h) */
+    fg_jobrec_t *recs = fg_xcalloc_big(n, sizeof *recs);
+    jstate_t *js = fg_xcalloc_big(n, sizeof *js);
     heap_t heap = {NULL, 0, 0};
     fg_job_info_t info;
     fg_decisions_t d;
@@ -432,15 +433,8 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
 
     /* figures */
     fg_fair_flush(&fair);
-    {
-        fg_jobrec_t *ended = fg_xmalloc((done ? done : 1) * sizeof *ended);
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (js[i].state == J_DONE)
-                ended[m++] = recs[i];
-        fg_metrics_compute(ended, m, gpus, ntenants, fair.entitled, fair.received, r);
-        free(ended);
-    }
+    /* (it counts the jobs that ended: no copy of their records) */
+    fg_metrics_compute(recs, n, gpus, ntenants, fair.entitled, fair.received, r);
     r->replay_seconds = now_s() - t_begin;
     snprintf(r->policy, sizeof r->policy, "%s", fg_policy_name(o->cfg.policy));
     r->trace = t->name;
@@ -473,12 +467,17 @@ out:
     fg_sched_free(s);
     fg_fair_free(&fair);
     free(heap.v);
-    free(js);
+    fg_xfree_big(js, n, sizeof *js);
     if (recs_out && rc == 0)
         *recs_out = recs;
     else
-        free(recs);
+        fg_sim_recs_free(recs, t);
     return rc;
+}
+
+void fg_sim_recs_free(fg_jobrec_t *recs, const fg_trace_t *t)
+{
+    fg_xfree_big(recs, t->njobs, sizeof *recs);
 }
 
 int fg_sim_run(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r, char *err,

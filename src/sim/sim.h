@@ -49,8 +49,9 @@ int fg_sim_run(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r, 
 
 /* Per-job records (for tests and --jobs-out): fg_sim_run_recs does what
  * fg_sim_run does and also returns the records (indexed like t->jobs; a skipped job has
- * start = end = -1), caller frees. */
+ * start = end = -1), which the caller frees with fg_sim_recs_free. */
 int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
                     fg_jobrec_t **recs, char *err, size_t errlen);
+void fg_sim_recs_free(fg_jobrec_t *recs, const fg_trace_t *t);
 
 #endif

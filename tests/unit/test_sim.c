@@ -118,7 +118,7 @@ static void check_example(fg_policy_t p)
         assert_int_equal(r.est_err_p50_by_size[2], 0);
         assert_false(r.has_est[3]);
     }
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     fg_trace_free(&t);
 }
 
@@ -159,13 +159,13 @@ static void test_backfill(void **state)
     assert_int_equal(recs[2].start, 20);
     assert_int_equal(recs[1].start, 100);
     assert_int_equal(r.makespan_s, 150);
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     opts_for(&o, &g, 1, FG_POLICY_FIFO);
     run(&t, &o, &r, &recs);
     assert_int_equal(recs[1].start, 100);
     assert_int_equal(recs[2].start, 150);
     assert_int_equal(r.makespan_s, 180);
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     fg_trace_free(&t);
 }
 
@@ -201,13 +201,13 @@ static void test_preemption_rollback(void **state)
     assert_int_equal(recs[0].attempts, 2);
     /* run GPU-time: 8*3600 + 8*7000 + 50 = useful 8*10000 + 50 plus the lost 8*600 */
     assert_int_equal(r.gpu_seconds, 8 * 10000 + 50 + 8 * 600);
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     /* without preemption, B simply waits for A */
     o.cfg.preemption = false;
     run(&t, &o, &r, &recs);
     assert_int_equal(r.preemptions, 0);
     assert_int_equal(recs[1].start, 10000);
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     fg_trace_free(&t);
 }
 
@@ -271,7 +271,7 @@ static void test_conservation(void **state)
                 assert_int_equal(r.preemptions, 0);
             assert_int_equal(r.gpu_seconds, want + r.lost_gpu_seconds);
             assert_true(r.utilization > 0 && r.utilization <= 1.0);
-            free(recs);
+            fg_sim_recs_free(recs, &t);
         }
     }
     fg_trace_free(&t);
@@ -357,7 +357,7 @@ static void test_weights(void **state)
     assert_int_equal(a_at_0, 6);
     assert_int_equal(b_at_0, 2);
     assert_true(r.jain > 0.99);
-    free(recs);
+    fg_sim_recs_free(recs, &t);
     fg_trace_free(&t);
 }
 

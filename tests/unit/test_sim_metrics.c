@@ -319,41 +319,114 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The qsort reference of one nearest-rank percentile over the values kept in v[0..n) */
+static int64_t ref_pct(int64_t *v, size_t n, int p)
+{
+    if (n == 0)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_i64);
+    return fg_percentile(v, n, p);
+}
+
 /* The percentiles of random records (spread over many magnitudes, so that most bytes of
- * the values differ) are those of a qsort. */
+ * the values differ) are those of a qsort: over all jobs, by size class, and of the
+ * estimate errors. Records of jobs that did not end (ends == 0) are left out: put between
+ * the others with wild values, they change nothing. */
 static void test_percentiles_random(void **state)
 {
     (void)state;
     uint64_t x = 7;
     for (int round = 0; round < 20; round++) {
-        size_t n = (size_t)rnd(&x, 1, 3000);
+        size_t n = (size_t)rnd(&x, 1, 3000), m = 0;
         fg_jobrec_t *r = calloc(n, sizeof *r);
         int64_t *jct = malloc(n * sizeof *jct), *wait = malloc(n * sizeof *wait);
+        int64_t *cls[FG_SIZE_CLASSES], *ecls[FG_SIZE_CLASSES], *eall = malloc(n * sizeof *eall);
+        size_t ncls[FG_SIZE_CLASSES] = {0}, necls[FG_SIZE_CLASSES] = {0}, neall = 0;
+        for (int c = 0; c < FG_SIZE_CLASSES; c++) {
+            cls[c] = malloc(n * sizeof *cls[c]);
+            ecls[c] = malloc(n * sizeof *ecls[c]);
+        }
         for (size_t i = 0; i < n; i++) {
             int sh = (int)rnd(&x, 0, round % 2 ? 8 : 40);
             r[i].submit = rnd(&x, 0, 1000);
             r[i].start = r[i].submit + (rnd(&x, 0, 1000) << sh);
             r[i].end = r[i].start + rnd(&x, 1, 1000);
             r[i].duration = r[i].end - r[i].start;
-            r[i].gpus = 1;
-            r[i].estimate = -1;
-            jct[i] = r[i].end - r[i].submit;
-            wait[i] = r[i].start - r[i].submit;
+            r[i].gpus = (int32_t)rnd(&x, 1, 16);
+            r[i].estimate = rnd(&x, 0, 2) ? r[i].submit + (rnd(&x, 0, 1000) << sh) : -1;
+            r[i].ends = round % 3 == 0 || rnd(&x, 0, 3) ? 1 : 0;
+            if (!r[i].ends) { /* (as if it never started: the values must not count) */
+                r[i].start = r[i].end = -1;
+                r[i].duration = INT64_MAX / 4;
+                continue;
+            }
+            m++;
+            jct[m - 1] = r[i].end - r[i].submit;
+            wait[m - 1] = r[i].start - r[i].submit;
+            int c = fg_size_class(r[i].gpus);
+            cls[c][ncls[c]++] = wait[m - 1];
+            if (r[i].estimate >= 0) {
+                int64_t e = r[i].start - r[i].estimate;
+                ecls[c][necls[c]++] = eall[neall++] = e < 0 ? -e : e;
+            }
         }
-        qsort(jct, n, sizeof *jct, cmp_i64);
-        qsort(wait, n, sizeof *wait, cmp_i64);
         double ent = 1, rec = 1;
-        fg_sim_result_t m;
-        memset(&m, 0, sizeof m);
-        fg_metrics_compute(r, n, 8, 1, &ent, &rec, &m);
-        assert_int_equal(m.jct_p50_s, fg_percentile(jct, n, 50));
-        assert_int_equal(m.jct_p95_s, fg_percentile(jct, n, 95));
-        assert_int_equal(m.jct_p99_s, fg_percentile(jct, n, 99));
-        assert_int_equal(m.wait_p50_s, fg_percentile(wait, n, 50));
+        fg_sim_result_t res;
+        memset(&res, 0, sizeof res);
+        fg_metrics_compute(r, n, 8, 1, &ent, &rec, &res);
+        assert_int_equal(res.jobs, m);
+        assert_int_equal(res.jct_p50_s, ref_pct(jct, m, 50));
+        assert_int_equal(res.jct_p95_s, ref_pct(jct, m, 95));
+        assert_int_equal(res.jct_p99_s, ref_pct(jct, m, 99));
+        assert_int_equal(res.wait_p50_s, ref_pct(wait, m, 50));
+        assert_int_equal(res.wait_max_s, m ? wait[m - 1] : 0);
+        for (int c = 0; c < FG_SIZE_CLASSES; c++) {
+            assert_int_equal(res.has_size[c], ncls[c] > 0);
+            assert_int_equal(res.wait_p50_by_size[c], ref_pct(cls[c], ncls[c], 50));
+            assert_int_equal(res.has_est[c], necls[c] > 0);
+            assert_int_equal(res.est_err_p50_by_size[c], ref_pct(ecls[c], necls[c], 50));
+            assert_int_equal(res.est_err_p90_by_size[c], ref_pct(ecls[c], necls[c], 90));
+            free(cls[c]);
+            free(ecls[c]);
+        }
+        assert_int_equal(res.estimate_jobs, neall);
+        assert_int_equal(res.est_err_p50_s, ref_pct(eall, neall, 50));
+        assert_int_equal(res.est_err_p90_s, ref_pct(eall, neall, 90));
         free(r);
         free(jct);
         free(wait);
+        free(eall);
     }
+}
+
+/* The worked example's figures are the same with records of jobs that never ended (ends
+ * == 0, with wild values) put before, between and after its four. */
+static void test_example_not_ended(void **state)
+{
+    (void)state;
+    fg_fair_t f;
+    fg_jobrec_t ex[4], r[9];
+    feed_example(&f, ex);
+    const fg_jobrec_t junk = {.submit = -5000,
+                              .start = -1,
+                              .end = -1,
+                              .duration = 1,
+                              .gpus = 64,
+                              .gpu_seconds = 1000000,
+                              .n_avg = 1e9,
+                              .estimate = 7,
+                              .attempts = 3,
+                              .ends = 0};
+    for (int i = 0; i < 9; i++)
+        r[i] = i % 2 ? ex[i / 2] : junk;
+    fg_sim_result_t a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    fg_metrics_compute(ex, 4, 8, 2, f.entitled, f.received, &a);
+    fg_metrics_compute(r, 9, 8, 2, f.entitled, f.received, &b);
+    assert_int_equal(b.jobs, 4);
+    assert_memory_equal(&a, &b, sizeof a);
+    fg_fair_free(&f);
 }
 
 int main(void)
@@ -368,6 +441,7 @@ int main(void)
         cmocka_unit_test(test_size_class),
         cmocka_unit_test(test_example_integrals),
         cmocka_unit_test(test_example_metrics),
+        cmocka_unit_test(test_example_not_ended),
         cmocka_unit_test(test_json_keys),
         cmocka_unit_test(test_samples),
     };
