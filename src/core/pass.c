@@ -1988,6 +1988,11 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             push_start(out, j, al, n);
             free_now = fg_sched_gpus_free(s);
             tail_ok = false;
+            /* With no GPU free nothing else in this walk can start (a placement takes free
+             * GPUs, and only a walk that started nothing preempts), and the rest of a
+             * walk that another follows is moot: it ends here. */
+            if (moot && free_now == 0)
+                break;
             continue;
         }
         bool protect = reserved < c->reserve_depth;
