@@ -407,6 +407,7 @@ struct fg_sched {
      * depends on are off, so that a twin without them checks them */
     bool plain;
     int32_t max_walks; /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
+    int64_t walks_cut; /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
 };
 
 /* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);

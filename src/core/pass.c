@@ -1991,8 +1991,10 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             /* With no GPU free nothing else in this walk can start (a placement takes free
              * GPUs, and only a walk that started nothing preempts), and the rest of a
              * walk that another follows is moot: it ends here. */
-            if (moot && free_now == 0)
+            if (moot && free_now == 0 && !s->plain) {
+                s->walks_cut++;
                 break;
+            }
             continue;
         }
         bool protect = reserved < c->reserve_depth;

@@ -21,7 +21,9 @@
  *     them all; a summary is stale once an entry of its run is written;
  *   - the wfq order's inline step keeps only its account's counts (GPUs walked, jobs
  *     left) for a member alone in its account (under the plain hook every step keeps
- *     every member's).
+ *     every member's);
+ *   - a walk that another walk follows ends when a start leaves no GPU free (it looks
+ *     at fewer jobs then: `scanned` may only be lower in such a pass).
  * Sequences have three or four accounts of one to three members with weights, nodes of 8
  * and 4 GPUs of two types that go down and come back, jobs of 1 to 16 GPUs in every
  * class, cancels, short quanta and waits (many preemptions), and often a second pass at
@@ -40,7 +42,10 @@
  * 100 s): a summary left valid when a job leaves its queue from the front fails at
  * 1000011, a run passed although the reading's stop lies inside it at 1000013, a time
  * limit equal to its size's bound taken as refused at 1000012, and the jobs of whole
- * nodes left out of the summary at 1000156.
+ * nodes left out of the summary at 1000156. A third set (seeds 2000001...) caps the
+ * walks of a pass at one to three, so that a pass's last walk often starts jobs and
+ * leaves what counts: a walk ended after a start with one GPU still free fails at seed
+ * 1, and the last walk ended like the others at 2000003.
  * Four more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
@@ -76,22 +81,25 @@ typedef struct world {
     fg_time_t now;
     fg_job_id_t next_id;
     int nnodes;
-    bool longq; /* long queues (run_sequence) */
+    bool longq;    /* long queues (run_sequence) */
+    int max_walks; /* walks per pass capped (run_sequence; 0: not) */
     bool running[MAXJOBS];
     int32_t attempt[MAXJOBS];
     fg_time_t end_at[MAXJOBS];
 } world_t;
 
 static int64_t g_preempts; /* preemptions over all sequences: the searches were exercised */
+static int64_t g_cuts;     /* passes with a walk cut short after a start: exercised too */
 
 static const char *const accts[] = {"a", "b", "c", "d"};
 static const char *const users[] = {"u", "v", "w"};
 
 static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 {
-    print_error("seed %llu, t=%lld, job %llu: %s\n",
-                (unsigned long long)(w->seed + (w->longq ? 1000000 : 0)), (long long)w->now,
-                (unsigned long long)id, what);
+    print_error(
+        "seed %llu, t=%lld, job %llu: %s\n",
+        (unsigned long long)(w->seed + (w->longq ? 1000000 : 0) + (w->max_walks ? 2000000 : 0)),
+        (long long)w->now, (unsigned long long)id, what);
     fail();
 }
 
@@ -128,11 +136,16 @@ static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
 static void pass(world_t *w)
 {
     fg_decisions_t d[2];
+    const int64_t cut_before = w->s[1]->walks_cut;
     for (int k = 0; k < 2; k++) {
         fg_decisions_init(&d[k]);
         assert_int_equal(fg_sched_pass(w->s[k], w->now, &d[k]), FG_OK);
     }
-    if (!twin_decisions_equal(&d[0], &d[1]) || d[0].scanned != d[1].scanned)
+    /* (a walk cut short looks at fewer jobs; else both look at the same) */
+    const bool cut = w->s[1]->walks_cut > cut_before;
+    g_cuts += cut;
+    if (!twin_decisions_equal(&d[0], &d[1]) ||
+        (cut ? d[1].scanned > d[0].scanned : d[0].scanned != d[1].scanned))
         fail_seed(w, "decisions differ", 0);
     for (fg_job_id_t id = 1; id < w->next_id; id++) {
         fg_job_info_t a, b;
@@ -156,12 +169,13 @@ static void pass(world_t *w)
         fg_decisions_free(&d[k]);
 }
 
-static void run_sequence(uint64_t seed, bool longq)
+static void run_sequence(uint64_t seed, bool longq, int max_walks)
 {
     world_t w;
     memset(&w, 0, sizeof w);
     w.seed = seed;
     w.longq = longq;
+    w.max_walks = max_walks;
     w.rng = seed * 0x2545f4914f6cdd1dull + 11;
     uint64_t *r = &w.rng;
     fg_config_t c;
@@ -191,6 +205,8 @@ static void run_sequence(uint64_t seed, bool longq)
         fg_sched_set_estimates_on_demand(w.s[k], true);
     }
     fg__sched_set_plain(w.s[0], true);
+    for (int k = 0; k < 2; k++) /* (a pass's last walk may start jobs: nothing is cut there) */
+        fg__sched_set_max_walks(w.s[k], max_walks);
     for (int a = 0; a < naccts; a++) {
         double aw = (double)rnd(r, 1, 3);
         for (int k = 0; k < 2; k++)
@@ -259,15 +275,20 @@ static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **
     const char *one = getenv("FG_SHORTCUTS_SEED");
     if (one) {
         const uint64_t seed = strtoull(one, NULL, 10);
-        run_sequence(seed % 1000000, seed >= 1000000);
+        run_sequence(seed % 1000000, seed % 2000000 >= 1000000,
+                     seed >= 2000000 ? 1 + (int)(seed % 1000000 % 3) : 0);
         return;
     }
     for (uint64_t seed = 1; seed <= 1500; seed++)
-        run_sequence(seed, false);
+        run_sequence(seed, false, 0);
     assert_true(g_preempts > 0);
+    assert_true(g_cuts > 0);
     /* (seeds 1000001...: FG_SHORTCUTS_SEED replays them with the long queues) */
     for (uint64_t seed = 1; seed <= 600; seed++)
-        run_sequence(seed, true);
+        run_sequence(seed, true, 0);
+    /* (seeds 2000001...: at most one to three walks per pass) */
+    for (uint64_t seed = 1; seed <= 300; seed++)
+        run_sequence(seed, false, 1 + (int)(seed % 3));
 }
 
 /* The accounts' water fill of a preemption search is kept sorted from the last search
