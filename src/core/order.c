@@ -164,7 +164,14 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->nact_m = (int32_t)s->act_m.n;
     if (s->act_a.n) /* (a set never had a member: no list) */
         memcpy(o->act_a, s->act_a.list, sizeof *o->act_a * s->act_a.n);
-    if (s->act_m.n)
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
+        group_members(s, o);
+    /* the members with pending jobs are read only with an account of two members or
+     * more (below and band_begin; the tests' plain hook reads them all) */
+    if (s->act_m.n && !o->grp_alone)
         memcpy(o->act_m, s->act_m.list, sizeof *o->act_m * s->act_m.n);
     if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
         for (size_t i = 0; i < s->naccounts; i++)
@@ -187,11 +194,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
                        o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
-    /* members grouped by account (counting sort), ascending inside each account; kept
-     * while the numbers of accounts and members are (a member never changes account,
-     * and neither is ever removed) */
-    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
-        group_members(s, o);
     /* a member's key is compared only in a heap of two or more members: never for the
      * only member of its account (its usage term, weight and GPUs walked are left unset;
      * with no account of two members or more, no member's is read) */
@@ -377,14 +379,16 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         o->nah = 0;
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
-            o->a_left[a] = 0; /* (its count is its member's) */
-            const int32_t n = member_begin(s, o, b, m);
+            const fg__queue_t *q = &s->members[m].q[b]; /* (member_begin) */
+            const int32_t n = q->len - q->head;
+            o->qv[m] = q->v;
+            o->cursor[m] = q->head;
+            o->m_left[m] = n;
+            o->a_left[a] = n; /* (its count is its member's) */
             total += n;
-            o->mh_cnt[a] = n ? 1 : 0;
-            if (n) {
-                o->mhk[o->mh_off[a]] = (fg__hk_t){0.0, m, -1};
+            o->mh_cnt[a] = n ? 1 : 0; /* (its heap of one member: the entry's `one`) */
+            if (n)
                 o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
-            }
         }
         acct_order_begin(o, o->nah);
         return total;
@@ -470,10 +474,13 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             /* wfq: the oldest job of the smallest-key member of the smallest-key
              * account (the last when sorted, else the heap's root); a key is compared
              * only inside a heap or order of two or more (they only shrink during a
-             * band) */
-            const int32_t a = o->ah[o->a_sorted ? o->nah - 1 : 0].id;
+             * band); an account's one member (`one`) is taken from its entry: its heap
+             * of one, only emptied below, is left unwritten by band_begin when every
+             * account is alone */
+            const fg__hk_t *top = &o->ah[o->a_sorted ? o->nah - 1 : 0];
+            const int32_t a = top->id;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
-            const int32_t m = mh[0].id;
+            const int32_t m = top->one >= 0 ? top->one : mh[0].id;
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
             o->m_picked[m] += g;
