@@ -379,14 +379,13 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
         o->nah = 0;
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
-            const fg__queue_t *q = &s->members[m].q[b]; /* (member_begin) */
+            /* (member_begin, without the member's own count and heap: `one` below) */
+            const fg__queue_t *q = &s->members[m].q[b];
             const int32_t n = q->len - q->head;
             o->qv[m] = q->v;
             o->cursor[m] = q->head;
-            o->m_left[m] = n;
-            o->a_left[a] = n; /* (its count is its member's) */
+            o->a_left[a] = n;
             total += n;
-            o->mh_cnt[a] = n ? 1 : 0; /* (its heap of one member: the entry's `one`) */
             if (n)
                 o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
         }
@@ -474,24 +473,26 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             /* wfq: the oldest job of the smallest-key member of the smallest-key
              * account (the last when sorted, else the heap's root); a key is compared
              * only inside a heap or order of two or more (they only shrink during a
-             * band); an account's one member (`one`) is taken from its entry: its heap
-             * of one, only emptied below, is left unwritten by band_begin when every
-             * account is alone */
+             * band). An account's one member (`one`) is taken from its entry, and its
+             * counts are its account's: its heap of one and its own counts are not
+             * kept (as in the inline step, fg__order_next) */
             const fg__hk_t *top = &o->ah[o->a_sorted ? o->nah - 1 : 0];
-            const int32_t a = top->id;
+            const int32_t a = top->id, one = top->one;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
-            const int32_t m = top->one >= 0 ? top->one : mh[0].id;
+            const int32_t m = one >= 0 ? one : mh[0].id;
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
-            o->m_picked[m] += g;
             o->a_picked[a] += g;
-            if (--o->m_left[m] == 0) {
-                mh[0] = mh[--o->mh_cnt[a]];
-                if (o->mh_cnt[a] > 1)
+            if (one < 0) {
+                o->m_picked[m] += g;
+                if (--o->m_left[m] == 0) {
+                    mh[0] = mh[--o->mh_cnt[a]];
+                    if (o->mh_cnt[a] > 1)
+                        fg__sift_key(mh, o->mh_cnt[a], 0);
+                } else if (o->mh_cnt[a] > 1) {
+                    mh[0].key = member_key(s, o, m);
                     fg__sift_key(mh, o->mh_cnt[a], 0);
-            } else if (o->mh_cnt[a] > 1) {
-                mh[0].key = member_key(s, o, m);
-                fg__sift_key(mh, o->mh_cnt[a], 0);
+                }
             }
             if (--o->a_left[a] == 0) {
                 if (o->a_sorted) {
