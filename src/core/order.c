@@ -303,18 +303,14 @@ static void heapify_keys(fg__hk_t *h, int32_t n)
         fg__sift_key(h, n, i);
 }
 
-/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small). */
+/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small), each
+ * entry in turn moved down past those it comes after by fg__acct_sink, which needs the
+ * sentinel at ah[-1] (the order's array and the look ahead's copy have it) instead of a
+ * bound. */
 static void acct_sort(fg__hk_t *ah, int32_t n)
 {
-    for (int32_t i = 1; i < n; i++) {
-        const fg__hk_t v = ah[i];
-        int32_t k = i;
-        while (k > 0 && hk_before(ah[k - 1], v)) {
-            ah[k] = ah[k - 1];
-            k--;
-        }
-        ah[k] = v;
-    }
+    for (int32_t i = 2; i <= n; i++)
+        fg__acct_sink(ah, i, ah[i - 1].key);
 }
 
 /* Begins the account order over ah[0..n), with their keys: sorted when few, else a heap
