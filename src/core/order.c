@@ -679,25 +679,25 @@ int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0)
 }
 
 static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, const peek_test_t *pt,
-                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
-                         const fg__hk_t *h, int32_t n0, const int32_t *acct, const int32_t *mem,
-                         const int32_t *const *qv, const int32_t *cur, const int32_t *left,
-                         const int64_t *picked, bool (*accept)(fg_sched_t *, int32_t, void *),
-                         void *ctx, int64_t *cnt, int64_t *pkc)
+                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now, int32_t n0,
+                         const int32_t *acct, const int32_t *mem, const int32_t *const *qv,
+                         const int32_t *cur, const int32_t *left, const int64_t *picked,
+                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt,
+                         int64_t *pkc)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
     double bk = 0.0;
-    /* in heap order (the smallest key first), the account of the last job found first (the
-     * answer does not depend on the order: a good first guess only bounds the others'
-     * reading sooner) */
+    /* the account of the last job found first, then by account index (the answer does not
+     * depend on the order: a good first guess only bounds the others' reading sooner;
+     * after it, this order reads about as many jobs as by key, without ordering them) */
     int32_t ord[FG__PEEK_MAX], no = 0;
     for (int32_t k = 0; k < n0; k++)
-        if (mem[h[k].id] == s->peek_hint)
-            ord[no++] = h[k].id;
+        if (mem[k] == s->peek_hint)
+            ord[no++] = k;
     for (int32_t k = 0; k < n0; k++)
-        if (mem[h[k].id] != s->peek_hint)
-            ord[no++] = h[k].id;
+        if (mem[k] != s->peek_hint)
+            ord[no++] = k;
     for (int32_t k = 0; k < n0; k++) {
         const int32_t i = ord[k], a = acct[i];
         const int64_t cap = left[i] < limit ? left[i] : limit;
@@ -872,17 +872,14 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         left[i] = (int32_t)o->a_left[a]; /* (m_left: fg__order_t) */
         picked[i] = o->a_picked[a];
         total += left[i];
-        /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
     peek_test_t pt;
     peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
-        heapify_keys(h, n0); /* (a min-heap by (key, account index): peek_find's first guess) */
         int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
-        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
+        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, n0, acct, mem, qv,
                                     cur, left, picked, accept, ctx, cnt, pkc);
         if (r == limit)
             return limit;
@@ -901,6 +898,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     for (int32_t i = 0; i < n0; i++) {
         base[i] = o->a_base[acct[i]];
         wt[i] = o->a_w[acct[i]];
+        /* (the entry's id is the local index; ties compare account indices) */
+        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     /* sorted by (key, account index), the smallest last, as the order's few accounts */
     int32_t n = n0;
