@@ -93,7 +93,7 @@ static void *re(void *p, size_t n)
 }
 
 /* Grows o's arrays to nm members and na accounts (contents are set by the callers). */
-static void order_size(fg__order_t *o, size_t nm, size_t na)
+static void order_grow(fg__order_t *o, size_t nm, size_t na)
 {
     if (nm > o->cap_m) {
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
@@ -132,6 +132,13 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
     }
 }
 
+/* order_grow when they are too small (each walk asks; they seldom are) */
+static inline void order_size(fg__order_t *o, size_t nm, size_t na)
+{
+    if (nm > o->cap_m || na > o->cap_a)
+        order_grow(o, nm, na);
+}
+
 static bool bit_in(const uint64_t *v, size_t cap, size_t i)
 {
     return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
@@ -149,11 +156,12 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     order_size(o, nm, na);
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     o->band = -1;
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = o->nfast = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
     if (s->cfg.policy != FG_POLICY_WFQ) {
+        /* (the round-robin position: read by round-robin only, a division) */
+        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
         for (size_t i = 0; i < s->naccounts; i++)
             o->a_picked[i] = 0;
         for (size_t i = 0; i < s->nmembers; i++)
@@ -368,7 +376,8 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
     const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
+    if (s->cfg.policy == FG_POLICY_RR)
+        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     if (wfq && o->grp_alone && !s->plain) {
         /* every account of one member at most: the loops below in one, each account
          * with pending jobs through its member (who has them all) */
