@@ -381,7 +381,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
     if (wfq && o->grp_alone && !s->plain) {
         /* every account of one member at most: the loops below in one, each account
          * with pending jobs through its member (who has them all) */
-        o->nah = 0;
+        int32_t nah = 0; /* (a local: the stores below might alias o->nah) */
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
             /* (member_begin, without the member's own count and heap: `one` below) */
@@ -392,9 +392,9 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
             o->a_left[a] = n;
             total += n;
             if (n)
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
+                o->ah[nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
         }
-        acct_order_begin(o, o->nah);
+        acct_order_begin(o, nah);
         return total;
     }
     if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
