@@ -194,7 +194,8 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (int32_t k = 0; k < o->nact_a; k++) {
+    const int32_t nact = o->nact_a; /* (a local: the memo's stores might alias it) */
+    for (int32_t k = 0; k < nact; k++) {
         const int32_t i = o->act_a[k];
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
