@@ -170,8 +170,6 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     }
     o->nact_a = (int32_t)s->act_a.n;
     o->nact_m = (int32_t)s->act_m.n;
-    if (s->act_a.n) /* (a set never had a member: no list) */
-        memcpy(o->act_a, s->act_a.list, sizeof *o->act_a * s->act_a.n);
     /* members grouped by account (counting sort), ascending inside each account; kept
      * while the numbers of accounts and members are (a member never changes account,
      * and neither is ever removed) */
@@ -194,9 +192,13 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
+    /* the accounts with pending jobs copied as they are read (their list may change
+     * during the walk; no list when the set never had a member, and none is read) */
     const int32_t nact = o->nact_a; /* (a local: the memo's stores might alias it) */
+    const int32_t *const act = s->plain ? o->act_a : s->act_a.list;
     for (int32_t k = 0; k < nact; k++) {
-        const int32_t i = o->act_a[k];
+        const int32_t i = act[k];
+        o->act_a[k] = i;
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
         o->a_base[i] = base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
