@@ -246,9 +246,9 @@ typedef struct fg__order {
     const int32_t **qv; /* per member: q[band].v, set as the band begins (the queues
                          * do not change while an order is in use) */
     /* per member: GPUs walked this pass, jobs left in the band; not kept for a member
-     * alone in its account (`one` in the account order) by the inline wfq step, nor its
-     * GPUs walked set up by fg__order_prepare: its account's are the same (a member's
-     * are read only in a heap of two or more) */
+     * alone in its account (`one` in the account order) by the wfq steps, nor its heap
+     * of one (mhk, mh_cnt), nor its GPUs walked set up by fg__order_prepare: its
+     * account's are the same (a member's are read only in a heap of two or more) */
     int64_t *m_picked;
     int64_t *a_picked; /* per account */
     int32_t *m_left;

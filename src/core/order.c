@@ -93,7 +93,7 @@ static void *re(void *p, size_t n)
 }
 
 /* Grows o's arrays to nm members and na accounts (contents are set by the callers). */
-static void order_size(fg__order_t *o, size_t nm, size_t na)
+static void order_grow(fg__order_t *o, size_t nm, size_t na)
 {
     if (nm > o->cap_m) {
         o->cursor = re(o->cursor, nm * sizeof *o->cursor);
@@ -132,6 +132,13 @@ static void order_size(fg__order_t *o, size_t nm, size_t na)
     }
 }
 
+/* order_grow when they are too small (each walk asks; they seldom are) */
+static inline void order_size(fg__order_t *o, size_t nm, size_t na)
+{
+    if (nm > o->cap_m || na > o->cap_a)
+        order_grow(o, nm, na);
+}
+
 static bool bit_in(const uint64_t *v, size_t cap, size_t i)
 {
     return i / 64 < cap && (v[i / 64] >> (i % 64) & 1);
@@ -149,11 +156,12 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     order_size(o, nm, na);
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     o->band = -1;
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     o->nah = o->nfast = 0;
     /* the keys (decayed usage, running GPUs, weights) and the members grouped by
      * account order only wfq; the other policies never read them */
     if (s->cfg.policy != FG_POLICY_WFQ) {
+        /* (the round-robin position: read by round-robin only, a division) */
+        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
         for (size_t i = 0; i < s->naccounts; i++)
             o->a_picked[i] = 0;
         for (size_t i = 0; i < s->nmembers; i++)
@@ -162,9 +170,14 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     }
     o->nact_a = (int32_t)s->act_a.n;
     o->nact_m = (int32_t)s->act_m.n;
-    if (s->act_a.n) /* (a set never had a member: no list) */
-        memcpy(o->act_a, s->act_a.list, sizeof *o->act_a * s->act_a.n);
-    if (s->act_m.n)
+    /* members grouped by account (counting sort), ascending inside each account; kept
+     * while the numbers of accounts and members are (a member never changes account,
+     * and neither is ever removed) */
+    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
+        group_members(s, o);
+    /* the members with pending jobs are read only with an account of two members or
+     * more (below and band_begin; the tests' plain hook reads them all) */
+    if (s->act_m.n && !o->grp_alone)
         memcpy(o->act_m, s->act_m.list, sizeof *o->act_m * s->act_m.n);
     if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
         for (size_t i = 0; i < s->naccounts; i++)
@@ -179,19 +192,19 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     fg__order_t *mo = &s->it;
     if (mo != o)
         order_size(mo, nm, na);
-    for (int32_t k = 0; k < o->nact_a; k++) {
-        const int32_t i = o->act_a[k];
+    /* the accounts with pending jobs copied as they are read (their list may change
+     * during the walk; no list when the set never had a member, and none is read) */
+    const int32_t nact = o->nact_a; /* (a local: the memo's stores might alias it) */
+    const int32_t *const act = s->plain ? o->act_a : s->act_a.list;
+    for (int32_t k = 0; k < nact; k++) {
+        const int32_t i = act[k];
+        o->act_a[k] = i;
         const fg__account_t *a = &s->accounts[i];
         o->a_picked[i] = 0;
         o->a_base[i] = base_at(s, &mo->a_memo[i], NULL, a->usage, a->usage_at, a->running, now) +
                        o->run_w * (double)a->running;
         o->a_w[i] = a->weight;
     }
-    /* members grouped by account (counting sort), ascending inside each account; kept
-     * while the numbers of accounts and members are (a member never changes account,
-     * and neither is ever removed) */
-    if (!(o->grp_ok && o->grp_na == s->naccounts && o->grp_nm == s->nmembers))
-        group_members(s, o);
     /* a member's key is compared only in a heap of two or more members: never for the
      * only member of its account (its usage term, weight and GPUs walked are left unset;
      * with no account of two members or more, no member's is read) */
@@ -301,18 +314,14 @@ static void heapify_keys(fg__hk_t *h, int32_t n)
         fg__sift_key(h, n, i);
 }
 
-/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small). */
+/* Sorts ah[0..n) by key, then index, the smallest last (insertion: n is small), each
+ * entry in turn moved down past those it comes after by fg__acct_sink, which needs the
+ * sentinel at ah[-1] (the order's array and the look ahead's copy have it) instead of a
+ * bound. */
 static void acct_sort(fg__hk_t *ah, int32_t n)
 {
-    for (int32_t i = 1; i < n; i++) {
-        const fg__hk_t v = ah[i];
-        int32_t k = i;
-        while (k > 0 && hk_before(ah[k - 1], v)) {
-            ah[k] = ah[k - 1];
-            k--;
-        }
-        ah[k] = v;
-    }
+    for (int32_t i = 2; i <= n; i++)
+        fg__acct_sink(ah, i, ah[i - 1].key);
 }
 
 /* Begins the account order over ah[0..n), with their keys: sorted when few, else a heap
@@ -370,23 +379,25 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
 {
     int64_t total = 0;
     const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
-    o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
+    if (s->cfg.policy == FG_POLICY_RR)
+        o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
     if (wfq && o->grp_alone && !s->plain) {
         /* every account of one member at most: the loops below in one, each account
          * with pending jobs through its member (who has them all) */
-        o->nah = 0;
+        int32_t nah = 0; /* (a local: the stores below might alias o->nah) */
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
-            o->a_left[a] = 0; /* (its count is its member's) */
-            const int32_t n = member_begin(s, o, b, m);
+            /* (member_begin, without the member's own count and heap: `one` below) */
+            const fg__queue_t *q = &s->members[m].q[b];
+            const int32_t n = q->len - q->head;
+            o->qv[m] = q->v;
+            o->cursor[m] = q->head;
+            o->a_left[a] = n;
             total += n;
-            o->mh_cnt[a] = n ? 1 : 0;
-            if (n) {
-                o->mhk[o->mh_off[a]] = (fg__hk_t){0.0, m, -1};
-                o->ah[o->nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
-            }
+            if (n)
+                o->ah[nah++] = (fg__hk_t){acct_key(s, o, a), a, m}; /* (acct_one) */
         }
-        acct_order_begin(o, o->nah);
+        acct_order_begin(o, nah);
         return total;
     }
     if (wfq) { /* (those with pending jobs only: fg__order_prepare) */
@@ -470,21 +481,26 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
             /* wfq: the oldest job of the smallest-key member of the smallest-key
              * account (the last when sorted, else the heap's root); a key is compared
              * only inside a heap or order of two or more (they only shrink during a
-             * band) */
-            const int32_t a = o->ah[o->a_sorted ? o->nah - 1 : 0].id;
+             * band). An account's one member (`one`) is taken from its entry, and its
+             * counts are its account's: its heap of one and its own counts are not
+             * kept (as in the inline step, fg__order_next) */
+            const fg__hk_t *top = &o->ah[o->a_sorted ? o->nah - 1 : 0];
+            const int32_t a = top->id, one = top->one;
             fg__hk_t *mh = &o->mhk[o->mh_off[a]];
-            const int32_t m = mh[0].id;
+            const int32_t m = one >= 0 ? one : mh[0].id;
             const int32_t slot = o->qv[m][o->cursor[m]++];
             const int32_t g = s->jobs[slot].gpus;
-            o->m_picked[m] += g;
             o->a_picked[a] += g;
-            if (--o->m_left[m] == 0) {
-                mh[0] = mh[--o->mh_cnt[a]];
-                if (o->mh_cnt[a] > 1)
+            if (one < 0) {
+                o->m_picked[m] += g;
+                if (--o->m_left[m] == 0) {
+                    mh[0] = mh[--o->mh_cnt[a]];
+                    if (o->mh_cnt[a] > 1)
+                        fg__sift_key(mh, o->mh_cnt[a], 0);
+                } else if (o->mh_cnt[a] > 1) {
+                    mh[0].key = member_key(s, o, m);
                     fg__sift_key(mh, o->mh_cnt[a], 0);
-            } else if (o->mh_cnt[a] > 1) {
-                mh[0].key = member_key(s, o, m);
-                fg__sift_key(mh, o->mh_cnt[a], 0);
+                }
             }
             if (--o->a_left[a] == 0) {
                 if (o->a_sorted) {
@@ -675,25 +691,25 @@ int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0)
 }
 
 static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, const peek_test_t *pt,
-                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
-                         const fg__hk_t *h, int32_t n0, const int32_t *acct, const int32_t *mem,
-                         const int32_t *const *qv, const int32_t *cur, const int32_t *left,
-                         const int64_t *picked, bool (*accept)(fg_sched_t *, int32_t, void *),
-                         void *ctx, int64_t *cnt, int64_t *pkc)
+                         const fg_time_t *whole_end, int32_t nwhole, fg_time_t now, int32_t n0,
+                         const int32_t *acct, const int32_t *mem, const int32_t *const *qv,
+                         const int32_t *cur, const int32_t *left, const int64_t *picked,
+                         bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int64_t *cnt,
+                         int64_t *pkc)
 {
     int32_t bi = -1, bk_at = 0;
     int64_t bp = 0;
     double bk = 0.0;
-    /* in heap order (the smallest key first), the account of the last job found first (the
-     * answer does not depend on the order: a good first guess only bounds the others'
-     * reading sooner) */
+    /* the account of the last job found first, then by account index (the answer does not
+     * depend on the order: a good first guess only bounds the others' reading sooner;
+     * after it, this order reads about as many jobs as by key, without ordering them) */
     int32_t ord[FG__PEEK_MAX], no = 0;
     for (int32_t k = 0; k < n0; k++)
-        if (mem[h[k].id] == s->peek_hint)
-            ord[no++] = h[k].id;
+        if (mem[k] == s->peek_hint)
+            ord[no++] = k;
     for (int32_t k = 0; k < n0; k++)
-        if (mem[h[k].id] != s->peek_hint)
-            ord[no++] = h[k].id;
+        if (mem[k] != s->peek_hint)
+            ord[no++] = k;
     for (int32_t k = 0; k < n0; k++) {
         const int32_t i = ord[k], a = acct[i];
         const int64_t cap = left[i] < limit ? left[i] : limit;
@@ -868,17 +884,14 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
         left[i] = (int32_t)o->a_left[a]; /* (m_left: fg__order_t) */
         picked[i] = o->a_picked[a];
         total += left[i];
-        /* (the heap's id is the local index; ties compare account indices below) */
-        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     if (total <= limit)
         return -1; /* the band may end within reach */
     peek_test_t pt;
     peek_test_fill(s, fit_end, now, &pt);
     if (!move_all) { /* without merging: the jobs before the one taken, account by account */
-        heapify_keys(h, n0); /* (a min-heap by (key, account index): peek_find's first guess) */
         int64_t cnt[PEEK_MAX], pkc[PEEK_MAX];
-        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, h, n0, acct, mem, qv,
+        const int64_t r = peek_find(s, o, limit, &pt, whole_end, nwhole, now, n0, acct, mem, qv,
                                     cur, left, picked, accept, ctx, cnt, pkc);
         if (r == limit)
             return limit;
@@ -897,6 +910,8 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
     for (int32_t i = 0; i < n0; i++) {
         base[i] = o->a_base[acct[i]];
         wt[i] = o->a_w[acct[i]];
+        /* (the entry's id is the local index; ties compare account indices) */
+        h[i] = (fg__hk_t){n0 > 1 ? e[i].key : 0.0, i, -1};
     }
     /* sorted by (key, account index), the smallest last, as the order's few accounts */
     int32_t n = n0;
