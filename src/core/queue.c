@@ -4,8 +4,9 @@
  * A queue is an array of job slots sorted by (submit_time, id), live in v[head..len).
  * New jobs usually arrive last (append), jobs usually start first (head++), so both
  * common cases are O(1); a requeued job with an old submit time is a binary search and
- * one memmove, and so is a job that starts from inside its queue (backfill), which
- * moves the shorter side of the queue by one.
+ * one memmove, and so is a job that starts from inside its queue (backfill), which is
+ * searched for from the head (it is near it) and moves the shorter side of the queue by
+ * one.
  *
  * Each run of FG__QBLK entries from the array's start has a summary (fg__qblk_t) that the
  * look ahead reads instead of its jobs; any write to an entry marks it stale, and the look
@@ -23,18 +24,24 @@ static bool before(const fg__job_t *a, const fg__job_t *b)
     return a->id < b->id;
 }
 
-/* First position in [head, len) whose job is not before `j`. */
-static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
+/* First position in [lo, hi) of the sorted v whose job is not before `j` (hi if none). */
+static int32_t lower_bound_in(const fg_sched_t *s, const int32_t *v, int32_t lo, int32_t hi,
+                              const fg__job_t *j)
 {
-    int32_t lo = q->head, hi = q->len;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (before(&s->jobs[q->v[mid]], j))
+        if (before(&s->jobs[v[mid]], j))
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* First position in [head, len) whose job is not before `j`. */
+static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
+{
+    return lower_bound_in(s, q->v, q->head, q->len, j);
 }
 
 /* Entries v[from..to] were written: their summaries are stale. */
@@ -131,7 +138,27 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
-    int32_t pos = lower_bound(s, q, &s->jobs[slot]);
+    /* Most removals are of the head (a job starts first in its queue): a slot is in its
+     * queue once, so finding it at v[head] is finding its place, with no search through
+     * the jobs of the queue (each probe of which reads another job's line). */
+    if (q->head < q->len && q->v[q->head] == slot) {
+        blk_stale(q, q->head, q->head);
+        if (++q->head == q->len)
+            q->head = q->len = 0;
+        return;
+    }
+    /* Else it is usually a few dozen entries in (a backfill start, from a queue of
+     * hundreds): a search by doubling steps from the head, then halving, reads the jobs
+     * near the head, which the walk has just read, where a search of the whole queue
+     * would read jobs far from it first. Both find the first position not before it. */
+    const fg__job_t *j = &s->jobs[slot];
+    int32_t lo = q->head, hi = q->head + 1;
+    for (int32_t step = 1; hi < q->len && before(&s->jobs[q->v[hi]], j); step *= 2) {
+        lo = hi + 1;
+        /* (hi + step <= 2 len: no overflow, a queue being far from 2^30 jobs long) */
+        hi = hi + step < q->len ? hi + step : q->len;
+    }
+    int32_t pos = lower_bound_in(s, q->v, lo, hi < q->len ? hi : q->len, j);
     if (pos >= q->len || q->v[pos] != slot)
         abort();                             /* invariant: a pending job is in its queue */
     if (pos - q->head <= q->len - pos - 1) { /* move the shorter side: here the front */
