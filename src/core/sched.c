@@ -72,7 +72,9 @@ static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot)
     s->hash[i] = (fg__hent_t){.id = id, .slot = slot};
 }
 
-static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
+/* The slot of id, or -1 with *at the empty entry that ended the probe (where a put of
+ * id goes while the table is not resized); *at is not set for a table not yet made. */
+static int32_t hash_find(const fg_sched_t *s, fg_job_id_t id, size_t *at)
 {
     if (!s->hash_cap)
         return -1;
@@ -82,7 +84,25 @@ static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
             return s->hash[i].slot;
         i = (i + 1) & (s->hash_cap - 1);
     }
+    *at = i;
     return -1;
+}
+
+static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
+{
+    size_t at;
+    return hash_find(s, id, &at);
+}
+
+/* hash_put of an id that hash_find did not find, ending at entry `at`, with no change
+ * to the table since: the put goes to `at` unless the table grows first (a submission
+ * probes once, not once to check the id is new and again to put it). */
+static void hash_put_at(fg_sched_t *s, fg_job_id_t id, int32_t slot, size_t at)
+{
+    if ((s->nlive + 1) * 2 > s->hash_cap)
+        hash_put(s, id, slot);
+    else
+        s->hash[at] = (fg__hent_t){.id = id, .slot = slot};
 }
 
 /* Linear-probing delete by backward shift: no tombstones. */
@@ -270,9 +290,15 @@ static uint64_t name_hash(const char *p)
     return h ^ (h >> 29);
 }
 
+/* The hash of member `user` of account a, from hu, the name hash of `user`. */
+static uint64_t member_hash_h(int a, uint64_t hu)
+{
+    return hu ^ ((uint64_t)(uint32_t)a * 0x9E3779B97F4A7C15ull);
+}
+
 static uint64_t member_hash(int a, const char *user)
 {
-    return name_hash(user) ^ ((uint64_t)(uint32_t)a * 0x9E3779B97F4A7C15ull);
+    return member_hash_h(a, name_hash(user));
 }
 
 /* Puts index i at hash h in a table of cap entries (a power of two, with room). */
@@ -330,15 +356,21 @@ static void member_indexed(fg_sched_t *s)
     ix_added(s, &s->mem_ix, &s->mem_ix_cap, s->nmembers, member_hash_of);
 }
 
-int fg_sched_account_find(const fg_sched_t *s, const char *name)
+/* The account `name` (not NULL) of name hash h, or FG_ENOENT. */
+static int account_of(const fg_sched_t *s, const char *name, uint64_t h)
 {
-    if (!name || !s->acct_ix_cap)
+    if (!s->acct_ix_cap)
         return FG_ENOENT;
     const size_t mask = s->acct_ix_cap - 1;
-    for (size_t k = (size_t)name_hash(name) & mask; s->acct_ix[k] >= 0; k = (k + 1) & mask)
+    for (size_t k = (size_t)h & mask; s->acct_ix[k] >= 0; k = (k + 1) & mask)
         if (!strcmp(s->accounts[s->acct_ix[k]].name, name))
             return s->acct_ix[k];
     return FG_ENOENT;
+}
+
+int fg_sched_account_find(const fg_sched_t *s, const char *name)
+{
+    return name ? account_of(s, name, name_hash(name)) : FG_ENOENT;
 }
 
 int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t gpu_quota)
@@ -374,18 +406,26 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
     return FG_OK;
 }
 
-/* The member `user` of account index a, or FG_ENOENT. */
-static int member_of(const fg_sched_t *s, int a, const char *user)
+/* The member `user` (not NULL, of name hash hu) of account index a >= 0, or FG_ENOENT. */
+static int member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu)
 {
-    if (a < 0 || !user || !s->mem_ix_cap)
+    if (!s->mem_ix_cap)
         return FG_ENOENT;
     const size_t mask = s->mem_ix_cap - 1;
-    for (size_t k = (size_t)member_hash(a, user) & mask; s->mem_ix[k] >= 0; k = (k + 1) & mask) {
+    for (size_t k = (size_t)member_hash_h(a, hu) & mask; s->mem_ix[k] >= 0; k = (k + 1) & mask) {
         const fg__member_t *m = &s->members[s->mem_ix[k]];
         if (m->account == a && !strcmp(m->user, user))
             return s->mem_ix[k];
     }
     return FG_ENOENT;
+}
+
+/* The member `user` of account index a, or FG_ENOENT. */
+static int member_of(const fg_sched_t *s, int a, const char *user)
+{
+    if (a < 0 || !user)
+        return FG_ENOENT;
+    return member_of_h(s, a, user, name_hash(user));
 }
 
 int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
@@ -661,27 +701,39 @@ static bool gpus_valid(int32_t g)
     return g > FG_WHOLE_NODE_GPUS && g <= FG_MAX_JOB_GPUS && g % FG_WHOLE_NODE_GPUS == 0;
 }
 
+/* What spec_check found for a spec, for job_create: its account, member, GPU type
+ * (-1: any, or not known yet) and the id hash entry its id goes to (hash_put_at). */
+typedef struct spec_ok {
+    int acc, mem;
+    int32_t type;
+    size_t hat;
+} spec_ok_t;
+
 /* Validates a spec and resolves its account, member and type. */
-static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, int *acc, int *mem, int32_t *type)
+static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, spec_ok_t *ok)
 {
     if (!sp || sp->id == 0 || !gpus_valid(sp->gpus) || sp->time_limit_s <= 0 ||
         (unsigned)sp->prio > FG_PRIO_HIGH || sp->max_retries < 0 || sp->checkpoint_interval_s < 0)
         return FG_EINVAL;
     if (sp->gpu_type && sp->gpu_type[0] && !name_ok(sp->gpu_type))
         return FG_EINVAL;
-    if (hash_get(s, sp->id) >= 0)
+    if (hash_find(s, sp->id, &ok->hat) >= 0)
         return FG_EEXIST;
-    *acc = fg_sched_account_find(s, sp->account);
-    if (*acc < 0)
+    if (!sp->account)
         return FG_ENOENT;
-    *mem = member_of(s, *acc, sp->user);
-    if (*mem < 0)
+    const uint64_t ha = name_hash(sp->account);
+    ok->acc = account_of(s, sp->account, ha);
+    if (ok->acc < 0 || !sp->user)
         return FG_ENOENT;
-    if (s->accounts[*acc].quota >= 0 && sp->gpus > s->accounts[*acc].quota)
+    /* (a user named as its account, by the same string, has the account name's hash) */
+    ok->mem = member_of_h(s, ok->acc, sp->user, sp->user == sp->account ? ha : name_hash(sp->user));
+    if (ok->mem < 0)
+        return FG_ENOENT;
+    if (s->accounts[ok->acc].quota >= 0 && sp->gpus > s->accounts[ok->acc].quota)
         return FG_EQUOTA;
-    *type = -1;
+    ok->type = -1;
     if (sp->gpu_type && sp->gpu_type[0])
-        *type = fg__type_find(s, sp->gpu_type);
+        ok->type = fg__type_find(s, sp->gpu_type);
     return FG_OK;
 }
 
@@ -698,8 +750,10 @@ static int32_t slot_new(fg_sched_t *s)
     return slot;
 }
 
-static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int mem, int32_t type)
+static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, const spec_ok_t *ok)
 {
+    const int acc = ok->acc, mem = ok->mem;
+    int32_t type = ok->type;
     if (type < 0 && sp->gpu_type && sp->gpu_type[0])
         type = fg__type_get(s, sp->gpu_type); /* unknown type: waits with gpu_type */
     int32_t slot = slot_new(s);
@@ -720,7 +774,7 @@ static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int m
     j->reason_walk = -1;
     s->live = fg__grow(s->live, &s->live_cap, s->nlive + 1, sizeof *s->live);
     j->live_pos = (int32_t)s->nlive;
-    hash_put(s, j->id, slot);
+    hash_put_at(s, j->id, slot, ok->hat);
     s->live[s->nlive++] = slot;
     return slot;
 }
@@ -747,29 +801,28 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
 int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
-    pending_add(s, job_create(s, spec, acc, mem, type));
+    pending_add(s, job_create(s, spec, &ok));
     return FG_OK;
 }
 
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
-    if (s->cfg.max_pending_per_user > 0 && s->members[mem].pending >= s->cfg.max_pending_per_user)
+    if (s->cfg.max_pending_per_user > 0 &&
+        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
         return FG_EQUEUE_FULL;
     if (s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
         s->npending >= (size_t)s->cfg.shed_pending)
         return FG_ESHED;
-    int32_t slot = job_create(s, spec, acc, mem, type);
+    int32_t slot = job_create(s, spec, &ok);
     pending_add(s, slot);
     return FG_OK;
 }
@@ -883,9 +936,8 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
                              const fg_alloc_t *allocs, int32_t nallocs, fg_time_t now)
 {
     fg__plan_close(s);
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
     if (attempt < 1 || retries_used < 0 || attained_gpu_s < 0 || !allocs || nallocs < 1 ||
@@ -906,7 +958,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     }
     if (total != spec->gpus)
         return FG_EINVAL;
-    int32_t slot = job_create(s, spec, acc, mem, type);
+    int32_t slot = job_create(s, spec, &ok);
     fg__job_t *j = &s->jobs[slot];
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
