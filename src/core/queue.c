@@ -67,33 +67,44 @@ static void blk_room(fg__queue_t *q)
 
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b)
 {
-    fg__qblk_t *k = &q->blk[b];
+    /* The summary is made in locals and stored once: written through k, each field
+     * would be stored and read again for every job, as a job's fields of the same
+     * types might be the same memory for all the compiler knows. */
+    fg_time_t tl[FG_WHOLE_NODE_GPUS + 1];
     for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
-        k->tl[g] = INT64_MAX;
-    k->elig = INT64_MIN;
-    k->gpus = k->kmin = 0;
-    k->sizes = 0;
-    k->other = false;
+        tl[g] = INT64_MAX;
+    fg_time_t elig = INT64_MIN;
+    int32_t gpus = 0, kmin = 0;
+    uint32_t sizes = 0;
+    bool other = false;
     const int32_t *v = q->v + (size_t)b * FG__QBLK;
     for (int i = 0; i < FG__QBLK; i++) {
         const fg__job_t *j = &s->jobs[v[i]];
-        k->gpus += j->gpus;
-        if (j->eligible_time > k->elig)
-            k->elig = j->eligible_time;
-        if (j->state != FG_JOB_PENDING || (j->gpus <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
-            k->other = true;
-        } else if (j->gpus <= FG_WHOLE_NODE_GPUS) {
-            k->sizes |= 1u << j->gpus;
-            if (j->time_limit < k->tl[j->gpus])
-                k->tl[j->gpus] = j->time_limit;
+        const int32_t g = j->gpus;
+        gpus += g;
+        if (j->eligible_time > elig)
+            elig = j->eligible_time;
+        if (j->state != FG_JOB_PENDING || (g <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
+            other = true;
+        } else if (g <= FG_WHOLE_NODE_GPUS) {
+            sizes |= 1u << g;
+            if (j->time_limit < tl[g])
+                tl[g] = j->time_limit;
         } else {
-            const int32_t n = j->gpus / FG_WHOLE_NODE_GPUS;
-            if (!k->kmin || n < k->kmin)
-                k->kmin = n;
-            if (j->time_limit < k->tl[0])
-                k->tl[0] = j->time_limit;
+            const int32_t n = g / FG_WHOLE_NODE_GPUS;
+            if (!kmin || n < kmin)
+                kmin = n;
+            if (j->time_limit < tl[0])
+                tl[0] = j->time_limit;
         }
     }
+    fg__qblk_t *k = &q->blk[b];
+    memcpy(k->tl, tl, sizeof k->tl);
+    k->elig = elig;
+    k->gpus = gpus;
+    k->kmin = kmin;
+    k->sizes = sizes;
+    k->other = other;
     k->ok = true;
 }
 
