@@ -22,10 +22,11 @@ void *fg__alloc(size_t n)
     return p;
 }
 
-void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
+/* fg__grow when the array must grow: apart, so that the common call (room enough),
+ * which every append of the core makes, costs a compare and a return with no frame. */
+static __attribute__((noinline, cold)) void *grow_more(void *p, size_t *cap, size_t need,
+                                                       size_t size)
 {
-    if (need <= *cap)
-        return p;
     size_t c = *cap ? *cap : 8;
     while (c < need)
         c *= 2;
@@ -36,6 +37,11 @@ void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
     }
     *cap = c;
     return q;
+}
+
+void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    return need <= *cap ? p : grow_more(p, cap, need, size);
 }
 
 /* ------------------------------------------------------------------ id hash */
