@@ -798,7 +798,12 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     s->live[j->live_pos] = last;
     s->jobs[last].live_pos = j->live_pos;
     free(j->allocm);
-    memset(j, 0, sizeof *j);
+    /* a free slot is one of id 0 (fg_sched_rebuild, fg_sched_free) with no allocation
+     * array; nothing else reads it (no list, queue, node or hash entry holds the slot
+     * now) and slot_new clears it all when it is taken again */
+    j->id = 0;
+    j->allocm = NULL;
+    j->nallocs = 0;
     s->free_slots =
         fg__grow(s->free_slots, &s->free_slots_cap, s->nfree_slots + 1, sizeof *s->free_slots);
     s->free_slots[s->nfree_slots++] = slot;
