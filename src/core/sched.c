@@ -1291,8 +1291,11 @@ int fg_sched_member_info(const fg_sched_t *s, int member, fg_member_info_t *out)
     return FG_OK;
 }
 
+/* (Most clusters have one GPU type: the pass asks for these at every walk.) */
 int32_t fg_sched_gpus_up(const fg_sched_t *s)
 {
+    if (s->ntypes == 1)
+        return s->types[0].up_gpus;
     int32_t n = 0;
     for (size_t i = 0; i < s->ntypes; i++)
         n += s->types[i].up_gpus;
@@ -1301,6 +1304,8 @@ int32_t fg_sched_gpus_up(const fg_sched_t *s)
 
 int32_t fg_sched_gpus_free(const fg_sched_t *s)
 {
+    if (s->ntypes == 1)
+        return s->types[0].free_gpus;
     int32_t n = 0;
     for (size_t i = 0; i < s->ntypes; i++)
         n += s->types[i].free_gpus;
