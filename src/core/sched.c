@@ -581,10 +581,14 @@ static int limit_qbucket(fg_time_t limit)
     return 4 * e + m;
 }
 
-static void size_limit_count(fg_sched_t *s, const fg__job_t *j, int d)
+/* Counts job j in (d = 1) or out of (d = -1) the histograms of pending jobs' time
+ * limits: limit_hist by limit_bucket, which is the quarter-octave bucket over 4 (the same
+ * floor(log2 L)), and size_limit_hist. */
+static void limit_count(fg_sched_t *s, const fg__job_t *j, int d)
 {
     const int c = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG__SIZE_WHOLE;
     const int b = limit_qbucket(j->time_limit);
+    s->limit_hist[b / 4] += d;
     int32_t *n = &s->size_limit_hist[c][b];
     uint64_t *w = &s->size_limit_mask[c][b / 64], bit = (uint64_t)1 << (b % 64);
     *n += d;
@@ -676,8 +680,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
         fg__set_put(&s->act_a, (size_t)j->account, true);
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
-    s->limit_hist[limit_bucket(j->time_limit)]++;
-    size_limit_count(s, j, 1);
+    limit_count(s, j, 1);
     s->band_pending[j->band]++;
     j->reason_walk = -1;
     j->est = FG_TIME_NEVER;
@@ -695,8 +698,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
         fg__set_put(&s->act_a, (size_t)j->account, false);
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
-    s->limit_hist[limit_bucket(j->time_limit)]--;
-    size_limit_count(s, j, -1);
+    limit_count(s, j, -1);
     s->band_pending[j->band]--;
 }
 
