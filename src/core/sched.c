@@ -799,7 +799,8 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     int32_t last = s->live[--s->nlive];
     s->live[j->live_pos] = last;
     s->jobs[last].live_pos = j->live_pos;
-    free(j->allocm);
+    if (j->allocm) /* (none once job_release ran) */
+        free(j->allocm);
     /* a free slot is one of id 0 (fg_sched_rebuild, fg_sched_free) with no allocation
      * array; nothing else reads it (no list, queue, node or hash entry holds the slot
      * now) and slot_new clears it all when it is taken again */
@@ -902,8 +903,10 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     run_list_add(s, slot);
     j->preempting = false;
     j->nallocs = n;
-    free(j->allocm);
-    j->allocm = NULL;
+    if (j->allocm) { /* (a pending job has none: job_release freed it) */
+        free(j->allocm);
+        j->allocm = NULL;
+    }
     if (n > 1) {
         j->allocm = fg__alloc(sizeof *allocs * (size_t)n);
         memcpy(j->allocm, allocs, sizeof *allocs * (size_t)n);
@@ -938,8 +941,10 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
     s->accounts[j->account].running -= j->gpus;
     s->members[j->member].running -= j->gpus;
     j->nallocs = 0;
-    free(j->allocm);
-    j->allocm = NULL;
+    if (j->allocm) { /* (only a job on more than one node has one: a call saved) */
+        free(j->allocm);
+        j->allocm = NULL;
+    }
     s->npreempting -= j->preempting;
     j->preempting = false;
 }
