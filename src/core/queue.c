@@ -151,9 +151,11 @@ void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
     /* Most removals are of the head (a job starts first in its queue): a slot is in its
      * queue once, so finding it at v[head] is finding its place, with no search through
-     * the jobs of the queue (each probe of which reads another job's line). */
+     * the jobs of the queue (each probe of which reads another job's line). No entry is
+     * written, so the summary of the head's run stays: it holds for the entries from the
+     * new head on, and the look ahead relies on nothing more (entries before the head
+     * may have moved on: fg__order_peek), so it is not made again for this. */
     if (q->head < q->len && q->v[q->head] == slot) {
-        blk_stale(q, q->head, q->head);
         if (++q->head == q->len)
             q->head = q->len = 0;
         return;
