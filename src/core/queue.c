@@ -143,7 +143,13 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
             blk_room(q);
         }
     }
-    blk_stale(q, q->len, q->len);
+    /* A summary is made only of a run of entries all before the end (the look ahead
+     * reads runs that end by the queue's end), and whatever brings the end inside a run
+     * (an append, a removal from the back, a compaction) writes an entry of that run and
+     * leaves it stale: so the run of the end is stale already, unless the end begins it,
+     * and its summary is not written for every append (its line not touched). */
+    if (q->len % FG__QBLK == 0)
+        blk_stale(q, q->len, q->len);
     q->v[q->len++] = slot;
 }
 
