@@ -635,20 +635,26 @@ void fg__set_put(fg__set_t *v, size_t i, bool on)
     }
     const uint64_t bit = (uint64_t)1 << (i % 64);
     if (!(v->bits[i / 64] & bit) == !on)
-        return;      /* (already so) */
-    size_t p = v->n; /* the list's place of i: after every smaller index */
-    while (p > 0 && v->list[p - 1] >= (int32_t)i)
-        p--;
+        return; /* (already so) */
+    /* the list's place of i is after every smaller index; the larger ones move by one,
+     * in the same pass as the search for it (a few entries: no call to memmove) */
     if (on) {
         v->bits[i / 64] |= bit;
         v->list = fg__grow(v->list, &v->cap, v->n + 1, sizeof *v->list);
-        memmove(v->list + p + 1, v->list + p, sizeof *v->list * (v->n - p));
+        size_t p = v->n;
+        for (; p > 0 && v->list[p - 1] > (int32_t)i; p--)
+            v->list[p] = v->list[p - 1];
         v->list[p] = (int32_t)i;
         v->n++;
     } else {
         v->bits[i / 64] &= ~bit;
-        memmove(v->list + p, v->list + p + 1, sizeof *v->list * (v->n - p - 1));
-        v->n--;
+        /* from the end, each entry after i moves down by one (i is in the list) */
+        int32_t carry = v->list[--v->n];
+        for (size_t k = v->n; carry != (int32_t)i; k--) {
+            const int32_t t = v->list[k - 1];
+            v->list[k - 1] = carry;
+            carry = t;
+        }
     }
 }
 
