@@ -4,8 +4,9 @@
  * A queue is an array of job slots sorted by (submit_time, id), live in v[head..len).
  * New jobs usually arrive last (append), jobs usually start first (head++), so both
  * common cases are O(1); a requeued job with an old submit time is a binary search and
- * one memmove, and so is a job that starts from inside its queue (backfill), which
- * moves the shorter side of the queue by one.
+ * one memmove, and so is a job that starts from inside its queue (backfill), which is
+ * searched for from the head (it is near it) and moves the shorter side of the queue by
+ * one.
  *
  * Each run of FG__QBLK entries from the array's start has a summary (fg__qblk_t) that the
  * look ahead reads instead of its jobs; any write to an entry marks it stale, and the look
@@ -23,18 +24,24 @@ static bool before(const fg__job_t *a, const fg__job_t *b)
     return a->id < b->id;
 }
 
-/* First position in [head, len) whose job is not before `j`. */
-static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
+/* First position in [lo, hi) of the sorted v whose job is not before `j` (hi if none). */
+static int32_t lower_bound_in(const fg_sched_t *s, const int32_t *v, int32_t lo, int32_t hi,
+                              const fg__job_t *j)
 {
-    int32_t lo = q->head, hi = q->len;
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (before(&s->jobs[q->v[mid]], j))
+        if (before(&s->jobs[v[mid]], j))
             lo = mid + 1;
         else
             hi = mid;
     }
     return lo;
+}
+
+/* First position in [head, len) whose job is not before `j`. */
+static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
+{
+    return lower_bound_in(s, q->v, q->head, q->len, j);
 }
 
 /* Entries v[from..to] were written: their summaries are stale. */
@@ -60,33 +67,44 @@ static void blk_room(fg__queue_t *q)
 
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b)
 {
-    fg__qblk_t *k = &q->blk[b];
+    /* The summary is made in locals and stored once: written through k, each field
+     * would be stored and read again for every job, as a job's fields of the same
+     * types might be the same memory for all the compiler knows. */
+    fg_time_t tl[FG_WHOLE_NODE_GPUS + 1];
     for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
-        k->tl[g] = INT64_MAX;
-    k->elig = INT64_MIN;
-    k->gpus = k->kmin = 0;
-    k->sizes = 0;
-    k->other = false;
+        tl[g] = INT64_MAX;
+    fg_time_t elig = INT64_MIN;
+    int32_t gpus = 0, kmin = 0;
+    uint32_t sizes = 0;
+    bool other = false;
     const int32_t *v = q->v + (size_t)b * FG__QBLK;
     for (int i = 0; i < FG__QBLK; i++) {
         const fg__job_t *j = &s->jobs[v[i]];
-        k->gpus += j->gpus;
-        if (j->eligible_time > k->elig)
-            k->elig = j->eligible_time;
-        if (j->state != FG_JOB_PENDING || (j->gpus <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
-            k->other = true;
-        } else if (j->gpus <= FG_WHOLE_NODE_GPUS) {
-            k->sizes |= 1u << j->gpus;
-            if (j->time_limit < k->tl[j->gpus])
-                k->tl[j->gpus] = j->time_limit;
+        const int32_t g = j->gpus;
+        gpus += g;
+        if (j->eligible_time > elig)
+            elig = j->eligible_time;
+        if (j->state != FG_JOB_PENDING || (g <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
+            other = true;
+        } else if (g <= FG_WHOLE_NODE_GPUS) {
+            sizes |= 1u << g;
+            if (j->time_limit < tl[g])
+                tl[g] = j->time_limit;
         } else {
-            const int32_t n = j->gpus / FG_WHOLE_NODE_GPUS;
-            if (!k->kmin || n < k->kmin)
-                k->kmin = n;
-            if (j->time_limit < k->tl[0])
-                k->tl[0] = j->time_limit;
+            const int32_t n = g / FG_WHOLE_NODE_GPUS;
+            if (!kmin || n < kmin)
+                kmin = n;
+            if (j->time_limit < tl[0])
+                tl[0] = j->time_limit;
         }
     }
+    fg__qblk_t *k = &q->blk[b];
+    memcpy(k->tl, tl, sizeof k->tl);
+    k->elig = elig;
+    k->gpus = gpus;
+    k->kmin = kmin;
+    k->sizes = sizes;
+    k->other = other;
     k->ok = true;
 }
 
@@ -125,13 +143,41 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
             blk_room(q);
         }
     }
-    blk_stale(q, q->len, q->len);
+    /* A summary is made only of a run of entries all before the end (the look ahead
+     * reads runs that end by the queue's end), and whatever brings the end inside a run
+     * (an append, a removal from the back, a compaction) writes an entry of that run and
+     * leaves it stale: so the run of the end is stale already, unless the end begins it,
+     * and its summary is not written for every append (its line not touched). */
+    if (q->len % FG__QBLK == 0)
+        blk_stale(q, q->len, q->len);
     q->v[q->len++] = slot;
 }
 
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
-    int32_t pos = lower_bound(s, q, &s->jobs[slot]);
+    /* Most removals are of the head (a job starts first in its queue): a slot is in its
+     * queue once, so finding it at v[head] is finding its place, with no search through
+     * the jobs of the queue (each probe of which reads another job's line). No entry is
+     * written, so the summary of the head's run stays: it holds for the entries from the
+     * new head on, and the look ahead relies on nothing more (entries before the head
+     * may have moved on: fg__order_peek), so it is not made again for this. */
+    if (q->head < q->len && q->v[q->head] == slot) {
+        if (++q->head == q->len)
+            q->head = q->len = 0;
+        return;
+    }
+    /* Else it is usually a few dozen entries in (a backfill start, from a queue of
+     * hundreds): a search by doubling steps from the head, then halving, reads the jobs
+     * near the head, which the walk has just read, where a search of the whole queue
+     * would read jobs far from it first. Both find the first position not before it. */
+    const fg__job_t *j = &s->jobs[slot];
+    int32_t lo = q->head, hi = q->head + 1;
+    for (int32_t step = 1; hi < q->len && before(&s->jobs[q->v[hi]], j); step *= 2) {
+        lo = hi + 1;
+        /* (hi + step <= 2 len: no overflow, a queue being far from 2^30 jobs long) */
+        hi = hi + step < q->len ? hi + step : q->len;
+    }
+    int32_t pos = lower_bound_in(s, q->v, lo, hi < q->len ? hi : q->len, j);
     if (pos >= q->len || q->v[pos] != slot)
         abort();                             /* invariant: a pending job is in its queue */
     if (pos - q->head <= q->len - pos - 1) { /* move the shorter side: here the front */

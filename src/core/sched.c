@@ -22,10 +22,11 @@ void *fg__alloc(size_t n)
     return p;
 }
 
-void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
+/* fg__grow when the array must grow: apart, so that the common call (room enough),
+ * which every append of the core makes, costs a compare and a return with no frame. */
+static __attribute__((noinline, cold)) void *grow_more(void *p, size_t *cap, size_t need,
+                                                       size_t size)
 {
-    if (need <= *cap)
-        return p;
     size_t c = *cap ? *cap : 8;
     while (c < need)
         c *= 2;
@@ -36,6 +37,11 @@ void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
     }
     *cap = c;
     return q;
+}
+
+void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
+{
+    return need <= *cap ? p : grow_more(p, cap, need, size);
 }
 
 /* ------------------------------------------------------------------ id hash */
@@ -72,7 +78,9 @@ static void hash_put(fg_sched_t *s, fg_job_id_t id, int32_t slot)
     s->hash[i] = (fg__hent_t){.id = id, .slot = slot};
 }
 
-static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
+/* The slot of id, or -1 with *at the empty entry that ended the probe (where a put of
+ * id goes while the table is not resized); *at is not set for a table not yet made. */
+static int32_t hash_find(const fg_sched_t *s, fg_job_id_t id, size_t *at)
 {
     if (!s->hash_cap)
         return -1;
@@ -82,7 +90,25 @@ static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
             return s->hash[i].slot;
         i = (i + 1) & (s->hash_cap - 1);
     }
+    *at = i;
     return -1;
+}
+
+static int32_t hash_get(const fg_sched_t *s, fg_job_id_t id)
+{
+    size_t at;
+    return hash_find(s, id, &at);
+}
+
+/* hash_put of an id that hash_find did not find, ending at entry `at`, with no change
+ * to the table since: the put goes to `at` unless the table grows first (a submission
+ * probes once, not once to check the id is new and again to put it). */
+static void hash_put_at(fg_sched_t *s, fg_job_id_t id, int32_t slot, size_t at)
+{
+    if ((s->nlive + 1) * 2 > s->hash_cap)
+        hash_put(s, id, slot);
+    else
+        s->hash[at] = (fg__hent_t){.id = id, .slot = slot};
 }
 
 /* Linear-probing delete by backward shift: no tombstones. */
@@ -270,9 +296,15 @@ static uint64_t name_hash(const char *p)
     return h ^ (h >> 29);
 }
 
+/* The hash of member `user` of account a, from hu, the name hash of `user`. */
+static uint64_t member_hash_h(int a, uint64_t hu)
+{
+    return hu ^ ((uint64_t)(uint32_t)a * 0x9E3779B97F4A7C15ull);
+}
+
 static uint64_t member_hash(int a, const char *user)
 {
-    return name_hash(user) ^ ((uint64_t)(uint32_t)a * 0x9E3779B97F4A7C15ull);
+    return member_hash_h(a, name_hash(user));
 }
 
 /* Puts index i at hash h in a table of cap entries (a power of two, with room). */
@@ -330,15 +362,21 @@ static void member_indexed(fg_sched_t *s)
     ix_added(s, &s->mem_ix, &s->mem_ix_cap, s->nmembers, member_hash_of);
 }
 
-int fg_sched_account_find(const fg_sched_t *s, const char *name)
+/* The account `name` (not NULL) of name hash h, or FG_ENOENT. */
+static int account_of(const fg_sched_t *s, const char *name, uint64_t h)
 {
-    if (!name || !s->acct_ix_cap)
+    if (!s->acct_ix_cap)
         return FG_ENOENT;
     const size_t mask = s->acct_ix_cap - 1;
-    for (size_t k = (size_t)name_hash(name) & mask; s->acct_ix[k] >= 0; k = (k + 1) & mask)
+    for (size_t k = (size_t)h & mask; s->acct_ix[k] >= 0; k = (k + 1) & mask)
         if (!strcmp(s->accounts[s->acct_ix[k]].name, name))
             return s->acct_ix[k];
     return FG_ENOENT;
+}
+
+int fg_sched_account_find(const fg_sched_t *s, const char *name)
+{
+    return name ? account_of(s, name, name_hash(name)) : FG_ENOENT;
 }
 
 int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t gpu_quota)
@@ -374,18 +412,26 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
     return FG_OK;
 }
 
-/* The member `user` of account index a, or FG_ENOENT. */
-static int member_of(const fg_sched_t *s, int a, const char *user)
+/* The member `user` (not NULL, of name hash hu) of account index a >= 0, or FG_ENOENT. */
+static int member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu)
 {
-    if (a < 0 || !user || !s->mem_ix_cap)
+    if (!s->mem_ix_cap)
         return FG_ENOENT;
     const size_t mask = s->mem_ix_cap - 1;
-    for (size_t k = (size_t)member_hash(a, user) & mask; s->mem_ix[k] >= 0; k = (k + 1) & mask) {
+    for (size_t k = (size_t)member_hash_h(a, hu) & mask; s->mem_ix[k] >= 0; k = (k + 1) & mask) {
         const fg__member_t *m = &s->members[s->mem_ix[k]];
         if (m->account == a && !strcmp(m->user, user))
             return s->mem_ix[k];
     }
     return FG_ENOENT;
+}
+
+/* The member `user` of account index a, or FG_ENOENT. */
+static int member_of(const fg_sched_t *s, int a, const char *user)
+{
+    if (a < 0 || !user)
+        return FG_ENOENT;
+    return member_of_h(s, a, user, name_hash(user));
 }
 
 int fg_sched_member_find(const fg_sched_t *s, const char *account, const char *user)
@@ -535,10 +581,14 @@ static int limit_qbucket(fg_time_t limit)
     return 4 * e + m;
 }
 
-static void size_limit_count(fg_sched_t *s, const fg__job_t *j, int d)
+/* Counts job j in (d = 1) or out of (d = -1) the histograms of pending jobs' time
+ * limits: limit_hist by limit_bucket, which is the quarter-octave bucket over 4 (the same
+ * floor(log2 L)), and size_limit_hist. */
+static void limit_count(fg_sched_t *s, const fg__job_t *j, int d)
 {
     const int c = j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : FG__SIZE_WHOLE;
     const int b = limit_qbucket(j->time_limit);
+    s->limit_hist[b / 4] += d;
     int32_t *n = &s->size_limit_hist[c][b];
     uint64_t *w = &s->size_limit_mask[c][b / 64], bit = (uint64_t)1 << (b % 64);
     *n += d;
@@ -585,20 +635,26 @@ void fg__set_put(fg__set_t *v, size_t i, bool on)
     }
     const uint64_t bit = (uint64_t)1 << (i % 64);
     if (!(v->bits[i / 64] & bit) == !on)
-        return;      /* (already so) */
-    size_t p = v->n; /* the list's place of i: after every smaller index */
-    while (p > 0 && v->list[p - 1] >= (int32_t)i)
-        p--;
+        return; /* (already so) */
+    /* the list's place of i is after every smaller index; the larger ones move by one,
+     * in the same pass as the search for it (a few entries: no call to memmove) */
     if (on) {
         v->bits[i / 64] |= bit;
         v->list = fg__grow(v->list, &v->cap, v->n + 1, sizeof *v->list);
-        memmove(v->list + p + 1, v->list + p, sizeof *v->list * (v->n - p));
+        size_t p = v->n;
+        for (; p > 0 && v->list[p - 1] > (int32_t)i; p--)
+            v->list[p] = v->list[p - 1];
         v->list[p] = (int32_t)i;
         v->n++;
     } else {
         v->bits[i / 64] &= ~bit;
-        memmove(v->list + p, v->list + p + 1, sizeof *v->list * (v->n - p - 1));
-        v->n--;
+        /* from the end, each entry after i moves down by one (i is in the list) */
+        int32_t carry = v->list[--v->n];
+        for (size_t k = v->n; carry != (int32_t)i; k--) {
+            const int32_t t = v->list[k - 1];
+            v->list[k - 1] = carry;
+            carry = t;
+        }
     }
 }
 
@@ -630,8 +686,7 @@ static void pending_add(fg_sched_t *s, int32_t slot)
         fg__set_put(&s->act_a, (size_t)j->account, true);
     s->accounts[j->account].pending_gpus += j->gpus;
     s->npending++;
-    s->limit_hist[limit_bucket(j->time_limit)]++;
-    size_limit_count(s, j, 1);
+    limit_count(s, j, 1);
     s->band_pending[j->band]++;
     j->reason_walk = -1;
     j->est = FG_TIME_NEVER;
@@ -649,8 +704,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
         fg__set_put(&s->act_a, (size_t)j->account, false);
     s->accounts[j->account].pending_gpus -= j->gpus;
     s->npending--;
-    s->limit_hist[limit_bucket(j->time_limit)]--;
-    size_limit_count(s, j, -1);
+    limit_count(s, j, -1);
     s->band_pending[j->band]--;
 }
 
@@ -661,27 +715,39 @@ static bool gpus_valid(int32_t g)
     return g > FG_WHOLE_NODE_GPUS && g <= FG_MAX_JOB_GPUS && g % FG_WHOLE_NODE_GPUS == 0;
 }
 
+/* What spec_check found for a spec, for job_create: its account, member, GPU type
+ * (-1: any, or not known yet) and the id hash entry its id goes to (hash_put_at). */
+typedef struct spec_ok {
+    int acc, mem;
+    int32_t type;
+    size_t hat;
+} spec_ok_t;
+
 /* Validates a spec and resolves its account, member and type. */
-static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, int *acc, int *mem, int32_t *type)
+static int spec_check(fg_sched_t *s, const fg_job_spec_t *sp, spec_ok_t *ok)
 {
     if (!sp || sp->id == 0 || !gpus_valid(sp->gpus) || sp->time_limit_s <= 0 ||
         (unsigned)sp->prio > FG_PRIO_HIGH || sp->max_retries < 0 || sp->checkpoint_interval_s < 0)
         return FG_EINVAL;
     if (sp->gpu_type && sp->gpu_type[0] && !name_ok(sp->gpu_type))
         return FG_EINVAL;
-    if (hash_get(s, sp->id) >= 0)
+    if (hash_find(s, sp->id, &ok->hat) >= 0)
         return FG_EEXIST;
-    *acc = fg_sched_account_find(s, sp->account);
-    if (*acc < 0)
+    if (!sp->account)
         return FG_ENOENT;
-    *mem = member_of(s, *acc, sp->user);
-    if (*mem < 0)
+    const uint64_t ha = name_hash(sp->account);
+    ok->acc = account_of(s, sp->account, ha);
+    if (ok->acc < 0 || !sp->user)
         return FG_ENOENT;
-    if (s->accounts[*acc].quota >= 0 && sp->gpus > s->accounts[*acc].quota)
+    /* (a user named as its account, by the same string, has the account name's hash) */
+    ok->mem = member_of_h(s, ok->acc, sp->user, sp->user == sp->account ? ha : name_hash(sp->user));
+    if (ok->mem < 0)
+        return FG_ENOENT;
+    if (s->accounts[ok->acc].quota >= 0 && sp->gpus > s->accounts[ok->acc].quota)
         return FG_EQUOTA;
-    *type = -1;
+    ok->type = -1;
     if (sp->gpu_type && sp->gpu_type[0])
-        *type = fg__type_find(s, sp->gpu_type);
+        ok->type = fg__type_find(s, sp->gpu_type);
     return FG_OK;
 }
 
@@ -698,8 +764,10 @@ static int32_t slot_new(fg_sched_t *s)
     return slot;
 }
 
-static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int mem, int32_t type)
+static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, const spec_ok_t *ok)
 {
+    const int acc = ok->acc, mem = ok->mem;
+    int32_t type = ok->type;
     if (type < 0 && sp->gpu_type && sp->gpu_type[0])
         type = fg__type_get(s, sp->gpu_type); /* unknown type: waits with gpu_type */
     int32_t slot = slot_new(s);
@@ -720,7 +788,7 @@ static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, int acc, int m
     j->reason_walk = -1;
     s->live = fg__grow(s->live, &s->live_cap, s->nlive + 1, sizeof *s->live);
     j->live_pos = (int32_t)s->nlive;
-    hash_put(s, j->id, slot);
+    hash_put_at(s, j->id, slot, ok->hat);
     s->live[s->nlive++] = slot;
     return slot;
 }
@@ -737,8 +805,14 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     int32_t last = s->live[--s->nlive];
     s->live[j->live_pos] = last;
     s->jobs[last].live_pos = j->live_pos;
-    free(j->allocm);
-    memset(j, 0, sizeof *j);
+    if (j->allocm) /* (none once job_release ran) */
+        free(j->allocm);
+    /* a free slot is one of id 0 (fg_sched_rebuild, fg_sched_free) with no allocation
+     * array; nothing else reads it (no list, queue, node or hash entry holds the slot
+     * now) and slot_new clears it all when it is taken again */
+    j->id = 0;
+    j->allocm = NULL;
+    j->nallocs = 0;
     s->free_slots =
         fg__grow(s->free_slots, &s->free_slots_cap, s->nfree_slots + 1, sizeof *s->free_slots);
     s->free_slots[s->nfree_slots++] = slot;
@@ -747,29 +821,28 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
 int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
-    pending_add(s, job_create(s, spec, acc, mem, type));
+    pending_add(s, job_create(s, spec, &ok));
     return FG_OK;
 }
 
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
-    if (s->cfg.max_pending_per_user > 0 && s->members[mem].pending >= s->cfg.max_pending_per_user)
+    if (s->cfg.max_pending_per_user > 0 &&
+        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
         return FG_EQUEUE_FULL;
     if (s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
         s->npending >= (size_t)s->cfg.shed_pending)
         return FG_ESHED;
-    int32_t slot = job_create(s, spec, acc, mem, type);
+    int32_t slot = job_create(s, spec, &ok);
     pending_add(s, slot);
     return FG_OK;
 }
@@ -836,8 +909,10 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     run_list_add(s, slot);
     j->preempting = false;
     j->nallocs = n;
-    free(j->allocm);
-    j->allocm = NULL;
+    if (j->allocm) { /* (a pending job has none: job_release freed it) */
+        free(j->allocm);
+        j->allocm = NULL;
+    }
     if (n > 1) {
         j->allocm = fg__alloc(sizeof *allocs * (size_t)n);
         memcpy(j->allocm, allocs, sizeof *allocs * (size_t)n);
@@ -872,8 +947,10 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
     s->accounts[j->account].running -= j->gpus;
     s->members[j->member].running -= j->gpus;
     j->nallocs = 0;
-    free(j->allocm);
-    j->allocm = NULL;
+    if (j->allocm) { /* (only a job on more than one node has one: a call saved) */
+        free(j->allocm);
+        j->allocm = NULL;
+    }
     s->npreempting -= j->preempting;
     j->preempting = false;
 }
@@ -883,9 +960,8 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
                              const fg_alloc_t *allocs, int32_t nallocs, fg_time_t now)
 {
     fg__plan_close(s);
-    int acc, mem;
-    int32_t type;
-    int rc = spec_check(s, spec, &acc, &mem, &type);
+    spec_ok_t ok;
+    int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
     if (attempt < 1 || retries_used < 0 || attained_gpu_s < 0 || !allocs || nallocs < 1 ||
@@ -906,7 +982,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     }
     if (total != spec->gpus)
         return FG_EINVAL;
-    int32_t slot = job_create(s, spec, acc, mem, type);
+    int32_t slot = job_create(s, spec, &ok);
     fg__job_t *j = &s->jobs[slot];
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
@@ -1228,8 +1304,11 @@ int fg_sched_member_info(const fg_sched_t *s, int member, fg_member_info_t *out)
     return FG_OK;
 }
 
+/* (Most clusters have one GPU type: the pass asks for these at every walk.) */
 int32_t fg_sched_gpus_up(const fg_sched_t *s)
 {
+    if (s->ntypes == 1)
+        return s->types[0].up_gpus;
     int32_t n = 0;
     for (size_t i = 0; i < s->ntypes; i++)
         n += s->types[i].up_gpus;
@@ -1238,6 +1317,8 @@ int32_t fg_sched_gpus_up(const fg_sched_t *s)
 
 int32_t fg_sched_gpus_free(const fg_sched_t *s)
 {
+    if (s->ntypes == 1)
+        return s->types[0].free_gpus;
     int32_t n = 0;
     for (size_t i = 0; i < s->ntypes; i++)
         n += s->types[i].free_gpus;
