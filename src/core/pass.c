@@ -1771,7 +1771,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
      * and with estimates on demand, no start in this walk and no pending job in a
      * backoff: tail_ok (both change only when a job blocks or starts) */
     bool past_claims = false, tail_ok = false;
-    int64_t peek_at = 0;
+    int64_t peek_at = can_peek ? K : INT64_MAX; /* the next look ahead: at the K-th job on */
     /* Once the walk started a job, another walk follows (unless this one is the last the
      * pass may make), and the pass shows what that one leaves: what this walk leaves on
      * the jobs that cannot start (reasons, estimates) is moot. Only its starts and the
@@ -1824,8 +1824,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
              * get their reasons lazily, and it looks again past the one that might. (Not
              * when the walk stops at its next job anyway: every free GPU reserved and no
              * pending job short enough.) */
-            if (can_peek && free_now > 0 && idx >= K && idx >= peek_at &&
-                after_block < c->backfill_depth) {
+            if (idx >= peek_at && free_now > 0 && after_block < c->backfill_depth) {
                 bool stops = false;
                 if (free_now <= s->reserved_free) { /* (reserved >= reserve_depth) */
                     if (short_for != s->window_max) {
@@ -1836,8 +1835,9 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 }
                 const int64_t wleft = c->backfill_depth - after_block;
                 int64_t r = -1;
-                if (!stops) { /* (moot: the jobs it moves past need nothing, see below) */
-                    peek_ctx_t pc = {.now = now};
+                if (!stops) {      /* (moot: the jobs it moves past need nothing, see below) */
+                    peek_ctx_t pc; /* (peek_fill sets every field that is read) */
+                    pc.now = now;
                     peek_fill(s, &pc);
                     /* No pending job at all can fit in the plan (its size's fit_end):
                      * none of the window either, without looking at it. */
