@@ -6,6 +6,7 @@
  * the next agent started with the same --work-dir adopts them and reconciles with the
  * controller); with --stop-jobs-on-exit it kills them.
  */
+#include "agent/account.h"
 #include "agent/agent.h"
 #include "common/commands.h"
 #include "common/log.h"
@@ -17,6 +18,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,6 +258,13 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
             cfg->memory_mb = v;
             break;
         case O_USER_PREFIX:
+            if (!fg_account_prefix_valid(optarg)) {
+                fprintf(stderr,
+                        "fairgpu agent: --user-prefix: use \"\" or [a-z_][a-z0-9_.-]*, at most %d "
+                        "characters\n",
+                        FG_ACCOUNT_PREFIX_MAX);
+                return -1;
+            }
             snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "%s", optarg);
             break;
         case O_USER_MAP:
@@ -381,9 +390,11 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
                    cfg->cgroup_root);
     }
     if (root && !cfg->switch_user)
-        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root");
+        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root and can read the agent token "
+                            "(development only)");
     else if (!root)
-        fg_log(FG_LOG_INFO, "not running as root: jobs run as this agent's user");
+        fg_log(FG_LOG_WARN, "not running as root: jobs run as this agent's user and can read "
+                            "the agent token (development only)");
     return 0;
 }
 
@@ -463,6 +474,11 @@ int fg_cmd_agent(int argc, char **argv)
     cfg->log_limit = FG_LOG_LIMIT_DEFAULT;
     cfg->report_threads = 4;
     snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "fg-");
+    if (sodium_init() < 0) { /* SHA-256 of long usernames (account.c) */
+        fprintf(stderr, "fairgpu agent: cannot initialise libsodium\n");
+        free(ag);
+        return 1;
+    }
     snprintf(cfg->cgroup_root, sizeof cfg->cgroup_root, "/sys/fs/cgroup");
     int rc = parse_args(argc, argv, cfg);
     if (rc != 0) {

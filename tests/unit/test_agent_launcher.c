@@ -91,6 +91,7 @@ static void base_launch(fg_launch_t *l, const char *id, char *bufs /* 3 x 300 */
     l->run_dir = bufs;
     l->job_dir = bufs + 300;
     l->checkpoint_dir = bufs + 600;
+    l->run_as_agent = 1; /* no unix_user: the test's own user */
 }
 
 /* Polls until the log holds `lines` newline characters; returns the text. */
@@ -378,10 +379,12 @@ static void runs_as_the_mapped_unix_account(void **state)
     assert_int_equal(stat(l.job_dir, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0700);
     if (strstr(log, "could not switch")) {
-        /* A sandbox that refuses setuid: the job still ran, and said so. */
-        assert_non_null(strstr(log, "UID=0"));
+        /* A sandbox that refuses setuid: the job did not run at all (fail closed). */
+        assert_true(ex.setup_failed);
+        assert_null(strstr(log, "UID="));
         return;
     }
+    assert_false(ex.setup_failed);
     char want[64];
     snprintf(want, sizeof want, "UID=%d\n", (int)pw->pw_uid);
     assert_non_null(strstr(log, want));
