@@ -47,9 +47,10 @@ static void usage(FILE *f)
           "  --grace S               default SIGTERM-to-SIGKILL grace (default 30)\n"
           "  --log-limit BYTES       per-rank log cap, suffix K/M/G allowed (default 64M)\n"
           "  --cpus N --memory-mb M  resources to report (default: this machine's)\n"
-          "  --user-prefix P         Unix account for user U is P+U (default 'fg-')\n"
+          "  --user-prefix P         Unix account for user U is P+U (default 'fg-'); over\n"
+          "                          32 characters: P + head + '-' + 16 hex of SHA-256(U)\n"
           "  --user-map FILE         lines 'username account' ('*' matches anyone)\n"
-          "  --no-switch-user        as root, still run jobs as root (not recommended)\n"
+          "  --no-switch-user        as root, still run jobs as root (development only)\n"
           "  --cgroup-root DIR       cgroup v2 mount (default /sys/fs/cgroup)\n"
           "  --no-cgroups            do not apply cpu/memory limits\n"
           "  --stop-jobs-on-exit     kill running jobs when the agent stops\n"
@@ -365,6 +366,12 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
     }
     if (realpath(cfg->checkpoint_root, abs))
         fg_fmt(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "%s", abs);
+    struct stat csb;
+    if (stat(cfg->checkpoint_root, &csb) == 0 && (csb.st_mode & 022) && !(csb.st_mode & S_ISVTX))
+        fg_log(FG_LOG_WARN,
+               "--checkpoint-root %s is writable by others without the sticky bit: users can "
+               "rename each other's checkpoint directories (chmod +t it)",
+               cfg->checkpoint_root);
     if (!cfg->addr[0]) {
         if (cfg->fake_nodes || strstr(cfg->server, "://127.") ||
             strstr(cfg->server, "://localhost"))
