@@ -148,6 +148,15 @@ static char *user_map_text(const char *path)
     return copy;
 }
 
+/* Copies a mapped account name to out: 0, or -1 with msg when it does not fit. */
+static int copy_name(const char *name, char *out, size_t outlen, char *msg, size_t msglen)
+{
+    if (fg_fmt(out, outlen, "%s", name) == 0)
+        return 0;
+    snprintf(msg, msglen, "the mapped account name is too long");
+    return -1;
+}
+
 int fg_account_map(const char *map_path, const char *prefix, const char *user, char *out,
                    size_t outlen, char *msg, size_t msglen)
 {
@@ -167,14 +176,14 @@ int fg_account_map(const char *map_path, const char *prefix, const char *user, c
             continue;
         if (!strcmp(a, user)) {
             free(text);
-            return fg_fmt(out, outlen, "%s", b) == 0 ? 0 : -1;
+            return copy_name(b, out, outlen, msg, msglen);
         }
         if (!strcmp(a, "*"))
             snprintf(star, sizeof star, "%s", b);
     }
     free(text);
     if (star[0])
-        return fg_fmt(out, outlen, "%s", star) == 0 ? 0 : -1;
+        return copy_name(star, out, outlen, msg, msglen);
     return fg_account_name(prefix, user, out, outlen, msg, msglen);
 }
 
