@@ -134,9 +134,9 @@ static void state_save(const fg_attempt_t *a)
      * rank. A new file is not truncated either (O_TRUNC does nothing on creation). */
     int fd = -1;
     if (fg_file_reuse(path, spare, "state") == 0)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
         size_t len = strlen(text);
         if (write(fd, text, len) != (ssize_t)len)

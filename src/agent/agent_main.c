@@ -357,6 +357,12 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
     char abs[PATH_MAX];
     if (realpath(cfg->work_dir, abs))
         fg_fmt(cfg->work_dir, sizeof cfg->work_dir, "%s", abs);
+    struct stat wsb;
+    if (stat(cfg->work_dir, &wsb) == 0 && (wsb.st_mode & 022))
+        fg_log(FG_LOG_WARN,
+               "--work-dir %s is writable by others: they can replace the agent's files "
+               "there (chmod 711 it)",
+               cfg->work_dir);
     if (!cfg->checkpoint_root[0])
         fg_fmt(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "%s/checkpoints", cfg->work_dir);
     if (fg_mkdir_p(cfg->checkpoint_root, 0711) != 0) {
