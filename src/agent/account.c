@@ -45,9 +45,7 @@ int fg_account_valid(const char *s)
 int fg_account_prefix_valid(const char *prefix)
 {
     size_t n = strlen(prefix);
-    if (n == 0)
-        return 1;
-    if (n > FG_ACCOUNT_PREFIX_MAX)
+    if (n == 0 || n > FG_ACCOUNT_PREFIX_MAX)
         return 0;
     char probe[FG_ACCOUNT_MAX + 1];
     snprintf(probe, sizeof probe, "%sx", prefix); /* its first character must start a name */
@@ -74,13 +72,12 @@ int fg_account_name(const char *prefix, const char *user, char *out, size_t outl
 {
     assert(outlen > FG_ACCOUNT_MAX);
     out[0] = '\0';
-    if (fg_fmt(out, outlen, "%s%s", prefix, user) == 0 && fg_account_valid(out) &&
-        !hashed_shape(out))
+    if (fg_account_prefix_valid(prefix) && fg_fmt(out, outlen, "%s%s", prefix, user) == 0 &&
+        fg_account_valid(out) && !hashed_shape(out))
         return 0;
-    /* Too long (or not a valid start): PREFIX + first K characters + "-" + hash. */
+    /* Too long, or of the hashed shape: PREFIX + first K characters + "-" + hash. */
     size_t pl = strlen(prefix);
-    if (!fg_account_prefix_valid(prefix) ||
-        (pl == 0 && !((user[0] >= 'a' && user[0] <= 'z') || user[0] == '_'))) {
+    if (!fg_account_prefix_valid(prefix)) {
         snprintf(msg, msglen, "cannot form a Unix account name for user '%s' with prefix '%s'",
                  user, prefix);
         out[0] = '\0';

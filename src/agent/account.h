@@ -21,8 +21,9 @@
  * characters, starting with a letter or '_'. */
 int fg_account_valid(const char *s);
 
-/* 1 if prefix can be a --user-prefix: "" or [a-z_][a-z0-9_.-]*, at most
- * FG_ACCOUNT_PREFIX_MAX characters. */
+/* 1 if prefix can be a --user-prefix: [a-z_][a-z0-9_.-]*, 1 to FG_ACCOUNT_PREFIX_MAX
+ * characters. Never empty: a username would then be the name of any existing account
+ * (`daemon`, `postgres`, ...); map such names explicitly with --user-map. */
 int fg_account_prefix_valid(const char *prefix);
 
 /*
@@ -31,7 +32,7 @@ int fg_account_prefix_valid(const char *prefix);
  * not look like a hashed name; otherwise prefix + the first characters of user + "-" +
  * the first FG_ACCOUNT_HASH_HEX hex digits of SHA-256(user), exactly FG_ACCOUNT_MAX
  * characters (so a plain name never equals a hashed one). Deterministic. 0, or -1 with
- * msg when no valid name can be formed (a bad prefix).
+ * msg when the prefix is not valid.
  */
 int fg_account_name(const char *prefix, const char *user, char *out, size_t outlen, char *msg,
                     size_t msglen);

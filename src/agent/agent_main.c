@@ -261,8 +261,8 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         case O_USER_PREFIX:
             if (!fg_account_prefix_valid(optarg)) {
                 fprintf(stderr,
-                        "fairgpu agent: --user-prefix: use \"\" or [a-z_][a-z0-9_.-]*, at most %d "
-                        "characters\n",
+                        "fairgpu agent: --user-prefix: use [a-z_][a-z0-9_.-]*, 1 to %d characters "
+                        "(map names explicitly with --user-map)\n",
                         FG_ACCOUNT_PREFIX_MAX);
                 return -1;
             }

@@ -111,14 +111,14 @@ static void prefixes(void **state)
 {
     (void)state;
     assert_true(fg_account_prefix_valid("fg-"));
-    assert_true(fg_account_prefix_valid(""));
+    assert_false(fg_account_prefix_valid("")); /* usernames would be any account */
     assert_false(fg_account_prefix_valid("-x"));
     assert_false(fg_account_prefix_valid("Fg"));
     assert_false(fg_account_prefix_valid("a-prefix-too-long"));
     char out[FG_ACCOUNT_MAX + 1], msg[200];
-    /* empty prefix, user starting with a digit: plain invalid, hashed invalid too */
-    assert_int_equal(fg_account_name("", "1abc", out, sizeof out, msg, sizeof msg), -1);
-    assert_non_null(strstr(msg, "1abc"));
+    /* no prefix: no name at all (not even for a valid username) */
+    assert_int_equal(fg_account_name("", "daemon", out, sizeof out, msg, sizeof msg), -1);
+    assert_non_null(strstr(msg, "daemon"));
     assert_int_equal(fg_account_name("fg-", "1abc", out, sizeof out, msg, sizeof msg), 0);
     assert_string_equal(out, "fg-1abc");
 }
