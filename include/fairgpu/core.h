@@ -99,7 +99,11 @@ typedef enum fg_end_cause {
     FG_END_TIMEOUT,       /* ran past its time limit -> TIMEOUT */
     FG_END_PREEMPTED,     /* stopped after a preemption decision -> PENDING */
     FG_END_NODE_LOST,     /* its node died -> PENDING (counts as a retry) or FAILED */
+    FG_END_SETUP_FAILED,  /* the node could not set up its Unix identity: it never ran and
+                             is not charged (0 GPU-seconds, no usage) -> PENDING (counts as
+                             a retry) or FAILED */
 } fg_end_cause_t;
+#define FG_END_CAUSE_MAX FG_END_SETUP_FAILED
 const char *fg_end_cause_name(fg_end_cause_t c);
 
 /* Why a pending job waits: the reason_code enum of the API contract. */

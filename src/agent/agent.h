@@ -60,6 +60,7 @@ typedef struct fg_attempt {
     uint64_t refused_gen; /* the node's registration generation then */
     int log_done;         /* shipping finished or impossible */
     char error[200];      /* launch failure */
+    int setup_failed;     /* the launch failed setting up its Unix identity */
     char unix_user[128];  /* the account it runs as ("" = the agent's) */
     char *gpu_uuids;      /* comma-separated uuids of its GPUs (owned; may be NULL) */
 } fg_attempt_t;

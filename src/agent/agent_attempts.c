@@ -9,6 +9,7 @@
  * monitor SIGKILLs whatever is left of the group, so no process of the attempt survives.
  */
 #include "agent/agent.h"
+#include "agent/account.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -16,19 +17,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pwd.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
-
-static pthread_mutex_t g_user_mu = PTHREAD_MUTEX_INITIALIZER;
 
 void fg_agent_wake(fg_agent_t *ag)
 {
@@ -63,6 +56,8 @@ const char *fg_why_to_cause(const char *why)
 
 const char *fg_attempt_end_cause(const fg_attempt_t *a)
 {
+    if (a->setup_failed || a->ex.setup_failed)
+        return "user_setup_failed"; /* it never ran (a stop changes nothing) */
     if (a->stop_cause)
         return a->stop_cause;
     if (a->error[0] || a->ex.error[0])
@@ -80,20 +75,6 @@ static int valid_id(const char *s)
         char c = s[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
               c == '_' || c == '.' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
-/* Unix usernames we are willing to create: [a-z0-9_.-], starting with a letter/_. */
-static int valid_username(const char *s)
-{
-    size_t n = strlen(s);
-    if (n == 0 || n > 32 || s[0] == '-' || s[0] == '.')
-        return 0;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-'))
             return 0;
     }
     return 1;
@@ -153,9 +134,9 @@ static void state_save(const fg_attempt_t *a)
      * rank. A new file is not truncated either (O_TRUNC does nothing on creation). */
     int fd = -1;
     if (fg_file_reuse(path, spare, "state") == 0)
-        fd = open(path, O_WRONLY | O_CLOEXEC);
+        fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0)
-        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0) {
         size_t len = strlen(text);
         if (write(fd, text, len) != (ssize_t)len)
@@ -225,118 +206,6 @@ void fg_attempt_begin_stop(fg_attempt_t *a, const char *why, int grace_s)
 }
 
 /* ------------------------------------------------------------ starting */
-
-/* The user map file as last read, and what identified that version (under g_user_mu). */
-static char *g_map_text;
-static struct stat g_map_st;
-
-/* Returns a copy of the user map file's text (caller frees), re-read only when the file
- * changed (inode, size or modification time); NULL if it cannot be read. */
-static char *user_map_text(const char *path)
-{
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return NULL;
-    pthread_mutex_lock(&g_user_mu);
-    if (!g_map_text || sb.st_ino != g_map_st.st_ino || sb.st_dev != g_map_st.st_dev ||
-        sb.st_size != g_map_st.st_size || sb.st_mtim.tv_sec != g_map_st.st_mtim.tv_sec ||
-        sb.st_mtim.tv_nsec != g_map_st.st_mtim.tv_nsec) {
-        free(g_map_text);
-        g_map_text = NULL;
-        FILE *f = fopen(path, "re");
-        if (f) {
-            size_t cap = 0, len = 0;
-            char chunk[4096];
-            size_t got;
-            while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-                g_map_text = fg_xgrow(g_map_text, &cap, len + got + 1, 1);
-                memcpy(g_map_text + len, chunk, got);
-                len += got;
-            }
-            fclose(f);
-            if (!g_map_text)
-                g_map_text = fg_xstrdup("");
-            else
-                g_map_text[len] = '\0';
-            g_map_st = sb;
-        }
-    }
-    char *copy = g_map_text ? fg_xstrdup(g_map_text) : NULL;
-    pthread_mutex_unlock(&g_user_mu);
-    return copy;
-}
-
-/* Maps the job's owner to a Unix account name: the user map file, else prefix+user. */
-static void map_user(const fg_agent_cfg_t *cfg, const char *user, char *out, size_t outlen)
-{
-    snprintf(out, outlen, "%s%s", cfg->user_prefix, user);
-    if (!cfg->user_map[0])
-        return;
-    char *text = user_map_text(cfg->user_map);
-    if (!text)
-        return;
-    char a[128], b[128], star[128] = "";
-    for (char *line = text, *next; line && *line; line = next) {
-        next = strchr(line, '\n');
-        if (next)
-            *next++ = '\0';
-        if (line[0] == '#' || sscanf(line, "%127s %127s", a, b) != 2)
-            continue;
-        if (!strcmp(a, user)) {
-            snprintf(out, outlen, "%s", b);
-            free(text);
-            return;
-        }
-        if (!strcmp(a, "*"))
-            snprintf(star, sizeof star, "%s", b);
-    }
-    free(text);
-    if (star[0])
-        snprintf(out, outlen, "%s", star);
-}
-
-/* Makes sure the Unix account exists (useradd -r on first use). 0 or -1 + msg. */
-static int ensure_account(const char *name, char *msg, size_t msglen)
-{
-    uid_t uid;
-    gid_t gid;
-    if (fg_user_lookup(name, &uid, &gid, NULL, NULL) == 0)
-        return 0;
-    pthread_mutex_lock(&g_user_mu);
-    int rc = 0;
-    char buf[4096];
-    struct passwd pw, *r = NULL;
-    if (getpwnam_r(name, &pw, buf, sizeof buf, &r) == 0 && r) {
-        pthread_mutex_unlock(&g_user_mu); /* created meanwhile by another thread */
-        return 0;
-    }
-    if (!valid_username(name)) {
-        snprintf(msg, msglen, "invalid Unix account name '%s'", name);
-        pthread_mutex_unlock(&g_user_mu);
-        return -1;
-    }
-    char *argv[] = {"useradd",           "-r",         "-M", "-d", "/nonexistent", "-s",
-                    "/usr/sbin/nologin", (char *)name, NULL};
-    pid_t pid;
-    int err = posix_spawnp(&pid, "useradd", NULL, NULL, argv, environ);
-    if (err != 0) {
-        snprintf(msg, msglen, "cannot run useradd for %s: %s", name, strerror(err));
-        rc = -1;
-    } else {
-        int st = 0;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-            ;
-        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-            snprintf(msg, msglen, "useradd %s failed (status %d)", name,
-                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-            rc = -1;
-        } else {
-            fg_log(FG_LOG_INFO, "created Unix account %s for jobs", name);
-        }
-    }
-    pthread_mutex_unlock(&g_user_mu);
-    return rc;
-}
 
 static const char *jstr(json_t *o, const char *k)
 {
@@ -490,20 +359,21 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     }
     const char *user = jstr(msg, "user");
     snprintf(job_dir, sizeof job_dir, "%s/jobs/%s", n->work_dir, job_id);
-    char warn_user[300] = "";
+    /* The job's Unix account (account.c). Fail closed: an attempt whose account cannot
+     * be set up ends with user_setup_failed and never runs (not as root, not as the
+     * agent's user). */
+    int setup_failed = 0;
     if (!err[0] && cfg->switch_user) {
+        char msgbuf[256] = "";
         if (!user || !user[0]) {
-            snprintf(err, sizeof err, "no user in the assignment; refusing to run as root");
-        } else {
-            map_user(cfg, user, unix_user, sizeof unix_user);
-            char msgbuf[256];
-            if (ensure_account(unix_user, msgbuf, sizeof msgbuf) != 0) {
-                fg_fmt(warn_user, sizeof warn_user,
-                       "cannot use Unix account %s (%s): the job runs as the agent's user",
-                       unix_user, msgbuf);
-                fg_log(FG_LOG_WARN, "node %s: %s: %s", n->name, key, warn_user);
-                unix_user[0] = '\0';
-            }
+            snprintf(err, sizeof err, "no user in the assignment; refusing to run the job");
+            setup_failed = 1;
+        } else if (fg_account_map(cfg->user_map, cfg->user_prefix, user, unix_user,
+                                  sizeof unix_user, msgbuf, sizeof msgbuf) != 0 ||
+                   fg_account_ensure(unix_user, NULL, NULL, msgbuf, sizeof msgbuf) != 0) {
+            fg_fmt(err, sizeof err, "cannot set up Unix account '%s' for user %s: %s", unix_user,
+                   user, msgbuf[0] ? msgbuf : "unknown error");
+            setup_failed = 1;
         }
     }
     if (cfg->use_cgroups)
@@ -532,6 +402,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .job_dir = job_dir,
             .checkpoint_dir = a->ckpt_dir,
             .unix_user = unix_user[0] ? unix_user : NULL,
+            .run_as_agent = !cfg->switch_user,
             .cgroup_dir = cg[0] ? cg : NULL,
             .cpus = jint(msg, "cpus", 0),
             .memory_mb = jint(msg, "memory_mb", 0),
@@ -540,22 +411,20 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .spare_dir = spare,
         };
         ok = fg_launch_start(&l, &proc, err, sizeof err) == 0;
+        if (!ok && proc.setup_failed)
+            setup_failed = 1;
     }
     sl_free(&argv);
     sl_free(&env);
 
     pthread_mutex_lock(&ag->mu);
     if (!ok) {
+        a->setup_failed = setup_failed;
         fail_attempt(a, err);
     } else {
         a->proc = proc;
         snprintf(a->unix_user, sizeof a->unix_user, "%s", unix_user);
         a->gpu_uuids = fg_xstrdup(cvd);
-        if (warn_user[0]) {
-            size_t wl = strlen(a->proc.warnings);
-            snprintf(a->proc.warnings + wl, sizeof a->proc.warnings - wl, "%s%s", wl ? "; " : "",
-                     warn_user);
-        }
         a->launched = 1;
         a->start_ms = fg_now_ms();
         a->deadline_ms = limit > 0 ? a->start_ms + limit * 1000 : 0;

@@ -6,6 +6,7 @@
  * the next agent started with the same --work-dir adopts them and reconciles with the
  * controller); with --stop-jobs-on-exit it kills them.
  */
+#include "agent/account.h"
 #include "agent/agent.h"
 #include "common/commands.h"
 #include "common/log.h"
@@ -17,6 +18,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,9 +47,10 @@ static void usage(FILE *f)
           "  --grace S               default SIGTERM-to-SIGKILL grace (default 30)\n"
           "  --log-limit BYTES       per-rank log cap, suffix K/M/G allowed (default 64M)\n"
           "  --cpus N --memory-mb M  resources to report (default: this machine's)\n"
-          "  --user-prefix P         Unix account for user U is P+U (default 'fg-')\n"
+          "  --user-prefix P         Unix account for user U is P+U (default 'fg-'); over\n"
+          "                          32 characters: P + head + '-' + 16 hex of SHA-256(U)\n"
           "  --user-map FILE         lines 'username account' ('*' matches anyone)\n"
-          "  --no-switch-user        as root, still run jobs as root (not recommended)\n"
+          "  --no-switch-user        as root, still run jobs as root (development only)\n"
           "  --cgroup-root DIR       cgroup v2 mount (default /sys/fs/cgroup)\n"
           "  --no-cgroups            do not apply cpu/memory limits\n"
           "  --stop-jobs-on-exit     kill running jobs when the agent stops\n"
@@ -256,6 +259,13 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
             cfg->memory_mb = v;
             break;
         case O_USER_PREFIX:
+            if (!fg_account_prefix_valid(optarg)) {
+                fprintf(stderr,
+                        "fairgpu agent: --user-prefix: use [a-z_][a-z0-9_.-]*, 1 to %d characters "
+                        "(map names explicitly with --user-map)\n",
+                        FG_ACCOUNT_PREFIX_MAX);
+                return -1;
+            }
             snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "%s", optarg);
             break;
         case O_USER_MAP:
@@ -347,6 +357,12 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
     char abs[PATH_MAX];
     if (realpath(cfg->work_dir, abs))
         fg_fmt(cfg->work_dir, sizeof cfg->work_dir, "%s", abs);
+    struct stat wsb;
+    if (stat(cfg->work_dir, &wsb) == 0 && (wsb.st_mode & 022))
+        fg_log(FG_LOG_WARN,
+               "--work-dir %s is writable by others: they can replace the agent's files "
+               "there (chmod 711 it)",
+               cfg->work_dir);
     if (!cfg->checkpoint_root[0])
         fg_fmt(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "%s/checkpoints", cfg->work_dir);
     if (fg_mkdir_p(cfg->checkpoint_root, 0711) != 0) {
@@ -356,6 +372,12 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
     }
     if (realpath(cfg->checkpoint_root, abs))
         fg_fmt(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "%s", abs);
+    struct stat csb;
+    if (stat(cfg->checkpoint_root, &csb) == 0 && (csb.st_mode & 022) && !(csb.st_mode & S_ISVTX))
+        fg_log(FG_LOG_WARN,
+               "--checkpoint-root %s is writable by others without the sticky bit: users can "
+               "rename each other's checkpoint directories (chmod +t it)",
+               cfg->checkpoint_root);
     if (!cfg->addr[0]) {
         if (cfg->fake_nodes || strstr(cfg->server, "://127.") ||
             strstr(cfg->server, "://localhost"))
@@ -381,9 +403,11 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
                    cfg->cgroup_root);
     }
     if (root && !cfg->switch_user)
-        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root");
+        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root and can read the agent token "
+                            "(development only)");
     else if (!root)
-        fg_log(FG_LOG_INFO, "not running as root: jobs run as this agent's user");
+        fg_log(FG_LOG_WARN, "not running as root: jobs run as this agent's user and can read "
+                            "the agent token (development only)");
     return 0;
 }
 
@@ -463,6 +487,11 @@ int fg_cmd_agent(int argc, char **argv)
     cfg->log_limit = FG_LOG_LIMIT_DEFAULT;
     cfg->report_threads = 4;
     snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "fg-");
+    if (sodium_init() < 0) { /* SHA-256 of long usernames (account.c) */
+        fprintf(stderr, "fairgpu agent: cannot initialise libsodium\n");
+        free(ag);
+        return 1;
+    }
     snprintf(cfg->cgroup_root, sizeof cfg->cgroup_root, "/sys/fs/cgroup");
     int rc = parse_args(argc, argv, cfg);
     if (rc != 0) {

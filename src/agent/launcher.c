@@ -9,7 +9,9 @@
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "agent/launcher.h"
+#include "agent/account.h"
 #include "agent/monitor.h"
+#include "agent/safefs.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -640,25 +642,17 @@ static int cg_setup(const fg_launch_t *l, fg_proc_t *p)
     return fd;
 }
 
-/* Makes dir (0700) and gives it to uid/gid when switching users. An existing dir (a
- * later attempt of the job) is only changed when its mode or owner is not right yet. */
-static int own_dir(const char *dir, int switch_user, uid_t uid, gid_t gid, fg_proc_t *p)
+/* Makes dir (0700) and gives it to uid/gid when switching users, following no symbolic
+ * link (safefs.c): the job dir and the checkpoint dir are writable by jobs, and a shared
+ * checkpoint root may be writable by every user. 0, or -1 with err. */
+static int own_dir(const char *dir, int switch_user, uid_t uid, gid_t gid, fg_proc_t *p, char *err,
+                   size_t errlen)
 {
-    struct stat sb;
-    if (mkdir(dir, 0700) != 0) {
-        if (errno == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
-            (sb.st_mode & 07777) == 0700 &&
-            (!switch_user || (sb.st_uid == uid && sb.st_gid == gid)))
-            return 0; /* already right */
-        if (fg_mkdir_p(dir, 0700) != 0)
-            return -1;
-    }
-    chmod(dir, 0700); /* mkdir's mode went through the umask */
-    if (switch_user && chown(dir, uid, gid) != 0) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "cannot give %s to the job's user (%s)", dir, strerror(errno));
-        warn(p, msg);
-    }
+    char w[700] = "";
+    if (fg_sfs_own_dir(dir, switch_user, uid, gid, err, errlen, w, sizeof w) != 0)
+        return -1;
+    if (w[0])
+        warn(p, w);
     return 0;
 }
 
@@ -738,20 +732,36 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     int life[2] = {-1, -1};
     int rc = -1;
 
-    /* The Unix account. */
+    /* The Unix account: never root, never the agent's own (account.c checks the same
+     * before; the job checks its ids again after the switch, monitor.c). Without one
+     * the job runs as the agent's user, only when the caller says so (run_as_agent). */
     if (l->unix_user) {
         int ng = (int)(sizeof pp.groups / sizeof pp.groups[0]);
         if (fg_user_lookup(l->unix_user, &pp.uid, &pp.gid, pp.groups, &ng) != 0) {
             snprintf(err, errlen, "no Unix account %s for the job", l->unix_user);
+            p->setup_failed = 1;
             goto out;
         }
-        if (pp.uid == 0) {
-            snprintf(err, errlen, "refusing to run a job as root (account %s)", l->unix_user);
+        if (fg_account_check_ids(l->unix_user, pp.uid, pp.gid, err, errlen) != 0) {
+            p->setup_failed = 1;
             goto out;
+        }
+        for (int i = 0; i < ng; i++) {
+            if (pp.groups[i] == 0) {
+                snprintf(err, errlen, "refusing to run a job in group root (account %s)",
+                         l->unix_user);
+                p->setup_failed = 1;
+                goto out;
+            }
         }
         pp.switch_user = 1;
         pp.unix_user = l->unix_user;
         pp.ngroups = ng;
+    } else if (!l->run_as_agent) {
+        snprintf(err, errlen,
+                 "no Unix account for the job; refusing to run it as the agent's user");
+        p->setup_failed = 1;
+        goto out;
     }
 
     /* Directories. The rank's own files: RUN_DIR/NAME.log and NAME.exit, or without a
@@ -760,11 +770,9 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
         snprintf(err, errlen, "cannot create %s: %s", l->run_dir, strerror(errno));
         goto out;
     }
-    if (own_dir(l->job_dir, pp.switch_user, pp.uid, pp.gid, p) != 0 ||
-        own_dir(l->checkpoint_dir, pp.switch_user, pp.uid, pp.gid, p) != 0) {
-        snprintf(err, errlen, "cannot create the job's directories: %s", strerror(errno));
+    if (own_dir(l->job_dir, pp.switch_user, pp.uid, pp.gid, p, err, errlen) != 0 ||
+        own_dir(l->checkpoint_dir, pp.switch_user, pp.uid, pp.gid, p, err, errlen) != 0)
         goto out;
-    }
     if (l->run_name) {
         snprintf(p->log_path, sizeof p->log_path, "%s/%s.log", l->run_dir, l->run_name);
         snprintf(p->status_path, sizeof p->status_path, "%s/%s.exit", l->run_dir, l->run_name);
@@ -780,7 +788,7 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     if (l->run_name && fg_file_reuse(p->log_path, l->spare_dir, "log") == 0) {
         /* Already empty; O_TRUNC would make ext4 write the log back when the monitor
          * closes it (auto_da_alloc), a block I/O per rank. */
-        pp.log_fd = open(p->log_path, O_WRONLY | O_CLOEXEC);
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (pp.log_fd >= 0 && fremovexattr(pp.log_fd, FG_MON_EXIT_XATTR) != 0 && errno != ENODATA) {
             close(pp.log_fd);
             pp.log_fd = -1;
@@ -788,11 +796,11 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
         }
     }
     if (pp.log_fd < 0)
-        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (pp.log_fd < 0 && errno == EEXIST && unlink(p->log_path) == 0)
-        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (pp.log_fd < 0 && errno == ENOENT && l->run_name && fg_mkdir_p(l->run_dir, 0700) == 0)
-        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        pp.log_fd = open(p->log_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     pp.null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (pp.log_fd < 0 || pp.null_fd < 0) {
         snprintf(err, errlen, "cannot open %s: %s", p->log_path, strerror(errno));
@@ -1036,6 +1044,11 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
         ex->code = (int)num;
     } else if (n >= 2 && !strcmp(kind, "signal")) {
         ex->signal = (int)num;
+    } else if (n >= 2 && !strcmp(kind, "setup")) {
+        ex->setup_failed = 1;
+        snprintf(ex->error, sizeof ex->error,
+                 "could not switch to the job's Unix account (%s): the job did not run",
+                 strerror((int)num));
     } else {
         snprintf(ex->error, sizeof ex->error, "could not start the job: %s",
                  n >= 2 ? strerror((int)num) : "unknown error");
@@ -1045,16 +1058,9 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
 
 int fg_write_preempt_notice(const char *dir, const char *why)
 {
-    char path[600], tmp[610], body[128];
-    snprintf(path, sizeof path, "%s/FAIRGPU_PREEMPT", dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    char body[128];
     int n = snprintf(body, sizeof body, "%s %lld\n", why, (long long)(fg_now_ms() / 1000));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return -1;
-    ssize_t w = write(fd, body, (size_t)n);
-    close(fd);
-    if (w != n || rename(tmp, path) != 0)
-        return -1;
-    return 0;
+    /* The dir is the job's: the notice replaces whatever the job put there, without
+     * following it (safefs.c). */
+    return fg_sfs_replace_file(dir, "FAIRGPU_PREEMPT", body, (size_t)n);
 }

@@ -44,7 +44,9 @@ typedef struct fg_launch {
                                    else the files are run_dir/NAME.log and NAME.exit */
     const char *job_dir;        /* the job's working directory; made 0700, owned by the user */
     const char *checkpoint_dir; /* FAIRGPU_CHECKPOINT_DIR; made 0700, owned by the user */
-    const char *unix_user;      /* NULL: run as the agent's own user */
+    const char *unix_user;      /* the job's account (never root nor the agent's own: refused);
+                                   NULL: the agent's own user, only with run_as_agent */
+    int run_as_agent;           /* 1: no unix_user is fine (agent not root, or switching off) */
     const char *cgroup_dir;     /* NULL: no cgroup; else a cgroup v2 dir to create */
     int64_t cpus;               /* cgroup cpu.max in CPUs; <= 0: no limit */
     int64_t memory_mb;          /* cgroup memory.max; <= 0: no limit */
@@ -65,13 +67,15 @@ typedef struct fg_proc {
     char cgroup[512];   /* "" if none */
     char warnings[512]; /* what could not be applied, "; "-separated; "" if none */
     int launch_err;     /* errno: the zygote could not start the monitor; 0: none */
+    int setup_failed;   /* fg_launch_start failed: the job's Unix identity was refused */
 } fg_proc_t;
 
 typedef struct fg_exit {
     int code;   /* exit status 0..255, or -1 */
     int signal; /* terminating signal, or 0 */
     int64_t end_ms;
-    char error[160]; /* "" or why the job could not run at all */
+    char error[160];  /* "" or why the job could not run at all */
+    int setup_failed; /* 1: its Unix identity could not be set up (it never ran) */
 } fg_exit_t;
 
 #define FG_LOG_LIMIT_DEFAULT (64LL * 1024 * 1024)
@@ -112,8 +116,10 @@ int fg_shell_is_plain(const char *cmd);
 /*
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns
  * p->life_fd and closes it through fg_proc_reap). On failure returns -1 with err set and
- * nothing left running. Warnings (user switch or cgroup refused) go to p->warnings and to
- * the agent log; the job still runs.
+ * nothing left running (p->setup_failed says when the job's Unix identity was refused).
+ * Warnings (cgroup refused, a chown refused) go to p->warnings and to the agent log; the
+ * job still runs. A user switch that fails in the job's process ends the rank with
+ * fg_exit_t.setup_failed before the job's command runs.
  */
 int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen);
 

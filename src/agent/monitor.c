@@ -138,10 +138,30 @@ static int exec_raw(const char *path, char *const argv[], char *const envp[])
 #endif
 }
 
+/* Switches the job's process to pp's account: every uid and gid (real, effective,
+ * saved) and the groups, then checks the result: neither root nor the monitor's (the
+ * agent's) uid. 0, or an errno value (EPERM when the ids came out wrong). */
+static int switch_user(const fg_mon_prep_t *pp)
+{
+    uid_t agent_uid = getuid(), agent_euid = geteuid();
+    if (setgroups((size_t)pp->ngroups, pp->groups) != 0 ||
+        setresgid(pp->gid, pp->gid, pp->gid) != 0 || setresuid(pp->uid, pp->uid, pp->uid) != 0)
+        return errno ? errno : EPERM;
+    uid_t r, e, sv;
+    gid_t gr, ge, gs;
+    if (getresuid(&r, &e, &sv) != 0 || getresgid(&gr, &ge, &gs) != 0)
+        return EPERM;
+    if (r != pp->uid || e != pp->uid || sv != pp->uid || gr != pp->gid || ge != pp->gid ||
+        gs != pp->gid || r == 0 || e == 0 || r == agent_uid || r == agent_euid || e == agent_uid ||
+        e == agent_euid)
+        return EPERM;
+    return 0;
+}
+
 /* The job: the grandchild of the agent, run in a vfork child (so: system calls on its own
- * descriptors and attributes only, nothing written to memory the monitor reads). Never
- * returns. */
-static void job_exec(const fg_mon_prep_t *pp, int pipe_w)
+ * descriptors and attributes only; the one write to the monitor's memory is *setup_err,
+ * which the monitor reads after vfork returned, as posix_spawn does). Never returns. */
+static void job_exec(const fg_mon_prep_t *pp, int pipe_w, volatile int *setup_err)
 {
     setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
     if (pp->cg_fd >= 0) {
@@ -154,14 +174,17 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w)
     dup2(pipe_w, 2);
     fg_mon_close_from(3);
     if (pp->switch_user) {
-        if (setgroups((size_t)pp->ngroups, pp->groups) != 0 || setgid(pp->gid) != 0 ||
-            setuid(pp->uid) != 0) {
-            int e = errno;
-            s_puts(2, "fairgpu: warning: could not switch to user ");
+        /* Fail closed: a job whose identity cannot be set never runs (as root or the
+         * agent's user); the monitor records "setup ERRNO" for the agent. */
+        int e = switch_user(pp);
+        if (e) {
+            s_puts(2, "fairgpu: could not switch to user ");
             s_puts(2, pp->unix_user);
             s_puts(2, " (");
             s_puts(2, s_errname(e));
-            s_puts(2, "); the job runs as the agent's user\n");
+            s_puts(2, "); the job does not run\n");
+            *setup_err = e;
+            _exit(126);
         }
     }
     if (chdir(pp->job_dir) != 0) {
@@ -274,10 +297,11 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
      * tables, which a trivial job pays for twice with fork: at the copy and at exec).
      * job_exec only makes system calls on its own descriptors and process attributes and
      * never returns; the monitor is single-threaded, so nothing else runs meanwhile. */
+    volatile int setup_err = 0; /* set by the job's process when its user switch failed */
     pid_t job = vfork();
     if (job == 0) {
         close(pfd[0]);
-        job_exec(pp, pfd[1]);
+        job_exec(pp, pfd[1], &setup_err);
     }
     close(pfd[1]);
     if (job < 0) {
@@ -346,7 +370,9 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
-    if (WIFSIGNALED(status))
+    if (setup_err)
+        monitor_status(pp, "setup", setup_err);
+    else if (WIFSIGNALED(status))
         monitor_status(pp, "signal", WTERMSIG(status));
     else
         monitor_status(pp, "exit", WEXITSTATUS(status));

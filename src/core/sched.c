@@ -232,6 +232,20 @@ static void usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_
     }
 }
 
+/* Takes back from j's account and member the decayed usage that j's GPUs added over the
+ * last `ran` seconds (an attempt that is not charged). Usage is linear in the running
+ * GPUs: j's share of it now is gpus * tau * (1 - exp(-ran / tau)). Both were just
+ * brought to now (job_release). */
+static void usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran)
+{
+    if (ran <= 0 || s->tau <= 0.0)
+        return;
+    const double share = (double)j->gpus * s->tau * (1.0 - exp(-(double)ran / s->tau));
+    double *u[2] = {&s->accounts[j->account].usage, &s->members[j->member].usage};
+    for (int i = 0; i < 2; i++)
+        *u[i] = *u[i] > share ? *u[i] - share : 0.0;
+}
+
 double fg_sched_account_usage(fg_sched_t *s, int account, fg_time_t now)
 {
     if (account < 0 || (size_t)account >= s->naccounts)
@@ -1072,7 +1086,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     int32_t slot = hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
-    if ((unsigned)cause > FG_END_NODE_LOST)
+    if ((unsigned)cause > FG_END_CAUSE_MAX)
         return FG_EINVAL;
     fg__job_t *j = &s->jobs[slot];
     if (j->state != FG_JOB_RUNNING || j->attempt != attempt)
@@ -1088,6 +1102,9 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     rec.cause = cause;
     rec.gpus = j->gpus;
     fg_time_t run = now - j->start_time;
+    const bool charged = cause != FG_END_SETUP_FAILED; /* it never ran */
+    if (!charged)
+        run = 0;
     rec.gpu_seconds = (int64_t)j->gpus * run;
     fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
     if (cause == FG_END_PREEMPTED)
@@ -1098,6 +1115,8 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
             f->claim--;
     }
     job_release(s, slot, now);
+    if (!charged)
+        usage_refund(s, j, now - j->start_time);
     j->attained_gpu_s += rec.gpu_seconds;
     j->run_s += run;
 

@@ -273,9 +273,10 @@ static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
     static const struct {
         const char *name;
         fg_end_cause_t c;
-    } causes[] = {{"completed", FG_END_COMPLETED}, {"failed", FG_END_FAILED},
-                  {"cancelled", FG_END_CANCELLED}, {"timeout", FG_END_TIMEOUT},
-                  {"preempted", FG_END_PREEMPTED}, {"node_lost", FG_END_NODE_LOST}};
+    } causes[] = {{"completed", FG_END_COMPLETED},           {"failed", FG_END_FAILED},
+                  {"cancelled", FG_END_CANCELLED},           {"timeout", FG_END_TIMEOUT},
+                  {"preempted", FG_END_PREEMPTED},           {"node_lost", FG_END_NODE_LOST},
+                  {"user_setup_failed", FG_END_SETUP_FAILED}};
     int ci = -1;
     for (size_t i = 0; i < sizeof causes / sizeof causes[0]; i++)
         if (!strcmp(causes[i].name, cause))
@@ -283,8 +284,8 @@ static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
     if (ci < 0) {
         free(m);
         srv_reply_error(r, 400, "invalid_argument", "end_cause",
-                        "end_cause must be completed, failed, cancelled, timeout or "
-                        "preempted");
+                        "end_cause must be completed, failed, cancelled, timeout, "
+                        "preempted or user_setup_failed");
         return NULL;
     }
     m->cause = ci;

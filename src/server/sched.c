@@ -567,6 +567,8 @@ static const char *requeue_reason(fg_end_cause_t cause)
         return "preempted";
     case FG_END_NODE_LOST:
         return "node_lost";
+    case FG_END_SETUP_FAILED:
+        return "user_setup_failed";
     default:
         return "failed_retry";
     }
@@ -753,6 +755,14 @@ static void do_exited(sctx_t *c, srv_msg_t *m)
                 sig = j->ranks[k].has_signal ? j->ranks[k].signal : 0;
             }
         }
+        /* a rank that could not set up its Unix identity means the attempt never ran
+         * as it should: not charged, whatever its peers reported after their stop */
+        for (int k = 0; all && k < j->nranks; k++)
+            if (j->ranks[k].end_cause == FG_END_SETUP_FAILED) {
+                cause = FG_END_SETUP_FAILED;
+                has_exit = false;
+                code = sig = 0;
+            }
         if (all) {
             if (cause == FG_END_COMPLETED) {
                 has_exit = j->ranks[0].has_exit;

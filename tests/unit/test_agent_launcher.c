@@ -17,7 +17,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
@@ -91,6 +94,7 @@ static void base_launch(fg_launch_t *l, const char *id, char *bufs /* 3 x 300 */
     l->run_dir = bufs;
     l->job_dir = bufs + 300;
     l->checkpoint_dir = bufs + 600;
+    l->run_as_agent = 1; /* no unix_user: the test's own user */
 }
 
 /* Polls until the log holds `lines` newline characters; returns the text. */
@@ -378,10 +382,12 @@ static void runs_as_the_mapped_unix_account(void **state)
     assert_int_equal(stat(l.job_dir, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0700);
     if (strstr(log, "could not switch")) {
-        /* A sandbox that refuses setuid: the job still ran, and said so. */
-        assert_non_null(strstr(log, "UID=0"));
+        /* A sandbox that refuses setuid: the job did not run at all (fail closed). */
+        assert_true(ex.setup_failed);
+        assert_null(strstr(log, "UID="));
         return;
     }
+    assert_false(ex.setup_failed);
     char want[64];
     snprintf(want, sizeof want, "UID=%d\n", (int)pw->pw_uid);
     assert_non_null(strstr(log, want));
@@ -391,6 +397,81 @@ static void runs_as_the_mapped_unix_account(void **state)
     assert_int_equal(stat(l.checkpoint_dir, &sb), 0);
     assert_int_equal(sb.st_uid, pw->pw_uid);
     assert_int_equal(sb.st_mode & 0777, 0700);
+}
+
+/* The child of refused_setuid_never_runs_the_job: drops CAP_SETUID and CAP_SETGID,
+ * starts its own zygote without them and launches a job as nobody. 0 when the rank
+ * ended with setup_failed and the command never ran, else a code saying what went
+ * wrong. */
+static int refused_setuid_child(void)
+{
+    fg_launcher_shutdown(); /* the parent's zygote still has the capabilities */
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    if (syscall(SYS_capget, &h, d) != 0)
+        return 10;
+    uint32_t drop = (1u << CAP_SETUID) | (1u << CAP_SETGID);
+    d[0].effective &= ~drop;
+    d[0].permitted &= ~drop;
+    d[0].inheritable &= ~drop;
+    if (syscall(SYS_capset, &h, d) != 0)
+        return 11;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "nosetuid", bufs);
+    l.shell = "echo UID=$(id -u)";
+    l.unix_user = "nobody";
+    l.run_as_agent = 0;
+    fg_proc_t p;
+    char err[256];
+    if (fg_launch_start(&l, &p, err, sizeof err) != 0)
+        return 12;
+    if (!wait_end(&p, 10000))
+        return 13;
+    fg_exit_t ex;
+    fg_proc_reap(&p, &ex);
+    if (!ex.setup_failed)
+        return 14;
+    if (strstr(slurp(p.log_path, NULL), "UID="))
+        return 15; /* it ran */
+    if (!strstr(slurp(p.log_path, NULL), "could not switch to user nobody"))
+        return 16;
+    return 0;
+}
+
+/* A user switch the kernel refuses ends the rank before its command runs, with
+ * setup_failed: the job never runs as the agent's user (root) instead. */
+static void refused_setuid_never_runs_the_job(void **state)
+{
+    (void)state;
+    if (geteuid() != 0 || !getpwnam("nobody")) {
+        skip();
+        return;
+    }
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(refused_setuid_child());
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+/* Without a Unix account, the launcher refuses unless told the agent's user is fine. */
+static void no_account_refused_without_run_as_agent(void **state)
+{
+    (void)state;
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "noacct", bufs);
+    l.shell = "true";
+    l.run_as_agent = 0;
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), -1);
+    assert_true(p.setup_failed);
+    assert_non_null(strstr(err, "agent's user"));
 }
 
 /* Refuses to run a job as root through the mapping. */
@@ -574,6 +655,8 @@ int main(void)
         cmocka_unit_test(preempt_notice_file),
         cmocka_unit_test(runs_as_the_mapped_unix_account),
         cmocka_unit_test(refuses_root_account),
+        cmocka_unit_test(refused_setuid_never_runs_the_job),
+        cmocka_unit_test(no_account_refused_without_run_as_agent),
         cmocka_unit_test(recycled_log_is_reused_clean),
         cmocka_unit_test(command_string_without_shell_syntax_runs_directly),
     };

@@ -2,7 +2,8 @@
  * test_core_retry_quota.c - retries, stale reports, quotas, pending caps and load
  * shedding (docs/scheduler.md, "Attempts, retries, quotas, shedding").
  *
- * - failed and node_lost requeue the job while retries_used < max_retries (both count);
+ * - failed, node_lost and user_setup_failed requeue the job while retries_used <
+ *   max_retries (all count); user_setup_failed is not charged (0 GPU-seconds, usage back);
  *   it is eligible again after retry_backoff_s * 2^(retries_used - 1), capped at
  *   retry_backoff_max_s. preempted requeues at once and does not count.
  * - A report for an attempt that is not the running one is refused (FG_ESTALE).
@@ -201,6 +202,44 @@ static void test_no_retries_left_ends_the_job(void **state)
     assert_int_equal(fg_sched_attempt_ended(s, 2, 1, FG_END_NODE_LOST, 10, &rec), FG_OK);
     assert_int_equal(rec.new_state, FG_JOB_FAILED);
     assert_int_equal(fg_sched_job_count(s), 0);
+    fg_sched_free(s);
+}
+
+/* user_setup_failed (the node could not set up the job's Unix account) is retried like
+ * a failure, but never charged: job 1 (2 GPUs, max_retries 1) ends so at t=100, after
+ * 100 s of holding its GPUs: 0 GPU-seconds, attained service 0, and the account's and
+ * member's usage are back to 0 (job 2 of account b, a real failure, is charged). Its
+ * second attempt ends the same way: FAILED. */
+static void test_a_setup_failure_is_retried_and_not_charged(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(NULL, 1);
+    submit(s, 1, 'a', 2, 1, 0);
+    submit(s, 2, 'b', 2, 0, 0);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 2);
+    fg_decisions_free(&d);
+    fg_attempt_t rec;
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_SETUP_FAILED, 100, &rec), FG_OK);
+    assert_int_equal(rec.new_state, FG_JOB_PENDING);
+    assert_int_equal(rec.gpu_seconds, 0);
+    assert_int_equal(rec.cause, FG_END_SETUP_FAILED);
+    assert_int_equal(info(s, 1).retries_used, 1);
+    assert_int_equal(info(s, 1).attained_gpu_s, 0);
+    assert_int_equal(fg_sched_attempt_ended(s, 2, 1, FG_END_FAILED, 100, &rec), FG_OK);
+    assert_int_equal(rec.gpu_seconds, 200);
+    int ma = fg_sched_member_find(s, "a", "u"), mb = fg_sched_member_find(s, "b", "v");
+    assert_true(fg_sched_member_usage(s, ma, 100) < 1e-6);
+    assert_true(fg_sched_account_usage(s, fg_sched_account_find(s, "a"), 100) < 1e-6);
+    assert_true(fg_sched_member_usage(s, mb, 100) > 150.0);
+    assert_string_equal(fg_end_cause_name(FG_END_SETUP_FAILED), "user_setup_failed");
+    assert_int_equal(pass_starts(s, 200, 1), 2);
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 2, FG_END_SETUP_FAILED, 250, &rec), FG_OK);
+    assert_int_equal(rec.new_state, FG_JOB_FAILED);
+    assert_int_equal(rec.gpu_seconds, 0);
+    assert_true(fg_sched_member_usage(s, ma, 250) < 1e-6);
     fg_sched_free(s);
 }
 
@@ -554,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_failed_attempts_retry_after_a_doubling_backoff_until_max_retries),
         cmocka_unit_test(test_the_retry_backoff_is_capped),
         cmocka_unit_test(test_no_retries_left_ends_the_job),
+        cmocka_unit_test(test_a_setup_failure_is_retried_and_not_charged),
         cmocka_unit_test(test_a_preemption_is_not_a_retry),
         cmocka_unit_test(test_a_lost_node_frees_every_gpu_of_its_jobs),
         cmocka_unit_test(test_a_report_for_another_attempt_is_stale),
