@@ -99,6 +99,7 @@ typedef enum fg_end_cause {
     FG_END_TIMEOUT,       /* ran past its time limit -> TIMEOUT */
     FG_END_PREEMPTED,     /* stopped after a preemption decision -> PENDING */
     FG_END_NODE_LOST,     /* its node died -> PENDING (counts as a retry) or FAILED */
+    FG_END_NOT_STARTED,   /* never reached its node -> PENDING, no retry used, no usage */
 } fg_end_cause_t;
 const char *fg_end_cause_name(fg_end_cause_t c);
 
@@ -266,8 +267,9 @@ typedef struct fg_attempt {
 } fg_attempt_t;
 
 /* Reports that attempt `attempt` of job `id` ended at `now` with `cause`.
- * Frees its GPUs, accrues usage, and either requeues the job (preempted; failed or
- * node lost with retries left) or ends it (the job then leaves the core).
+ * Frees its GPUs, accrues usage, and either requeues the job (preempted; not started,
+ * which uses no retry and accrues no usage; failed or node lost with retries left) or
+ * ends it (the job then leaves the core).
  * FG_ESTALE if `attempt` is not the running attempt. *out (may be NULL) gets the record. */
 int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
                            fg_time_t now, fg_attempt_t *out);

@@ -91,9 +91,9 @@ const char *fg_job_state_name(fg_job_state_t s)
 
 const char *fg_end_cause_name(fg_end_cause_t c)
 {
-    static const char *const n[] = {"completed", "failed",    "cancelled",
-                                    "timeout",   "preempted", "node_lost"};
-    return (unsigned)c <= FG_END_NODE_LOST ? n[c] : "?";
+    static const char *const n[] = {"completed", "failed",    "cancelled",  "timeout",
+                                    "preempted", "node_lost", "not_started"};
+    return (unsigned)c <= FG_END_NOT_STARTED ? n[c] : "?";
 }
 
 const char *fg_reason_code(fg_reason_t r)

@@ -1072,7 +1072,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     int32_t slot = hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
-    if ((unsigned)cause > FG_END_NODE_LOST)
+    if ((unsigned)cause > FG_END_NOT_STARTED)
         return FG_EINVAL;
     fg__job_t *j = &s->jobs[slot];
     if (j->state != FG_JOB_RUNNING || j->attempt != attempt)
@@ -1087,7 +1087,8 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     rec.end_time = now;
     rec.cause = cause;
     rec.gpus = j->gpus;
-    fg_time_t run = now - j->start_time;
+    /* an attempt that never reached its node ran for nobody: it is not charged */
+    fg_time_t run = cause == FG_END_NOT_STARTED ? 0 : now - j->start_time;
     rec.gpu_seconds = (int64_t)j->gpus * run;
     fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
     if (cause == FG_END_PREEMPTED)
@@ -1113,6 +1114,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
         next = FG_JOB_TIMEOUT;
         break;
     case FG_END_PREEMPTED:
+    case FG_END_NOT_STARTED:
         next = FG_JOB_PENDING;
         break;
     default: /* failed, node lost: retry while allowed */
@@ -1134,7 +1136,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     rec.new_state = next;
     rec.eligible_time = next == FG_JOB_PENDING ? j->eligible_time : FG_TIME_NEVER;
     if (next == FG_JOB_PENDING) {
-        if (cause == FG_END_PREEMPTED)
+        if (cause == FG_END_PREEMPTED || cause == FG_END_NOT_STARTED)
             rec.eligible_time = j->eligible_time = now;
         j->queued_since = j->eligible_time; /* the wait counts from eligibility */
         pending_add(s, slot);

@@ -567,6 +567,8 @@ static const char *requeue_reason(fg_end_cause_t cause)
         return "preempted";
     case FG_END_NODE_LOST:
         return "node_lost";
+    case FG_END_NOT_STARTED:
+        return "not_started";
     default:
         return "failed_retry";
     }
@@ -994,10 +996,15 @@ static void do_register(sctx_t *c, srv_msg_t *m)
                     held = true;
             }
             if (!held) {
+                /* a rank never acknowledged (no started report, never held at a
+                 * register) never reached this node: its start was committed but not
+                 * delivered (controller crash, agent restart). It is requeued without
+                 * using a retry; one that did start is lost with its node. */
+                fg_end_cause_t why = j->ranks[k].started ? FG_END_NODE_LOST : FG_END_NOT_STARTED;
                 for (int q = 0; q < j->nranks; q++)
                     if (q != k && !j->ranks[q].ended)
                         send_to(c, j->ranks[q].node, stop_msg(j, q, "peer_failed"));
-                end_attempt(c, j, FG_END_NODE_LOST, false, 0, 0);
+                end_attempt(c, j, why, false, 0, 0);
                 break;
             }
         }
@@ -1624,7 +1631,8 @@ fg_sched_t *srv_core_build(srv_t *s)
                         1ULL << (json_integer_value(g) & 63);
                     snprintf(j->ranks[k].node, sizeof j->ranks[k].node, "%s", nn ? nn : "");
                     j->ranks[k].gpu_mask = mask;
-                    j->ranks[k].started = true;
+                    /* not known to have started until its agent holds it at register */
+                    j->ranks[k].started = false;
                     if (n && n->core_index >= 0) {
                         al[nal].node = n->core_index;
                         al[nal].gpu_mask = mask;
