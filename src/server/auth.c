@@ -189,7 +189,17 @@ void srv_authenticate(srv_req_t *r)
     unsigned char hash[SRV_TOKEN_HASH];
     srv_conn_token_hash(r->conn, tok, n, hash);
     if (sodium_memcmp(hash, s->agent_token_hash, SRV_TOKEN_HASH) == 0) {
-        r->agent = true;
+        r->agent_join = true; /* the cluster token: it may only join new nodes */
+        return;
+    }
+    if (!strncmp(tok, "fgn_", 4)) { /* a node credential: bound to its node's name */
+        pthread_mutex_lock(&s->mu);
+        const srv_nodecred_t *c = srv_nodecred_find(s, hash);
+        if (c) {
+            r->agent = true;
+            snprintf(r->agent_node, sizeof r->agent_node, "%s", c->name);
+        }
+        pthread_mutex_unlock(&s->mu);
         return;
     }
     int64_t now = srv_now();

@@ -684,6 +684,14 @@ static srv_job_t *fence(sctx_t *c, srv_msg_t *m)
         sync_error(m->sync, 404, "not_found", "no job %llu", (unsigned long long)m->job);
         return NULL;
     }
+    if (j->state == FG_JOB_RUNNING && m->attempt == j->r.attempts && m->rank >= 0 &&
+        m->rank < j->nranks && strcmp(j->ranks[m->rank].node, m->node)) {
+        /* the reporting node (its credential's) does not hold this rank */
+        sync_error(m->sync, 403, "forbidden",
+                   "rank %d of attempt %d of job %llu is not assigned to node %s", m->rank,
+                   m->attempt, (unsigned long long)m->job, m->node);
+        return NULL;
+    }
     if (j->state != FG_JOB_RUNNING || m->attempt != j->r.attempts || m->epoch != j->epoch ||
         m->rank < 0 || m->rank >= j->nranks || strcmp(j->ranks[m->rank].node, m->node)) {
         sync_error(m->sync, 409, "conflict",

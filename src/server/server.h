@@ -181,6 +181,13 @@ typedef struct srv_node {
     int master_port_next;
 } srv_node_t;
 
+/* A node's own credential (nodecred.c): only its hash is kept. */
+typedef struct srv_nodecred {
+    char name[FG_NAME_MAX + 1];
+    unsigned char hash[SRV_TOKEN_HASH]; /* zero when revoked */
+    bool revoked;                       /* refused; the name may not join again */
+} srv_nodecred_t;
+
 /* A simple open-addressing map from 64-bit keys to pointers. */
 typedef struct srv_map {
     uint64_t *keys;
@@ -297,7 +304,11 @@ typedef struct srv {
     fg_store_t *store;
     hd_server_t *httpd; /* the HTTP engine (httpd.h) */
     int64_t epoch;
-    unsigned char agent_token_hash[SRV_TOKEN_HASH];
+    unsigned char agent_token_hash[SRV_TOKEN_HASH]; /* the cluster's join token */
+    /* node credentials (nodecred.c), under mu */
+    srv_nodecred_t **nodecreds;
+    size_t nnodecreds, nodecreds_cap;
+    srv_map_t nodecred_by_hash;
     unsigned long long pw_ops;
     size_t pw_mem;
     char *dummy_pwhash;
@@ -383,7 +394,9 @@ typedef struct srv_req {
     /* auth */
     int64_t user_id; /* 0: anonymous */
     bool admin;
-    bool agent;
+    bool agent;                       /* a node credential: agent_node is its node */
+    bool agent_join;                  /* the cluster's join token (POST /v1/agent/join) */
+    char agent_node[FG_NAME_MAX + 1]; /* the node a node credential belongs to */
     srv_token_t *tok;
     char username[72];
     /* parking */
@@ -488,6 +501,16 @@ int h_events(srv_req_t *r);
 int h_nodes_list(srv_req_t *r);
 int h_nodes_drain(srv_req_t *r);
 int h_nodes_resume(srv_req_t *r);
+/* nodecred.c: POST /v1/agent/join, POST and DELETE /v1/nodes/{name}/credentials */
+int h_agent_join(srv_req_t *r);
+int h_nodes_cred_create(srv_req_t *r);
+int h_nodes_cred_revoke(srv_req_t *r);
+/* Loads the stored node credentials (at start, before any request); 0 or -1. */
+int srv_nodecred_load(srv_t *s);
+/* The live credential whose hash is `hash`, or NULL (mu held). */
+const srv_nodecred_t *srv_nodecred_find(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH]);
+/* true if name is a valid node name ([A-Za-z0-9_.-]{1,64}). */
+bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
 int h_healthz(srv_req_t *r);
 int h_metrics(srv_req_t *r);
