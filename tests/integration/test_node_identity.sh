@@ -110,6 +110,14 @@ check "ny's agent is locked out: its node goes down" wait_for 30 bash -c \
 check "the cluster token joins a new name (the one thing it can do)" \
     test "$(status_of "$CLUSTER" POST /v1/agent/join '{"node":"nz"}')" = 201
 
+# ------------------------------------------------------------------ the CLI --
+WTOK=$(FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ROOT "$FG" node-token create nw --json | jq -r .token)
+check "fairgpu node-token create issues a node credential" bash -c "[[ '$WTOK' == fgn_* ]]"
+check "... that nw can use" test "$(status_of "$WTOK" POST /v1/agent/heartbeat '{"node":"nw","instance":"x","epoch":1}')" = 404
+check "fairgpu node-token revoke revokes it" env FAIRGPU_URL="$URL" FAIRGPU_TOKEN="$ROOT" "$FG" node-token revoke nw
+check "... at once" test "$(status_of "$WTOK" POST /v1/agent/heartbeat '{"node":"nw","instance":"x","epoch":1}')" = 401
+check "a user cannot run fairgpu node-token" bash -c "! FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE '$FG' node-token create nv >/dev/null 2>&1"
+
 # ------------------------------------------------- fake nodes: one credential each --
 start_agent fk --fake-nodes 2 --token-file "$TMP/data/agent.token"
 check "both fake nodes register" wait_for 20 bash -c "
