@@ -193,13 +193,7 @@ void srv_authenticate(srv_req_t *r)
         return;
     }
     if (!strncmp(tok, "fgn_", 4)) { /* a node credential: bound to its node's name */
-        pthread_mutex_lock(&s->mu);
-        const srv_nodecred_t *c = srv_nodecred_find(s, hash);
-        if (c) {
-            r->agent = true;
-            snprintf(r->agent_node, sizeof r->agent_node, "%s", c->name);
-        }
-        pthread_mutex_unlock(&s->mu);
+        r->agent = srv_nodecred_lookup(s, hash, r->agent_node);
         return;
     }
     int64_t now = srv_now();

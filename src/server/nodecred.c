@@ -11,7 +11,8 @@
  * Only crypto_generichash(credential) is kept: in memory, indexed by its first 8 bytes
  * (a request is one hash and one map lookup, as for user tokens), and in the store as
  * the setting "node_credentials", a JSON object {name: hex hash | "revoked"}. Changes
- * are serialised by cred_mu, committed, and only then applied in memory (under mu).
+ * are serialised by cred_mu, committed, and only then applied in memory (under
+ * cred_lock, a read-write lock of its own: lookups never wait for the big lock mu).
  */
 #include "server/server.h"
 
@@ -28,6 +29,9 @@
 
 /* serialises credential changes (held across their commit; never with mu taken first) */
 static pthread_mutex_t cred_mu = PTHREAD_MUTEX_INITIALIZER;
+/* guards s->nodecreds and s->nodecred_by_hash: read by every agent request (so not the
+ * big lock mu, which the scheduler holds through its passes), written by changes */
+static pthread_rwlock_t cred_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 static uint64_t cred_key(const unsigned char h[SRV_TOKEN_HASH])
 {
@@ -36,7 +40,7 @@ static uint64_t cred_key(const unsigned char h[SRV_TOKEN_HASH])
     return k ? k : 1;
 }
 
-/* The record of node `name`, or NULL (mu held). */
+/* The record of node `name`, or NULL (cred_lock held). */
 static srv_nodecred_t *cred_by_name(srv_t *s, const char *name)
 {
     for (size_t i = 0; i < s->nnodecreds; i++)
@@ -45,8 +49,8 @@ static srv_nodecred_t *cred_by_name(srv_t *s, const char *name)
     return NULL;
 }
 
-/* Sets name's record in memory (mu held): a live credential with hash h, or revoked
- * (h NULL). The old hash leaves the index. */
+/* Sets name's record in memory (cred_lock held for writing): a live credential with
+ * hash h, or revoked (h NULL). The old hash leaves the index. */
 static void cred_apply(srv_t *s, const char *name, const unsigned char *h)
 {
     srv_nodecred_t *c = cred_by_name(s, name);
@@ -91,7 +95,7 @@ int srv_nodecred_load(srv_t *s)
     }
     const char *name;
     json_t *val;
-    pthread_mutex_lock(&s->mu);
+    pthread_rwlock_wrlock(&cred_lock);
     json_object_foreach(o, name, val)
     {
         unsigned char h[SRV_TOKEN_HASH];
@@ -103,20 +107,24 @@ int srv_nodecred_load(srv_t *s)
         if (strlen(name) <= FG_NAME_MAX)
             cred_apply(s, name, live ? h : NULL);
     }
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&cred_lock);
     json_decref(o);
     return 0;
 }
 
-const srv_nodecred_t *srv_nodecred_find(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH])
+bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
+                         char name[FG_NAME_MAX + 1])
 {
-    srv_nodecred_t *c = srv_map_get(&s->nodecred_by_hash, cred_key(hash));
-    if (!c || c->revoked || sodium_memcmp(c->hash, hash, SRV_TOKEN_HASH) != 0)
-        return NULL;
-    return c;
+    pthread_rwlock_rdlock(&cred_lock);
+    const srv_nodecred_t *c = srv_map_get(&s->nodecred_by_hash, cred_key(hash));
+    bool ok = c && !c->revoked && sodium_memcmp(c->hash, hash, SRV_TOKEN_HASH) == 0;
+    if (ok)
+        snprintf(name, FG_NAME_MAX + 1, "%s", c->name);
+    pthread_rwlock_unlock(&cred_lock);
+    return ok;
 }
 
-/* The stored object with name's record replaced by hex (mu held); caller frees. */
+/* The stored object with name's record replaced by hex (cred_lock held); caller frees. */
 static char *cred_json(srv_t *s, const char *name, const char *hex)
 {
     json_t *o = json_object();
@@ -152,14 +160,21 @@ static int cred_change(srv_t *s, const char *name, int flags, char *tok, size_t 
         srv_token_hex(h, hex);
     }
     pthread_mutex_lock(&cred_mu);
-    pthread_mutex_lock(&s->mu);
-    if ((flags & CRED_NEW_ONLY) && (cred_by_name(s, name) || srv_node_by_name(s, name))) {
+    if (flags & CRED_NEW_ONLY) {
+        pthread_mutex_lock(&s->mu);
+        bool known = srv_node_by_name(s, name) != NULL;
         pthread_mutex_unlock(&s->mu);
-        pthread_mutex_unlock(&cred_mu);
-        return 409;
+        pthread_rwlock_rdlock(&cred_lock);
+        known = known || cred_by_name(s, name);
+        pthread_rwlock_unlock(&cred_lock);
+        if (known) {
+            pthread_mutex_unlock(&cred_mu);
+            return 409;
+        }
     }
+    pthread_rwlock_rdlock(&cred_lock);
     char *txt = cred_json(s, name, tok ? hex : "revoked");
-    pthread_mutex_unlock(&s->mu);
+    pthread_rwlock_unlock(&cred_lock);
     srv_batch_t b = {0};
     srv_op_t *o = srv_batch_add(&b, OP_SETTING_SET, NULL);
     o->s1 = SETTING;
@@ -168,9 +183,9 @@ static int cred_change(srv_t *s, const char *name, int flags, char *tok, size_t 
     srv_batch_free(&b);
     free(txt);
     if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        pthread_rwlock_wrlock(&cred_lock);
         cred_apply(s, name, tok ? h : NULL);
-        pthread_mutex_unlock(&s->mu);
+        pthread_rwlock_unlock(&cred_lock);
     }
     pthread_mutex_unlock(&cred_mu);
     if (rc)

@@ -305,7 +305,7 @@ typedef struct srv {
     hd_server_t *httpd; /* the HTTP engine (httpd.h) */
     int64_t epoch;
     unsigned char agent_token_hash[SRV_TOKEN_HASH]; /* the cluster's join token */
-    /* node credentials (nodecred.c), under mu */
+    /* node credentials (nodecred.c), under its own lock */
     srv_nodecred_t **nodecreds;
     size_t nnodecreds, nodecreds_cap;
     srv_map_t nodecred_by_hash;
@@ -507,8 +507,9 @@ int h_nodes_cred_create(srv_req_t *r);
 int h_nodes_cred_revoke(srv_req_t *r);
 /* Loads the stored node credentials (at start, before any request); 0 or -1. */
 int srv_nodecred_load(srv_t *s);
-/* The live credential whose hash is `hash`, or NULL (mu held). */
-const srv_nodecred_t *srv_nodecred_find(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH]);
+/* true if `hash` is a live node credential's; name gets its node. Takes its own lock. */
+bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
+                         char name[FG_NAME_MAX + 1]);
 /* true if name is a valid node name ([A-Za-z0-9_.-]{1,64}). */
 bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
