@@ -25,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SETTING "node_credentials"
+#define SETTING   "node_credentials"
+#define CREDS_MAX 16384 /* node names with a credential record (a bound on joins) */
 
 /* serialises credential changes (held across their commit; never with mu taken first) */
 static pthread_mutex_t cred_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -146,8 +147,8 @@ enum { CRED_NEW_ONLY = 1 };
 /*
  * Gives node `name` a fresh credential (tok, shown once; tn >= 64) or, with tok NULL,
  * revokes it. With CRED_NEW_ONLY the name must be new to the controller (no node, no
- * credential record). Returns 0, 409 (not new), or 503 (not stored); nothing changes
- * unless 0.
+ * credential record; at most CREDS_MAX records). Returns 0, 409 (not new), 507 (too
+ * many nodes: answered 409) or 503 (not stored); nothing changes unless 0.
  */
 static int cred_change(srv_t *s, const char *name, int flags, char *tok, size_t tn)
 {
@@ -166,10 +167,11 @@ static int cred_change(srv_t *s, const char *name, int flags, char *tok, size_t 
         pthread_mutex_unlock(&s->mu);
         pthread_rwlock_rdlock(&cred_lock);
         known = known || cred_by_name(s, name);
+        bool full = s->nnodecreds >= CREDS_MAX;
         pthread_rwlock_unlock(&cred_lock);
-        if (known) {
+        if (known || full) {
             pthread_mutex_unlock(&cred_mu);
-            return 409;
+            return known ? 409 : 507;
         }
     }
     pthread_rwlock_rdlock(&cred_lock);
@@ -221,6 +223,11 @@ int h_agent_join(srv_req_t *r)
                                   "only admits new nodes; an admin issues its credential "
                                   "(fairgpu node-token create %s)",
                                   node, node);
+        else if (rc == 507)
+            ret = srv_reply_error(r, 409, "conflict", "node",
+                                  "this controller holds %d node credentials, its most; an admin "
+                                  "issues further ones",
+                                  CREDS_MAX);
         else if (rc)
             ret =
                 srv_reply_error(r, 503, "unavailable", NULL, "the credential could not be stored");

@@ -1009,6 +1009,10 @@ static void do_register(sctx_t *c, srv_msg_t *m)
                  * delivered (controller crash, agent restart). It is requeued without
                  * using a retry; one that did start is lost with its node. */
                 fg_end_cause_t why = j->ranks[k].started ? FG_END_NODE_LOST : FG_END_NOT_STARTED;
+                /* a start that never arrives again and again (an agent that dies at each
+                 * launch) stops being free: it is lost like any other */
+                if (why == FG_END_NOT_STARTED && ++j->not_started > SRV_NOT_STARTED_MAX)
+                    why = FG_END_NODE_LOST;
                 for (int q = 0; q < j->nranks; q++)
                     if (q != k && !j->ranks[q].ended)
                         send_to(c, j->ranks[q].node, stop_msg(j, q, "peer_failed"));

@@ -137,6 +137,7 @@ typedef struct srv_job {
     int64_t gpu_seconds;
     fg_store_attempt_t cur; /* the current (or last) attempt; cur.attempt 0: none */
     bool stop_sent;         /* a stop for the current attempt was queued */
+    int not_started;        /* attempts requeued as never started (this process) */
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
@@ -224,7 +225,8 @@ enum srv_msg_kind {
     MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
 };
 
-#define SRV_REPORTS_MAX 256 /* entries of one POST /v1/agent/reports */
+#define SRV_REPORTS_MAX     256 /* entries of one POST /v1/agent/reports */
+#define SRV_NOT_STARTED_MAX 3   /* free requeues of a job's never-started attempts */
 
 /* One entry of a MSG_REPORTS batch: the parsed report (NULL when the entry was refused
  * at parsing), and the answer to it (status 0: not answered yet; error: {code, message,
