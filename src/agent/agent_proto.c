@@ -4,8 +4,13 @@
  * receives start/stop messages, and a reporter thread that sends started, log chunks
  * (by offset, so retries neither lose nor duplicate) and exited.
  *
+ * Credentials: every request carries the node's own credential (n->token). A node
+ * without one joins first (POST /v1/agent/join with the cluster token) and keeps what it
+ * gets in WORK_DIR/node.token; a node credential given with --token-file is used as is.
+ *
  * Retries: transport errors, 429 and 5xx are retried with exponential backoff (100 ms
- * doubling to 5 s, with jitter); 401 re-reads the token file and backs off.
+ * doubling to 5 s, with jitter); 401 re-reads the token file and the node's credential
+ * file and backs off.
  */
 #include "agent/agent.h"
 #include "agent/http.h"
