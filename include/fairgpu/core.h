@@ -102,8 +102,9 @@ typedef enum fg_end_cause {
     FG_END_SETUP_FAILED,  /* the node could not set up its Unix identity: it never ran and
                              is not charged (0 GPU-seconds, no usage) -> PENDING (counts as
                              a retry) or FAILED */
+    FG_END_NOT_STARTED,   /* never reached its node -> PENDING, no retry used, no usage */
 } fg_end_cause_t;
-#define FG_END_CAUSE_MAX FG_END_SETUP_FAILED
+#define FG_END_CAUSE_MAX FG_END_NOT_STARTED
 const char *fg_end_cause_name(fg_end_cause_t c);
 
 /* Why a pending job waits: the reason_code enum of the API contract. */
@@ -270,8 +271,9 @@ typedef struct fg_attempt {
 } fg_attempt_t;
 
 /* Reports that attempt `attempt` of job `id` ended at `now` with `cause`.
- * Frees its GPUs, accrues usage, and either requeues the job (preempted; failed or
- * node lost with retries left) or ends it (the job then leaves the core).
+ * Frees its GPUs, accrues usage, and either requeues the job (preempted; not started,
+ * which uses no retry and accrues no usage; failed or node lost with retries left) or
+ * ends it (the job then leaves the core).
  * FG_ESTALE if `attempt` is not the running attempt. *out (may be NULL) gets the record. */
 int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
                            fg_time_t now, fg_attempt_t *out);

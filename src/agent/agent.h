@@ -74,6 +74,8 @@ struct fg_node {
     char name[72];
     char work_dir[600];
     char instance[40];
+    char token[512];     /* this node's own credential ("" until joined; g_token_mu) */
+    char cred_file[640]; /* where it is kept: WORK_DIR/node.token (mode 0600) */
     fg_gpu_backend_t gpu;
     fg_gpu_info_t gpus[FG_GPU_MAX];
     int ngpus;
@@ -101,6 +103,7 @@ typedef struct fg_agent_cfg {
     char server[512];
     char token[512];
     char token_file[512];
+    char ca_file[512]; /* CA bundle to verify an https controller with ("": system store) */
     char name[64];
     int fake_gpus; /* -1: NVML (fall back to 0 with a warning) */
     char gpu_type[32];
@@ -171,5 +174,7 @@ void *fg_node_poll_main(void *arg);
 void *fg_node_report_main(void *arg);
 /* Reads the token file into cfg->token; 0 or -1 (message on stderr). */
 int fg_agent_read_token(fg_agent_cfg_t *cfg);
+/* 1 if tok is a node credential ("fgn_..."), not the cluster's join token. */
+int fg_agent_is_node_credential(const char *tok);
 
 #endif

@@ -32,8 +32,13 @@ static void usage(FILE *f)
           "                     [options]\n"
           "\n"
           "  --server URL            controller URL, e.g. http://127.0.0.1:8080\n"
-          "  --token-file FILE       agent token (the server's DATA_DIR/agent.token)\n"
-          "  --token T               agent token given directly (tests only: visible in ps)\n"
+          "  --token-file FILE       the cluster's join token (the server's\n"
+          "                          DATA_DIR/agent.token: a new node joins with it and keeps\n"
+          "                          its own credential in WORK_DIR/node.token), or this\n"
+          "                          node's credential from 'fairgpu node-token create'\n"
+          "  --token T               the same given directly (tests only: visible in ps)\n"
+          "  --ca-file FILE          CA certificates to verify an https controller with\n"
+          "                          (default: the system's store)\n"
           "  --name NODE             node name (with --fake-nodes: prefix, NODE-0..N-1)\n"
           "  --fake-gpus N           N (1..64) fake GPUs instead of NVML\n"
           "  --gpu-type T            GPU type to report (default: from NVML, or 'fake')\n"
@@ -156,12 +161,14 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         O_LOG_LEVEL,
         O_REPORT_THREADS,
         O_KEEP_LOGS,
+        O_CA_FILE,
         O_HELP,
     };
     static const struct option opts[] = {
         {"server", required_argument, 0, O_SERVER},
         {"token-file", required_argument, 0, O_TOKEN_FILE},
         {"token", required_argument, 0, O_TOKEN},
+        {"ca-file", required_argument, 0, O_CA_FILE},
         {"name", required_argument, 0, O_NAME},
         {"fake-gpus", required_argument, 0, O_FAKE_GPUS},
         {"gpu-type", required_argument, 0, O_GPU_TYPE},
@@ -202,6 +209,13 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
             break;
         case O_TOKEN:
             snprintf(cfg->token, sizeof cfg->token, "%s", optarg);
+            break;
+        case O_CA_FILE:
+            if (access(optarg, R_OK) != 0) {
+                fprintf(stderr, "fairgpu agent: --ca-file %s: %s\n", optarg, strerror(errno));
+                return -1;
+            }
+            snprintf(cfg->ca_file, sizeof cfg->ca_file, "%s", optarg);
             break;
         case O_NAME:
             snprintf(cfg->name, sizeof cfg->name, "%s", optarg);
@@ -430,6 +444,7 @@ static int node_init(fg_agent_t *ag, int i)
         fprintf(stderr, "fairgpu agent: cannot create %s: %s\n", n->work_dir, strerror(errno));
         return -1;
     }
+    fg_fmt(n->cred_file, sizeof n->cred_file, "%s/node.token", n->work_dir);
     random_hex(n->instance, 8);
     n->hb_interval_s = cfg->heartbeat_s;
     n->need_register = 1;
@@ -499,6 +514,12 @@ int fg_cmd_agent(int argc, char **argv)
         return rc > 0 ? 0 : 2;
     }
     if (fg_agent_read_token(cfg) != 0) {
+        free(ag);
+        return 2;
+    }
+    if (cfg->fake_nodes && fg_agent_is_node_credential(cfg->token)) {
+        fprintf(stderr, "fairgpu agent: a node credential serves one node; with --fake-nodes "
+                        "give the cluster's join token (each node joins with its own)\n");
         free(ag);
         return 2;
     }

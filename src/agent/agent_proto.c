@@ -4,8 +4,13 @@
  * receives start/stop messages, and a reporter thread that sends started, log chunks
  * (by offset, so retries neither lose nor duplicate) and exited.
  *
+ * Credentials: every request carries the node's own credential (n->token). A node
+ * without one joins first (POST /v1/agent/join with the cluster token) and keeps what it
+ * gets in WORK_DIR/node.token; a node credential given with --token-file is used as is.
+ *
  * Retries: transport errors, 429 and 5xx are retried with exponential backoff (100 ms
- * doubling to 5 s, with jitter); 401 re-reads the token file and backs off.
+ * doubling to 5 s, with jitter); 401 re-reads the token file and the node's credential
+ * file and backs off.
  */
 #include "agent/agent.h"
 #include "agent/http.h"
@@ -58,15 +63,6 @@ int fg_agent_read_token(fg_agent_cfg_t *cfg)
     return 0;
 }
 
-/* After a 401: re-reads the token file and refreshes h's header. */
-static void refresh_token(fg_agent_t *ag, fg_http_t *h)
-{
-    fg_agent_read_token(&ag->cfg);
-    pthread_mutex_lock(&g_token_mu);
-    fg_http_set_token(h, ag->cfg.token);
-    pthread_mutex_unlock(&g_token_mu);
-}
-
 /* Sleeps ms milliseconds unless the agent is stopping. */
 static void nap(fg_agent_t *ag, int64_t ms)
 {
@@ -97,6 +93,131 @@ static void timed_wait(pthread_cond_t *c, pthread_mutex_t *m, int64_t until_ms)
     pthread_cond_timedwait(c, m, &ts);
 }
 
+int fg_agent_is_node_credential(const char *tok)
+{
+    return !strncmp(tok, "fgn_", 4);
+}
+
+/* Reads the first line-ish secret of path into out (trimmed); 0, or -1 if absent/empty. */
+static int read_secret(const char *path, char *out, size_t n)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    char buf[512];
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = '\0';
+    char *p = buf;
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    size_t len = strcspn(p, " \n\r\t");
+    p[len] = '\0';
+    if (!len || len >= n)
+        return -1;
+    snprintf(out, n, "%s", p);
+    return 0;
+}
+
+/*
+ * (Re)loads node n's credential (at start and after a 401): the --token/--token-file
+ * value when that is a node credential (an admin issued it for this node), else the one
+ * the node got when it joined (n->cred_file). Leaves n->token "" when there is none:
+ * the heartbeat thread then joins.
+ */
+static void node_refresh(fg_node_t *n)
+{
+    fg_agent_t *ag = n->ag;
+    fg_agent_read_token(&ag->cfg);
+    char tok[512] = "";
+    pthread_mutex_lock(&g_token_mu);
+    if (fg_agent_is_node_credential(ag->cfg.token))
+        snprintf(tok, sizeof tok, "%s", ag->cfg.token);
+    pthread_mutex_unlock(&g_token_mu);
+    if (!tok[0] && read_secret(n->cred_file, tok, sizeof tok) != 0)
+        tok[0] = '\0';
+    pthread_mutex_lock(&g_token_mu);
+    snprintf(n->token, sizeof n->token, "%s", tok);
+    pthread_mutex_unlock(&g_token_mu);
+}
+
+/* fg_http_json with node n's current credential. */
+static long node_http(fg_node_t *n, fg_http_t *h, const char *method, const char *path,
+                      json_t *body, long timeout_ms, json_t **resp, char *err, size_t errlen)
+{
+    pthread_mutex_lock(&g_token_mu);
+    fg_http_set_token(h, n->token);
+    pthread_mutex_unlock(&g_token_mu);
+    return fg_http_json(h, method, path, body, timeout_ms, resp, err, errlen);
+}
+
+/* Writes node n's new credential to n->cred_file (0600, atomically); 0 or -1. */
+static int save_credential(fg_node_t *n, const char *tok)
+{
+    char tmp[700];
+    fg_fmt(tmp, sizeof tmp, "%s.tmp", n->cred_file);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(tok);
+    int ok = write(fd, tok, len) == (ssize_t)len && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmp, n->cred_file) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/*
+ * Makes sure node n has a credential (heartbeat thread, before registering): when it
+ * has none, joins with the cluster token (POST /v1/agent/join) and keeps the credential
+ * the controller gives, retrying until it succeeds or the agent stops.
+ */
+static void ensure_credential(fg_node_t *n, fg_http_t *h)
+{
+    fg_agent_t *ag = n->ag;
+    backoff_t bo = {0};
+    int warned = 0;
+    for (;;) {
+        node_refresh(n);
+        pthread_mutex_lock(&g_token_mu);
+        int have = n->token[0] != '\0';
+        fg_http_set_token(h, ag->cfg.token);
+        pthread_mutex_unlock(&g_token_mu);
+        if (have || ag->stop)
+            return;
+        json_t *body = json_pack("{s:s}", "node", n->name), *resp = NULL;
+        char err[256];
+        long st = fg_http_json(h, "POST", "/v1/agent/join", body, 10000, &resp, err, sizeof err);
+        json_decref(body);
+        const char *tok = json_string_value(json_object_get(resp, "token"));
+        if (st == 201 && tok && fg_agent_is_node_credential(tok)) {
+            if (save_credential(n, tok) != 0)
+                fg_log(FG_LOG_ERROR, "node %s: cannot save its credential in %s: %s", n->name,
+                       n->cred_file, strerror(errno));
+            else
+                fg_log(FG_LOG_INFO, "node %s joined; its credential is in %s", n->name,
+                       n->cred_file);
+            pthread_mutex_lock(&g_token_mu);
+            snprintf(n->token, sizeof n->token, "%s", tok);
+            pthread_mutex_unlock(&g_token_mu);
+            json_decref(resp);
+            return;
+        }
+        json_decref(resp);
+        if (st == 409 && !warned++)
+            fg_log(FG_LOG_ERROR,
+                   "node %s: the controller already knows this node and %s holds no "
+                   "credential: an admin issues one (fairgpu node-token create %s) to give "
+                   "with --token-file",
+                   n->name, n->cred_file, n->name);
+        else if (st != 409)
+            fg_log(FG_LOG_WARN, "node %s: join: %s (retrying)", n->name, err);
+        backoff_wait(ag, &bo);
+    }
+}
+
 static json_t *running_list(fg_node_t *n, int with_start)
 {
     json_t *arr = json_array();
@@ -123,6 +244,7 @@ static void do_register(fg_node_t *n, fg_http_t *h)
     fg_agent_t *ag = n->ag;
     backoff_t bo = {0};
     while (!ag->stop) {
+        ensure_credential(n, h);
         json_t *gpus = json_array();
         for (int i = 0; i < n->ngpus; i++)
             json_array_append_new(gpus, json_pack("{s:i, s:s, s:s, s:s, s:I}", "index",
@@ -140,7 +262,7 @@ static void do_register(fg_node_t *n, fg_http_t *h)
         json_t *resp = NULL;
         char err[256];
         long st =
-            fg_http_json(h, "POST", "/v1/agent/register", body, 10000, &resp, err, sizeof err);
+            node_http(n, h, "POST", "/v1/agent/register", body, 10000, &resp, err, sizeof err);
         json_decref(body);
         if (st == 200 && json_is_object(resp)) {
             pthread_mutex_lock(&ag->mu);
@@ -195,7 +317,7 @@ static void do_register(fg_node_t *n, fg_http_t *h)
         }
         json_decref(resp);
         if (st == 401)
-            refresh_token(ag, h);
+            node_refresh(n);
         if (st >= 0)
             fg_log(FG_LOG_WARN, "node %s: register refused: %s", n->name, err);
         else
@@ -210,8 +332,9 @@ void *fg_node_hb_main(void *arg)
     fg_agent_t *ag = n->ag;
     fg_http_t h;
     pthread_mutex_lock(&g_token_mu);
-    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    fg_http_init(&h, ag->cfg.server, n->token, &ag->stop);
     pthread_mutex_unlock(&g_token_mu);
+    fg_http_set_ca(&h, ag->cfg.ca_file);
     int64_t next = 0;
     while (!ag->stop) {
         pthread_mutex_lock(&ag->mu);
@@ -251,7 +374,7 @@ void *fg_node_hb_main(void *arg)
         json_t *resp = NULL;
         char err[256];
         long st =
-            fg_http_json(&h, "POST", "/v1/agent/heartbeat", body, 5000, &resp, err, sizeof err);
+            node_http(n, &h, "POST", "/v1/agent/heartbeat", body, 5000, &resp, err, sizeof err);
         json_decref(body);
         if (st == 200 && json_is_object(resp)) {
             pthread_mutex_lock(&ag->mu);
@@ -268,8 +391,9 @@ void *fg_node_hb_main(void *arg)
             n->need_register = 1;
             pthread_mutex_unlock(&ag->mu);
         } else if (st == 401) {
-            refresh_token(ag, &h);
-            fg_log(FG_LOG_ERROR, "node %s: heartbeat: agent token refused", n->name);
+            node_refresh(n);
+            fg_log(FG_LOG_ERROR, "node %s: heartbeat: its credential was refused (revoked?)",
+                   n->name);
         } else if (st < 0) {
             fg_log(FG_LOG_WARN, "node %s: heartbeat: %s", n->name, err);
             next = fg_now_ms() + 500; /* retry soon; the controller counts missed beats */
@@ -288,8 +412,9 @@ void *fg_node_poll_main(void *arg)
     fg_agent_t *ag = n->ag;
     fg_http_t h;
     pthread_mutex_lock(&g_token_mu);
-    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    fg_http_init(&h, ag->cfg.server, n->token, &ag->stop);
     pthread_mutex_unlock(&g_token_mu);
+    fg_http_set_ca(&h, ag->cfg.ca_file);
     backoff_t bo = {0};
     char node_q[200], inst_q[100];
     fg_url_escape(n->name, node_q, sizeof node_q);
@@ -308,8 +433,8 @@ void *fg_node_poll_main(void *arg)
                  node_q, inst_q, (long long)after, ag->cfg.poll_wait_s);
         json_t *resp = NULL;
         char err[256];
-        long st = fg_http_json(&h, "GET", path, NULL, (ag->cfg.poll_wait_s + 15) * 1000L, &resp,
-                               err, sizeof err);
+        long st = node_http(n, &h, "GET", path, NULL, (ag->cfg.poll_wait_s + 15) * 1000L, &resp,
+                            err, sizeof err);
         if (st == 200 && json_is_object(resp)) {
             bo.ms = 0;
             pthread_mutex_lock(&ag->mu);
@@ -352,7 +477,7 @@ void *fg_node_poll_main(void *arg)
             pthread_mutex_unlock(&ag->mu);
         } else if (!ag->stop) {
             if (st == 401)
-                refresh_token(ag, &h);
+                node_refresh(n);
             fg_log(FG_LOG_WARN, "node %s: long-poll: %s", n->name, err);
             backoff_wait(ag, &bo);
         }
@@ -432,7 +557,7 @@ static int started_result(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, long st, 
         fg_attempt_begin_stop(a, "stale", 0);
         pthread_mutex_unlock(&n->ag->mu);
     } else if (st == 401) {
-        refresh_token(n->ag, h);
+        node_refresh(n);
     } else if (st < 0) {
         fg_log(FG_LOG_WARN, "node %s: started %s: %s", n->name, a->key, err);
     }
@@ -444,7 +569,7 @@ static int send_started(fg_node_t *n, fg_http_t *h, fg_attempt_t *a)
 {
     json_t *body = started_body(n, a);
     char err[256];
-    long st = fg_http_json(h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
+    long st = node_http(n, h, "POST", "/v1/agent/started", body, 10000, NULL, err, sizeof err);
     json_decref(body);
     return started_result(n, h, a, st, err);
 }
@@ -480,7 +605,7 @@ static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size,
         free(b64);
         json_t *resp = NULL;
         char err[256];
-        long st = fg_http_json(h, "POST", "/v1/agent/logs", body, 10000, &resp, err, sizeof err);
+        long st = node_http(n, h, "POST", "/v1/agent/logs", body, 10000, &resp, err, sizeof err);
         json_decref(body);
         json_t *len = resp ? json_object_get(resp, "length") : NULL;
         if ((st == 200 || st == 409) && json_is_integer(len)) {
@@ -503,7 +628,7 @@ static int ship_log(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t size,
             break;
         } else {
             if (st == 401)
-                refresh_token(n->ag, h);
+                node_refresh(n);
             fg_log(FG_LOG_WARN, "node %s: logs %s: %s", n->name, a->key, err);
             json_decref(resp);
             break;
@@ -537,7 +662,7 @@ static json_t *exited_body(fg_node_t *n, fg_attempt_t *a, int64_t log_bytes)
 static int exited_result(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, long st, const char *err)
 {
     if (st == 401)
-        refresh_token(n->ag, h);
+        node_refresh(n);
     else if (st < 0 || st >= 500)
         fg_log(FG_LOG_WARN, "node %s: exited %s: %s", n->name, a->key, err);
     else if ((st == 409 || st == 404) && !refusal_confirmed(n, a))
@@ -553,7 +678,7 @@ static int send_exited(fg_node_t *n, fg_http_t *h, fg_attempt_t *a, int64_t log_
 {
     json_t *body = exited_body(n, a, log_bytes);
     char err[256];
-    long st = fg_http_json(h, "POST", "/v1/agent/exited", body, 10000, NULL, err, sizeof err);
+    long st = node_http(n, h, "POST", "/v1/agent/exited", body, 10000, NULL, err, sizeof err);
     json_decref(body);
     return exited_result(n, h, a, st, err);
 }
@@ -731,12 +856,12 @@ static void report_many(fg_node_t *n, fg_http_t *h, fg_attempt_t **as, int k, in
     json_t *body = json_pack("{s:s, s:o}", "node", n->name, "reports", reports);
     json_t *resp = NULL;
     char err[256];
-    long st = fg_http_json(h, "POST", "/v1/agent/reports", body, 10000, &resp, err, sizeof err);
+    long st = node_http(n, h, "POST", "/v1/agent/reports", body, 10000, &resp, err, sizeof err);
     json_decref(body);
     json_t *results = st == 200 ? json_object_get(resp, "results") : NULL;
     if (!json_is_array(results) || json_array_size(results) != nrep) {
         if (st == 401)
-            refresh_token(ag, h);
+            node_refresh(n);
         else if (st < 0 || st >= 500 || st == 429)
             fg_log(FG_LOG_WARN, "node %s: reports: %s", n->name, err);
         else {
@@ -811,8 +936,9 @@ void *fg_node_report_main(void *arg)
     fg_agent_t *ag = n->ag;
     fg_http_t h;
     pthread_mutex_lock(&g_token_mu);
-    fg_http_init(&h, ag->cfg.server, ag->cfg.token, &ag->stop);
+    fg_http_init(&h, ag->cfg.server, n->token, &ag->stop);
     pthread_mutex_unlock(&g_token_mu);
+    fg_http_set_ca(&h, ag->cfg.ca_file);
     backoff_t bo = {0};
     unsigned char *buf = fg_xmalloc(LOG_CHUNK);
     pthread_mutex_lock(&ag->mu);

@@ -60,6 +60,11 @@ void fg_http_set_token(fg_http_t *h, const char *token)
     snprintf(h->auth, sizeof h->auth, "Authorization: Bearer %s", token);
 }
 
+void fg_http_set_ca(fg_http_t *h, const char *path)
+{
+    snprintf(h->ca_file, sizeof h->ca_file, "%s", path ? path : "");
+}
+
 void fg_http_cleanup(fg_http_t *h)
 {
     if (h->curl)
@@ -89,6 +94,11 @@ long fg_http_json(fg_http_t *h, const char *method, const char *path, json_t *bo
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(c, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* https is always verified (peer and host name); --ca-file names the bundle */
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (h->ca_file[0])
+        curl_easy_setopt(c, CURLOPT_CAINFO, h->ca_file);
     if (h->stop) {
         curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
         curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);

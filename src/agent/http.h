@@ -12,12 +12,15 @@ typedef struct fg_http {
     void *curl;         /* CURL * */
     char base[512];     /* "http://127.0.0.1:8080", no trailing slash */
     char auth[600];     /* "Authorization: Bearer ..." */
+    char ca_file[512];  /* CURLOPT_CAINFO for https ("": the system store); never unverified */
     volatile int *stop; /* when *stop becomes non-zero, transfers are aborted */
 } fg_http_t;
 
 /* Prepares h for base_url with the agent token. stop may be NULL. */
 void fg_http_init(fg_http_t *h, const char *base_url, const char *token, volatile int *stop);
 void fg_http_set_token(fg_http_t *h, const char *token);
+/* Verifies an https server against the CA bundle at path (NULL or "": the system's). */
+void fg_http_set_ca(fg_http_t *h, const char *path);
 void fg_http_cleanup(fg_http_t *h);
 
 /*

@@ -51,6 +51,9 @@ static int usage_err(const char *cmd, const char *fmt, ...)
     return 2;
 }
 
+/* --ca-file FILE of this invocation (it overrides FAIRGPU_CA_FILE and "ca_file") */
+static const char *g_ca_file;
+
 /* Loads the config and opens a client (with the token when use_token). Returns 0 or
  * the exit status to return. */
 static int ctx_open(ctx_t *x, int use_token)
@@ -64,6 +67,7 @@ static int ctx_open(ctx_t *x, int use_token)
         fg_cli_config_free(&x->cfg);
         return 1;
     }
+    fg_client_set_ca(&x->c, g_ca_file ? g_ca_file : x->cfg.ca_file);
     return 0;
 }
 
@@ -1831,6 +1835,56 @@ static int cmd_token(int argc, char **argv)
     return rc;
 }
 
+/* ------------------------------------------------------------- node-token -- */
+
+static const char NODE_TOKEN_HELP[] =
+    "usage: fairgpu node-token create NODE [--json]\n"
+    "       fairgpu node-token revoke NODE\n"
+    "Node credentials (admins only). create issues NODE a new credential (replacing any\n"
+    "old one) and shows it once: give it to that node's agent with --token-file. revoke\n"
+    "refuses NODE's credential at once; the name cannot join again until create.\n";
+
+static int cmd_node_token(int argc, char **argv)
+{
+    if (argc < 2 || is_help(argv[1])) {
+        fputs(NODE_TOKEN_HELP, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *sub = argv[1];
+    int json = 0;
+    int r = sub_json_flag("node-token", argc - 1, argv + 1, &json, NODE_TOKEN_HELP);
+    if (r >= 0)
+        return r;
+    int nargs = argc - 1 - optind;
+    char **args = argv + 1 + optind;
+    int create = !strcmp(sub, "create");
+    if (!create && strcmp(sub, "revoke"))
+        return usage_err("node-token", "unknown subcommand '%s' (create, revoke)", sub);
+    if (nargs != 1)
+        return usage_err("node-token", "%s takes one NODE", sub);
+    ctx_t x;
+    int rc;
+    if ((rc = ctx_open(&x, 1)))
+        return rc;
+    char *e = fg_client_escape(args[0]);
+    char path[512];
+    snprintf(path, sizeof path, "/v1/nodes/%s/credentials", e);
+    free(e);
+    json_t *res = NULL;
+    rc = call(&x, create ? "POST" : "DELETE", path, NULL, NULL, &res);
+    if (!rc && json)
+        print_json(res);
+    else if (!rc && create)
+        printf("Issued a credential for node %s. It is shown only now; put it in a file "
+               "(mode 0600)\nand start that node's agent with --token-file FILE:\n%s\n",
+               args[0], jstr(res, "token") ? jstr(res, "token") : "?");
+    else if (!rc)
+        printf("Revoked the credential of node %s\n", args[0]);
+    json_decref(res);
+    ctx_close(&x);
+    return rc;
+}
+
 /* ------------------------------------------------------------------ user -- */
 
 static const char USER_HELP[] =
@@ -2179,17 +2233,59 @@ typedef struct {
 } command_t;
 
 static const command_t COMMANDS[] = {
-    {"login", cmd_login},       {"logout", cmd_logout}, {"whoami", cmd_whoami},
-    {"register", cmd_register}, {"submit", cmd_submit}, {"jobs", cmd_jobs},
-    {"show", cmd_show},         {"cancel", cmd_cancel}, {"events", cmd_events},
-    {"logs", cmd_logs},         {"nodes", cmd_nodes},   {"share", cmd_share},
-    {"token", cmd_token},       {"user", cmd_user},     {"account", cmd_account},
+    {"login", cmd_login},     {"logout", cmd_logout},
+    {"whoami", cmd_whoami},   {"register", cmd_register},
+    {"submit", cmd_submit},   {"jobs", cmd_jobs},
+    {"show", cmd_show},       {"cancel", cmd_cancel},
+    {"events", cmd_events},   {"logs", cmd_logs},
+    {"nodes", cmd_nodes},     {"share", cmd_share},
+    {"token", cmd_token},     {"user", cmd_user},
+    {"account", cmd_account}, {"node-token", cmd_node_token},
 };
+
+/* Takes every "--ca-file FILE" / "--ca-file=FILE" before a "--" out of argv (a client
+ * option of every command); returns the new argc, or -1 when FILE is missing. */
+static int take_ca_file(int argc, char **argv)
+{
+    int out = 0;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            while (i < argc)
+                argv[out++] = argv[i++];
+            break;
+        }
+        if (!strncmp(argv[i], "--ca-file=", 10)) {
+            g_ca_file = argv[i] + 10;
+        } else if (!strcmp(argv[i], "--ca-file")) {
+            if (i + 1 >= argc)
+                return -1;
+            g_ca_file = argv[++i];
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    return out;
+}
 
 int fg_cmd_client(int argc, char **argv)
 {
     if (argc < 1 || !argv[0])
         return -1;
+    int known = 0;
+    for (size_t k = 0; k < sizeof COMMANDS / sizeof COMMANDS[0]; k++)
+        known = known || !strcmp(argv[0], COMMANDS[k].name);
+    if (!known)
+        return -1;
+    argc = take_ca_file(argc, argv);
+    if (argc < 0) {
+        fprintf(stderr, "fairgpu %s: --ca-file needs a FILE\n", argv[0]);
+        return 2;
+    }
+    if (g_ca_file && access(g_ca_file, R_OK) != 0) {
+        fprintf(stderr, "fairgpu %s: --ca-file %s: %s\n", argv[0], g_ca_file, strerror(errno));
+        return 2;
+    }
     for (size_t k = 0; k < sizeof COMMANDS / sizeof COMMANDS[0]; k++)
         if (!strcmp(argv[0], COMMANDS[k].name)) {
             int rc = COMMANDS[k].fn(argc, argv);

@@ -26,12 +26,19 @@ int fg_client_init(fg_client_t *c, const char *url, const char *token)
     return 0;
 }
 
+void fg_client_set_ca(fg_client_t *c, const char *path)
+{
+    free(c->ca_file);
+    c->ca_file = path && *path ? fg_xstrdup(path) : NULL;
+}
+
 void fg_client_free(fg_client_t *c)
 {
     if (c->curl)
         curl_easy_cleanup(c->curl);
     free(c->url);
     free(c->token);
+    free(c->ca_file);
     memset(c, 0, sizeof *c);
     curl_global_cleanup();
 }
@@ -74,6 +81,20 @@ static size_t on_body(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+/* Says on stderr why a transfer failed, with what to do when the TLS check failed. */
+static void report_transport(const fg_client_t *c, CURLcode cc)
+{
+    fprintf(stderr, "fairgpu: cannot reach the server at %s: %s\n", c->url, curl_easy_strerror(cc));
+    if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE ||
+        cc == CURLE_SSL_CERTPROBLEM)
+        fprintf(stderr,
+                "fairgpu: the server's TLS certificate could not be verified%s%s; give the CA "
+                "that signed it with --ca-file FILE (or FAIRGPU_CA_FILE, or \"ca_file\" in "
+                "the config file)\n",
+                c->ca_file ? " with " : " with the system's CA store",
+                c->ca_file ? c->ca_file : "");
+}
+
 /* Sets the options common to every request; returns the header list to free. */
 static struct curl_slist *prepare(fg_client_t *c, const char *method, const char *url,
                                   const char *const *headers)
@@ -86,6 +107,11 @@ static struct curl_slist *prepare(fg_client_t *c, const char *method, const char
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, "fairgpu-cli/1");
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* https: the peer and its host name are always verified */
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (c->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     struct curl_slist *hl = NULL;
     char auth[4200];
     if (c->token) {
@@ -135,8 +161,7 @@ int fg_client_request(fg_client_t *c, const char *method, const char *path, json
             fprintf(stderr, "fairgpu: the reply from %s is larger than %d bytes\n", c->url,
                     FG_CLIENT_MAX_BODY);
         else
-            fprintf(stderr, "fairgpu: cannot reach the server at %s: %s\n", c->url,
-                    curl_easy_strerror(cc));
+            report_transport(c, cc);
         free(s.buf);
         return -1;
     }
@@ -224,7 +249,9 @@ int fg_client_stream(fg_client_t *c, const char *path, const char *last_event_id
         return -1;
     }
     if (cc != CURLE_OK) {
-        if (!quiet)
+        if (!quiet && !code)
+            report_transport(c, cc);
+        else if (!quiet)
             fprintf(stderr, "fairgpu: stream from %s interrupted: %s\n", c->url,
                     curl_easy_strerror(cc));
         return -1;

@@ -13,9 +13,10 @@
 #define FG_CLIENT_MAX_BODY (64 * 1024 * 1024) /* a larger reply is refused */
 
 typedef struct {
-    char *url;   /* base, no trailing '/'; owned */
-    char *token; /* bearer token or NULL; owned */
-    void *curl;  /* CURL * */
+    char *url;     /* base, no trailing '/'; owned */
+    char *token;   /* bearer token or NULL; owned */
+    char *ca_file; /* CA bundle to verify https with, or NULL (the system's); owned */
+    void *curl;    /* CURL * */
 } fg_client_t;
 
 typedef struct {
@@ -29,6 +30,9 @@ typedef struct {
 /* url and token are copied. Returns 0 or -1 (message on stderr). */
 int fg_client_init(fg_client_t *c, const char *url, const char *token);
 void fg_client_free(fg_client_t *c);
+/* Verifies an https server with the CA bundle at path (copied; NULL: the system's
+ * store). Certificates are always verified. */
+void fg_client_set_ca(fg_client_t *c, const char *path);
 void fg_resp_free(fg_resp_t *r);
 
 /*

@@ -47,7 +47,7 @@ static char *str_member(json_t *o, const char *k)
 int fg_cli_config_load(fg_cli_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    char *furl = NULL, *ftoken = NULL;
+    char *furl = NULL, *ftoken = NULL, *fca = NULL;
     char *path = fg_cli_config_path();
     int rc = 0;
     if (path) {
@@ -64,6 +64,7 @@ int fg_cli_config_load(fg_cli_config_t *cfg)
                 furl = str_member(o, "url");
                 ftoken = str_member(o, "token");
                 cfg->username = str_member(o, "username");
+                fca = str_member(o, "ca_file");
             }
             json_decref(o);
         } else if (errno != ENOENT) {
@@ -81,6 +82,13 @@ int fg_cli_config_load(fg_cli_config_t *cfg)
     } else {
         cfg->url = fg_cli_normalize_url(furl ? furl : FG_DEFAULT_URL);
         free(furl);
+    }
+    const char *eca = getenv("FAIRGPU_CA_FILE");
+    if (eca && *eca) {
+        cfg->ca_file = fg_xstrdup(eca);
+        free(fca);
+    } else {
+        cfg->ca_file = fca;
     }
     if (et && *et) {
         cfg->token = fg_xstrdup(et);
@@ -123,6 +131,12 @@ int fg_cli_config_save(const char *url, const char *token, const char *username)
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     json_t *o = json_object();
+    /* keep the file's CA bundle setting (login rewrites the rest) */
+    json_t *old = json_load_file(path, JSON_REJECT_DUPLICATES, NULL);
+    json_t *ca = json_object_get(old, "ca_file");
+    if (json_is_string(ca))
+        json_object_set(o, "ca_file", ca);
+    json_decref(old);
     if (url)
         json_object_set_new(o, "url", json_string(url));
     if (token)
@@ -169,5 +183,6 @@ void fg_cli_config_free(fg_cli_config_t *cfg)
     free(cfg->url);
     free(cfg->token);
     free(cfg->username);
+    free(cfg->ca_file);
     memset(cfg, 0, sizeof *cfg);
 }

@@ -1102,7 +1102,9 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     rec.cause = cause;
     rec.gpus = j->gpus;
     fg_time_t run = now - j->start_time;
-    const bool charged = cause != FG_END_SETUP_FAILED; /* it never ran */
+    /* it never ran: a Unix identity that could not be set up, or a start that never
+     * reached its node */
+    const bool charged = cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
     if (!charged)
         run = 0;
     rec.gpu_seconds = (int64_t)j->gpus * run;
@@ -1132,6 +1134,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
         next = FG_JOB_TIMEOUT;
         break;
     case FG_END_PREEMPTED:
+    case FG_END_NOT_STARTED:
         next = FG_JOB_PENDING;
         break;
     default: /* failed, node lost: retry while allowed */
@@ -1153,7 +1156,7 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
     rec.new_state = next;
     rec.eligible_time = next == FG_JOB_PENDING ? j->eligible_time : FG_TIME_NEVER;
     if (next == FG_JOB_PENDING) {
-        if (cause == FG_END_PREEMPTED)
+        if (cause == FG_END_PREEMPTED || cause == FG_END_NOT_STARTED)
             rec.eligible_time = j->eligible_time = now;
         j->queued_since = j->eligible_time; /* the wait counts from eligibility */
         pending_add(s, slot);

@@ -36,7 +36,7 @@ void srv_node_send(srv_t *s, srv_node_t *n, json_t *msg)
     json_array_append_new(n->outbox, msg);
 }
 
-static bool node_name_ok(const char *s)
+bool srv_node_name_ok(const char *s)
 {
     size_t n = strlen(s);
     if (n < 1 || n > 64)
@@ -48,6 +48,19 @@ static bool node_name_ok(const char *s)
     return true;
 }
 
+/* true if r's node credential belongs to `node`; else replies 403 and returns false.
+ * A node acts only under its own name: it may not register, heartbeat, poll or report
+ * as another. */
+static bool own_node(srv_req_t *r, const char *node)
+{
+    if (r->agent && !strcmp(node, r->agent_node))
+        return true;
+    srv_reply_error(r, 403, "forbidden", "node",
+                    "this credential belongs to node '%s'; it may not act for node '%.64s'",
+                    r->agent_node, node);
+    return false;
+}
+
 /* Common fields of started/exited/logs. false: replied. */
 static bool report_ids(srv_req_t *r, json_t *b, srv_msg_t *m)
 {
@@ -57,7 +70,7 @@ static bool report_ids(srv_req_t *r, json_t *b, srv_msg_t *m)
     if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "job_id", true, 24, &jid) ||
         !v_int(r, b, "attempt", true, 1, INT32_MAX, &att, &has) ||
         !v_int(r, b, "epoch", true, 0, INT64_MAX, &ep, &has) ||
-        !v_int(r, b, "rank", false, 0, 1024, &rank, &has))
+        !v_int(r, b, "rank", false, 0, 1024, &rank, &has) || !own_node(r, node))
         return false;
     if (!srv_parse_job_id(jid, &m->job)) {
         srv_reply_error(r, 404, "not_found", "job_id", "no job '%s'", jid);
@@ -86,10 +99,12 @@ int h_agent_register(srv_req_t *r)
         !v_int(r, b, "cpus", false, 0, 1 << 20, &cpus, &has) ||
         !v_int(r, b, "memory_mb", false, 0, (long long)1 << 40, &mem, &has))
         goto bad;
-    if (!node_name_ok(node)) {
+    if (!srv_node_name_ok(node)) {
         srv_reply_error(r, 400, "invalid_argument", "node", "node must match [A-Za-z0-9_.-]{1,64}");
         goto bad;
     }
+    if (!own_node(r, node))
+        goto bad;
     json_t *gpus = json_object_get(b, "gpus");
     if (!json_is_array(gpus) || json_array_size(gpus) < 1 ||
         json_array_size(gpus) > FG_MAX_NODE_GPUS) {
@@ -160,7 +175,7 @@ int h_agent_heartbeat(srv_req_t *r)
     bool has;
     int ret = SRV_YES;
     if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "instance", true, 64, &inst) ||
-        !v_int(r, b, "epoch", true, 0, INT64_MAX, &epoch, &has))
+        !v_int(r, b, "epoch", true, 0, INT64_MAX, &epoch, &has) || !own_node(r, node))
         goto out;
     pthread_mutex_lock(&s->mu);
     srv_node_t *n = agent_node(r, node, inst, epoch);
@@ -208,6 +223,8 @@ int h_agent_assignments(srv_req_t *r)
         if (!*ws || *end || wait < 0 || wait > 60)
             return srv_reply_error(r, 400, "invalid_argument", "wait", "wait must be 0..60");
     }
+    if (!own_node(r, node ? node : ""))
+        return SRV_YES;
     if (r->resume_count == 0)
         r->park_deadline_ms = srv_now_ms() + wait * 1000;
     pthread_mutex_lock(&s->mu);
@@ -337,6 +354,8 @@ srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body)
     memset(&sub, 0, sizeof sub);
     sub.srv = r->srv;
     sub.capture = true;
+    sub.agent = r->agent; /* each entry acts for the request's node only */
+    snprintf(sub.agent_node, sizeof sub.agent_node, "%s", r->agent_node);
     for (size_t i = 0; i < m->nslots; i++) {
         json_t *e = json_array_get(reps, i);
         const char *type = json_string_value(json_object_get(e, "type"));
@@ -402,6 +421,52 @@ static int64_t file_size(const char *p)
     return stat(p, &st) == 0 ? (int64_t)st.st_size : 0;
 }
 
+/* true if rank `rank` is node's in the JSON array of node names `nodes_json`. */
+static bool rank_in(const char *nodes_json, int rank, const char *node)
+{
+    json_t *a = nodes_json ? json_loads(nodes_json, 0, NULL) : NULL;
+    const char *n = json_string_value(json_array_get(a, (size_t)rank));
+    bool mine = n && !strcmp(n, node);
+    json_decref(a);
+    return mine;
+}
+
+/*
+ * Whether rank `rank` of attempt `attempt` of job `id` was assigned to `node`: 0 yes,
+ * 403 no, 404 no such job or attempt. The current attempt is checked in memory; an
+ * earlier one (its logs may still be shipping) by its stored attempt record.
+ */
+static int rank_owner_check(srv_t *s, uint64_t id, int attempt, int rank, const char *node)
+{
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, id);
+    if (!j || attempt < 1 || attempt > j->r.attempts) {
+        pthread_mutex_unlock(&s->mu);
+        return 404;
+    }
+    int rc = -1;
+    if (attempt == j->r.attempts) {
+        if (j->state == FG_JOB_RUNNING && rank < j->nranks)
+            rc = strcmp(j->ranks[rank].node, node) ? 403 : 0;
+        else
+            rc = rank_in(j->r.nodes_json, rank, node) ? 0 : 403;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc >= 0)
+        return rc;
+    fg_store_tx_t *tx;
+    if (fg_store_read_begin(s->store, &tx) != 0)
+        return 403;
+    fg_store_attempt_t a = {0};
+    rc =
+        fg_store_attempt_get(tx, (int64_t)id, attempt, &a) == 0 && rank_in(a.nodes_json, rank, node)
+            ? 0
+            : 403;
+    fg_store_attempt_clear(&a);
+    fg_store_read_end(tx);
+    return rc;
+}
+
 int h_agent_logs(srv_req_t *r)
 {
     srv_t *s = r->srv;
@@ -426,12 +491,15 @@ int h_agent_logs(srv_req_t *r)
                               "data_b64 must be standard base64 of 1..%d bytes", LOG_CHUNK_MAX);
         goto out;
     }
-    pthread_mutex_lock(&s->mu);
-    srv_job_t *j = srv_job_get(s, m.job);
-    bool known = j && m.attempt <= j->r.attempts;
-    pthread_mutex_unlock(&s->mu);
-    if (!known) {
+    int who = rank_owner_check(s, m.job, m.attempt, m.rank, m.node);
+    if (who == 404) {
         ret = srv_reply_error(r, 404, "not_found", "job_id", "no such job attempt");
+        goto out;
+    }
+    if (who) {
+        ret = srv_reply_error(r, 403, "forbidden", "rank",
+                              "rank %d of attempt %d of job %llu was not assigned to node %s",
+                              (int)m.rank, (int)m.attempt, (unsigned long long)m.job, m.node);
         goto out;
     }
     char path[1400], dir[1300];

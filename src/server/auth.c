@@ -189,7 +189,11 @@ void srv_authenticate(srv_req_t *r)
     unsigned char hash[SRV_TOKEN_HASH];
     srv_conn_token_hash(r->conn, tok, n, hash);
     if (sodium_memcmp(hash, s->agent_token_hash, SRV_TOKEN_HASH) == 0) {
-        r->agent = true;
+        r->agent_join = true; /* the cluster token: it may only join new nodes */
+        return;
+    }
+    if (!strncmp(tok, "fgn_", 4)) { /* a node credential: bound to its node's name */
+        r->agent = srv_nodecred_lookup(s, hash, r->agent_node);
         return;
     }
     int64_t now = srv_now();

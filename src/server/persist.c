@@ -292,6 +292,10 @@ int srv_persist_open(srv_t *s)
     char tpath[1200];
     if (agent_token(s, tpath, sizeof tpath))
         return -1;
+    if (srv_nodecred_load(s)) {
+        fprintf(stderr, "fairgpu server: cannot load the node credentials\n");
+        return -1;
+    }
     /* A new epoch for this run. */
     fg_store_tx_t *tx;
     int64_t epoch = 0;

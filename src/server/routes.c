@@ -4,8 +4,9 @@
  *
  * A route is a path pattern ("*" = one segment, "**" = the rest), a method and who may
  * call it. Unknown path: 404. Known path, other method: 405 with Allow. Then: anonymous
- * on a user route 401; a user on an admin route 403; the agent token is only accepted
- * on /v1/agent/... and user tokens never are.
+ * on a user route 401; a user on an admin route 403; a node credential is only accepted
+ * on /v1/agent/... (and acts for its own node only), the cluster's agent token only on
+ * POST /v1/agent/join, and user tokens never on either.
  */
 #include "server/server.h"
 
@@ -15,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { A_ANON = 0, A_USER, A_ADMIN, A_AGENT };
+enum { A_ANON = 0, A_USER, A_ADMIN, A_AGENT, A_JOIN };
 
 typedef struct route {
     int method;
@@ -55,8 +56,11 @@ static const route_t routes[] = {
     {M_GET, "v1/nodes", A_USER, h_nodes_list},
     {M_POST, "v1/nodes/*/drain", A_ADMIN, h_nodes_drain},
     {M_POST, "v1/nodes/*/resume", A_ADMIN, h_nodes_resume},
+    {M_POST, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_create},
+    {M_DELETE, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_revoke},
     {M_GET, "v1/fairshare", A_USER, h_fairshare},
     {M_GET | M_PUT | M_POST | M_PATCH | M_DELETE, "v1/billing/**", A_USER, h_billing},
+    {M_POST, "v1/agent/join", A_JOIN, h_agent_join},
     {M_POST, "v1/agent/register", A_AGENT, h_agent_register},
     {M_POST, "v1/agent/heartbeat", A_AGENT, h_agent_heartbeat},
     {M_GET, "v1/agent/assignments", A_AGENT, h_agent_assignments},
@@ -138,7 +142,14 @@ int srv_route(srv_req_t *r)
     case A_AGENT:
         if (!r->agent)
             return srv_reply_error(r, 401, "unauthenticated", NULL,
-                                   "agent routes need the cluster's agent token");
+                                   "agent routes need this node's own credential (the cluster "
+                                   "token only joins new nodes: POST /v1/agent/join)");
+        break;
+    case A_JOIN:
+        if (!r->agent_join)
+            return srv_reply_error(
+                r, 401, "unauthenticated", NULL,
+                "joining needs the cluster's agent token (DATA_DIR/agent.token)");
         break;
     case A_USER:
     case A_ADMIN:

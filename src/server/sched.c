@@ -569,6 +569,8 @@ static const char *requeue_reason(fg_end_cause_t cause)
         return "node_lost";
     case FG_END_SETUP_FAILED:
         return "user_setup_failed";
+    case FG_END_NOT_STARTED:
+        return "not_started";
     default:
         return "failed_retry";
     }
@@ -682,6 +684,14 @@ static srv_job_t *fence(sctx_t *c, srv_msg_t *m)
     srv_job_t *j = job(c, m->job);
     if (!j) {
         sync_error(m->sync, 404, "not_found", "no job %llu", (unsigned long long)m->job);
+        return NULL;
+    }
+    if (j->state == FG_JOB_RUNNING && m->attempt == j->r.attempts && m->rank >= 0 &&
+        m->rank < j->nranks && strcmp(j->ranks[m->rank].node, m->node)) {
+        /* the reporting node (its credential's) does not hold this rank */
+        sync_error(m->sync, 403, "forbidden",
+                   "rank %d of attempt %d of job %llu is not assigned to node %s", m->rank,
+                   m->attempt, (unsigned long long)m->job, m->node);
         return NULL;
     }
     if (j->state != FG_JOB_RUNNING || m->attempt != j->r.attempts || m->epoch != j->epoch ||
@@ -1004,10 +1014,19 @@ static void do_register(sctx_t *c, srv_msg_t *m)
                     held = true;
             }
             if (!held) {
+                /* a rank never acknowledged (no started report, never held at a
+                 * register) never reached this node: its start was committed but not
+                 * delivered (controller crash, agent restart). It is requeued without
+                 * using a retry; one that did start is lost with its node. */
+                fg_end_cause_t why = j->ranks[k].started ? FG_END_NODE_LOST : FG_END_NOT_STARTED;
+                /* a start that never arrives again and again (an agent that dies at each
+                 * launch) stops being free: it is lost like any other */
+                if (why == FG_END_NOT_STARTED && ++j->not_started > SRV_NOT_STARTED_MAX)
+                    why = FG_END_NODE_LOST;
                 for (int q = 0; q < j->nranks; q++)
                     if (q != k && !j->ranks[q].ended)
                         send_to(c, j->ranks[q].node, stop_msg(j, q, "peer_failed"));
-                end_attempt(c, j, FG_END_NODE_LOST, false, 0, 0);
+                end_attempt(c, j, why, false, 0, 0);
                 break;
             }
         }
@@ -1634,7 +1653,8 @@ fg_sched_t *srv_core_build(srv_t *s)
                         1ULL << (json_integer_value(g) & 63);
                     snprintf(j->ranks[k].node, sizeof j->ranks[k].node, "%s", nn ? nn : "");
                     j->ranks[k].gpu_mask = mask;
-                    j->ranks[k].started = true;
+                    /* not known to have started until its agent holds it at register */
+                    j->ranks[k].started = false;
                     if (n && n->core_index >= 0) {
                         al[nal].node = n->core_index;
                         al[nal].gpu_mask = mask;

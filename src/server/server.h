@@ -137,6 +137,7 @@ typedef struct srv_job {
     int64_t gpu_seconds;
     fg_store_attempt_t cur; /* the current (or last) attempt; cur.attempt 0: none */
     bool stop_sent;         /* a stop for the current attempt was queued */
+    int not_started;        /* attempts requeued as never started (this process) */
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
@@ -181,6 +182,13 @@ typedef struct srv_node {
     int master_port_next;
 } srv_node_t;
 
+/* A node's own credential (nodecred.c): only its hash is kept. */
+typedef struct srv_nodecred {
+    char name[FG_NAME_MAX + 1];
+    unsigned char hash[SRV_TOKEN_HASH]; /* zero when revoked */
+    bool revoked;                       /* refused; the name may not join again */
+} srv_nodecred_t;
+
 /* A simple open-addressing map from 64-bit keys to pointers. */
 typedef struct srv_map {
     uint64_t *keys;
@@ -217,7 +225,8 @@ enum srv_msg_kind {
     MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
 };
 
-#define SRV_REPORTS_MAX 256 /* entries of one POST /v1/agent/reports */
+#define SRV_REPORTS_MAX     256 /* entries of one POST /v1/agent/reports */
+#define SRV_NOT_STARTED_MAX 3   /* free requeues of a job's never-started attempts */
 
 /* One entry of a MSG_REPORTS batch: the parsed report (NULL when the entry was refused
  * at parsing), and the answer to it (status 0: not answered yet; error: {code, message,
@@ -297,7 +306,11 @@ typedef struct srv {
     fg_store_t *store;
     hd_server_t *httpd; /* the HTTP engine (httpd.h) */
     int64_t epoch;
-    unsigned char agent_token_hash[SRV_TOKEN_HASH];
+    unsigned char agent_token_hash[SRV_TOKEN_HASH]; /* the cluster's join token */
+    /* node credentials (nodecred.c), under its own lock */
+    srv_nodecred_t **nodecreds;
+    size_t nnodecreds, nodecreds_cap;
+    srv_map_t nodecred_by_hash;
     unsigned long long pw_ops;
     size_t pw_mem;
     char *dummy_pwhash;
@@ -383,7 +396,9 @@ typedef struct srv_req {
     /* auth */
     int64_t user_id; /* 0: anonymous */
     bool admin;
-    bool agent;
+    bool agent;                       /* a node credential: agent_node is its node */
+    bool agent_join;                  /* the cluster's join token (POST /v1/agent/join) */
+    char agent_node[FG_NAME_MAX + 1]; /* the node a node credential belongs to */
     srv_token_t *tok;
     char username[72];
     /* parking */
@@ -488,6 +503,17 @@ int h_events(srv_req_t *r);
 int h_nodes_list(srv_req_t *r);
 int h_nodes_drain(srv_req_t *r);
 int h_nodes_resume(srv_req_t *r);
+/* nodecred.c: POST /v1/agent/join, POST and DELETE /v1/nodes/{name}/credentials */
+int h_agent_join(srv_req_t *r);
+int h_nodes_cred_create(srv_req_t *r);
+int h_nodes_cred_revoke(srv_req_t *r);
+/* Loads the stored node credentials (at start, before any request); 0 or -1. */
+int srv_nodecred_load(srv_t *s);
+/* true if `hash` is a live node credential's; name gets its node. Takes its own lock. */
+bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
+                         char name[FG_NAME_MAX + 1]);
+/* true if name is a valid node name ([A-Za-z0-9_.-]{1,64}). */
+bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
 int h_healthz(srv_req_t *r);
 int h_metrics(srv_req_t *r);

@@ -8,6 +8,7 @@
 #include "server/server.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     srv_req_t r;
     memset(&r, 0, sizeof r);
     r.capture = true;
+    r.agent = true; /* as node gpu-07's credential: entries for other nodes are refused (403) */
+    snprintf(r.agent_node, sizeof r.agent_node, "gpu-07");
     srv_msg_t *m = srv_agent_parse_reports(&r, body);
     json_t *reps = json_object_get(body, "reports");
     if (!m) {

@@ -474,12 +474,14 @@ if failures:
 print("test_server_api: all checks passed")
 PY
 
-# The agent token: accepted on /v1/agent/..., refused elsewhere.
+# The agent token: accepted on /v1/agent/join only, refused elsewhere.
 atok=$(tr -d '\n' <"$tmp/main/agent.token")
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $atok" "http://127.0.0.1:$main_port/v1/me")
 [ "$code" = 401 ] || { echo "agent token accepted on /v1/me ($code)" >&2; exit 1; }
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $atok" -X POST -d '{}' "http://127.0.0.1:$main_port/v1/agent/register")
-[ "$code" = 400 ] || { echo "agent token refused on register ($code)" >&2; exit 1; }
+[ "$code" = 401 ] || { echo "the cluster token (join only) accepted on register ($code)" >&2; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $atok" -X POST -d '{}' "http://127.0.0.1:$main_port/v1/agent/join")
+[ "$code" = 400 ] || { echo "the cluster token refused on join ($code)" >&2; exit 1; }
 mode=$(stat -c %a "$tmp/main/agent.token")
 [ "$mode" = 600 ] || { echo "agent.token mode $mode" >&2; exit 1; }
 

@@ -27,6 +27,8 @@ st, _ = req("POST", "/v1/users", {"username": "root", "email": "r@x", "password"
 st, _ = req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"})
 TR = json.loads(req("POST", "/v1/sessions", {"username": "root", "password": "root-password"})[1])["token"]
 TA = json.loads(req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"})[1])["token"]
+# the cluster token joins node t1; t1's own credential drives the agent routes
+AGENT = json.loads(req("POST", "/v1/agent/join", {"node": "t1"}, AGENT)[1])["token"]
 st, j = req("POST", "/v1/jobs", {"name": "x", "command": ["true"], "gpus": 1}, TA)
 JOB = json.loads(j)["id"]
 

@@ -20,7 +20,9 @@ fails = []
 def check(c, what):
     if not c:
         fails.append(what); print("FAIL:", what, file=sys.stderr)
-def req(method, path, body=None, token=AGENT):
+def req(method, path, body=None, token="AGENT"):
+    if token == "AGENT":
+        token = AGENT  # the node credential (once t1 has joined)
     c = http.client.HTTPConnection("127.0.0.1", PORT, timeout=30)
     h = {"Content-Type": "application/json"}
     if token: h["Authorization"] = "Bearer " + token
@@ -31,6 +33,12 @@ def req(method, path, body=None, token=AGENT):
     return r.status, (json.loads(d) if d else None)
 req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"}, None)
 TA = req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"}, None)[1]["token"]
+# the cluster token only joins a new node; t1 acts with the credential it gets
+CLUSTER = AGENT
+st, b = req("POST", "/v1/agent/join", {"node": "t1"}, CLUSTER)
+check(st == 201 and b["token"].startswith("fgn_"), "t1 joins with the cluster token: %s" % st)
+AGENT = b["token"]
+check(req("POST", "/v1/agent/join", {"node": "t1"}, CLUSTER)[0] == 409, "t1 cannot join twice: 409")
 gpus = [{"index": i, "uuid": "GPU-t-%d" % i, "type": "h100", "memory_mb": 81559} for i in range(4)]
 reg = {"node": "t1", "instance": "aaaa", "addr": "127.0.0.1", "cpus": 16, "memory_mb": 64000,
        "gpu_type": "h100", "gpus": gpus, "running": []}
@@ -49,7 +57,8 @@ hb = {"node": "t1", "instance": "aaaa", "epoch": epoch, "time_ms": int(time.time
       "gpus": [{"index": 0, "util_pct": 97, "mem_used_mb": 1234, "memory_mb": 81559}], "running": []}
 st, b = req("POST", "/v1/agent/heartbeat", hb)
 check(st == 200 and b["epoch"] == epoch, "heartbeat")
-check(req("POST", "/v1/agent/heartbeat", dict(hb, node="zz"))[0] == 404, "heartbeat of an unknown node: 404")
+check(req("POST", "/v1/agent/heartbeat", dict(hb, node="zz"))[0] == 403, "heartbeat as another node: 403")
+check(req("POST", "/v1/agent/heartbeat", hb, CLUSTER)[0] == 401, "heartbeat with the cluster token: 401")
 check(req("POST", "/v1/agent/heartbeat", dict(hb, instance="bbbb"))[0] == 409, "heartbeat of another instance: 409")
 check(req("POST", "/v1/agent/heartbeat", dict(hb, epoch=epoch + 7))[0] == 409, "heartbeat with another epoch: 409")
 st, nodes = req("GET", "/v1/nodes", token=TA)
@@ -84,7 +93,7 @@ ids = {"node": "t1", "job_id": job["id"], "attempt": 1, "epoch": epoch, "rank": 
 # started: fencing
 check(req("POST", "/v1/agent/started", dict(ids, epoch=epoch + 1))[0] == 409, "started with a wrong epoch: 409")
 check(req("POST", "/v1/agent/started", dict(ids, attempt=2))[0] == 409, "started of another attempt: 409")
-check(req("POST", "/v1/agent/started", dict(ids, node="t9"))[0] == 409, "started from another node: 409")
+check(req("POST", "/v1/agent/started", dict(ids, node="t9"))[0] == 403, "started as another node: 403")
 check(req("POST", "/v1/agent/started", dict(ids, job_id="999999"))[0] == 404, "started of an unknown job: 404")
 st, b = req("POST", "/v1/agent/started", dict(ids, pid=123, start_time_ms=int(time.time() * 1000)))
 check(st == 200, "started accepted: %s %s" % (st, b))
@@ -140,11 +149,14 @@ st, j = req("GET", "/v1/jobs/" + j2["id"], token=TA)
 check(j["state"] == "CANCELLED", "CANCELLED after the agent confirmed: %s" % j["state"])
 st, at = req("GET", "/v1/jobs/%s/attempts" % j2["id"], token=TA)
 check(at["items"][0]["signal"] == 15 and at["items"][0]["end_cause"] == "cancelled", "attempt keeps the signal: %s" % at)
-# a re-registration that omits a running rank loses it (node_lost, requeued or failed)
+# a re-registration that omits a running rank (one the agent acknowledged with
+# started) loses it (node_lost, requeued or failed)
 st, j3 = req("POST", "/v1/jobs", {"name": "r", "command": "sleep 100", "gpus": 1, "max_retries": 1}, TA)
 for _ in range(100):
     if req("GET", "/v1/jobs/" + j3["id"], token=TA)[1]["state"] == "RUNNING": break
     time.sleep(0.05)
+st, b = req("POST", "/v1/agent/started", {"node": "t1", "job_id": j3["id"], "attempt": 1, "epoch": epoch, "rank": 0})
+check(st == 200, "started of the rank to lose: %s %s" % (st, b))
 st, r3 = req("POST", "/v1/agent/register", dict(reg, instance="dddd", running=[]))
 st, j = req("GET", "/v1/jobs/%s/events" % j3["id"], token=TA)
 check(("RUNNING", "PENDING", "node_lost") in [(e["from"], e["to"], e["reason"]) for e in j["items"]], "omitted rank lost: %s" % j)

@@ -16,12 +16,14 @@
 
 #include <cmocka.h>
 
-/* A request that keeps its replies instead of sending them. */
+/* A request of node n1's credential that keeps its replies instead of sending them. */
 static srv_req_t capture_req(void)
 {
     srv_req_t r;
     memset(&r, 0, sizeof r);
     r.capture = true;
+    r.agent = true;
+    snprintf(r.agent_node, sizeof r.agent_node, "n1");
     return r;
 }
 
@@ -53,13 +55,16 @@ static void test_entries_parsed_and_refused_alone(void **state)
     json_t *o = exited("15", 1, 5, "completed");
     json_object_del(o, "epoch");
     json_array_append_new(reps, o);
+    o = exited("16", 1, 5, "failed"); /* another node's report, under n1's credential */
+    json_object_set_new(o, "node", json_string("n2"));
+    json_array_append_new(reps, o);
     json_t *body = json_pack("{s:s, s:o}", "node", "n1", "reports", reps);
     srv_req_t r = capture_req();
     srv_msg_t *m = srv_agent_parse_reports(&r, body);
     assert_non_null(m);
     assert_null(r.captured); /* the request as a whole was not refused */
     assert_int_equal(m->kind, MSG_REPORTS);
-    assert_int_equal(m->nslots, 7);
+    assert_int_equal(m->nslots, 8);
     srv_report_slot_t *sl = m->slots;
     /* 0: an exited report with every field */
     assert_non_null(sl[0].m);
@@ -95,6 +100,10 @@ static void test_entries_parsed_and_refused_alone(void **state)
     assert_null(sl[6].m);
     assert_int_equal(sl[6].status, 400);
     assert_string_equal(slot_field(&sl[6]), "epoch");
+    /* 7: a node reports only as itself */
+    assert_null(sl[7].m);
+    assert_int_equal(sl[7].status, 403);
+    assert_string_equal(slot_field(&sl[7]), "node");
     srv_msg_free(m);
     json_decref(body);
 }
