@@ -602,6 +602,17 @@ static bool event_job_published(srv_t *s, const srv_event_t *e)
     return !j || srv_job_published(s, j);
 }
 
+/* The first sequence to read after `since` (a client's value, >= 0): one past the end
+ * when since is at or past the last published event (since + 1 would overflow for
+ * INT64_MAX), else since + 1 but no earlier than the first event held (mu held). */
+static int64_t first_after(const srv_t *s, int64_t since)
+{
+    assert(since >= 0);
+    if (since >= s->pub_seq)
+        return s->pub_seq + 1;
+    return since + 1 < s->first_seq ? s->first_seq : since + 1;
+}
+
 /* Renders events after st->since (at most 200) into st->buf as SSE records. */
 static void ev_fill(ev_stream_t *st)
 {
@@ -610,9 +621,7 @@ static void ev_fill(ev_stream_t *st)
     st->len = st->off = 0;
     pthread_mutex_lock(&s->mu);
     int n = 0;
-    for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
-        if (q < s->first_seq)
-            continue;
+    for (int64_t q = first_after(s, st->since); q <= s->pub_seq && n < 200; q++, n++) {
         srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e))
             break; /* sent once its job's last change is committed (that wakes the stream) */
@@ -721,9 +730,8 @@ int h_events(srv_req_t *r)
     int64_t last = since;
     bool held = false; /* an event waits for its job's last change to be committed */
     pthread_mutex_lock(&s->mu);
-    for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
-        if (q < s->first_seq)
-            continue;
+    for (int64_t q = first_after(s, since);
+         q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
         const srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e)) {
             held = true;

@@ -81,7 +81,7 @@ api() {
 create_admin() {
     curl -s -X POST "$URL/v1/users" -d "$(jq -cn --arg u "$1" --arg e "$2" --arg p "$3" \
         --arg t "$(cat "$TMP/data/setup-token" 2>/dev/null)" \
-        '{username: $u, email: $e, password: $p, setup_token: $t}')"
+        '{username: $u, email: $e, password: $p} + (if $t == "" then {} else {setup_token: $t} end)')"
 }
 create_admin root r@example.org root-password-1 >/dev/null
 curl -s -X POST "$URL/v1/users" -d '{"username":"alice","email":"a@example.org","password":"alice-password-1"}' >/dev/null

@@ -52,7 +52,9 @@ server_stop() {
 }
 
 server_admin() {
-    curl -s -X POST "$url/v1/users" -d "$(python3 -c 'import json, sys
-print(json.dumps({"username": sys.argv[1], "email": sys.argv[2], "password": sys.argv[3],
-                  "setup_token": open(sys.argv[4]).read().strip()}))' "$1" "$2" "$3" "$tmp/data/setup-token")"
+    curl -s -X POST "$url/v1/users" -d "$(python3 -c 'import json, os, sys
+b = {"username": sys.argv[1], "email": sys.argv[2], "password": sys.argv[3]}
+if os.path.exists(sys.argv[4]):  # (a server without setup tokens: the first user is admin)
+    b["setup_token"] = open(sys.argv[4]).read().strip()
+print(json.dumps(b))' "$1" "$2" "$3" "$tmp/data/setup-token")"
 }
