@@ -293,13 +293,14 @@ int h_metrics(srv_req_t *r)
         len += (size_t)n_;                                                                         \
     } while (0)
     int64_t states[6];
-    int64_t top_seq, nnodes, nusers;
+    int64_t top_seq, nnodes, nusers, ncreds;
     int64_t nodes_up = 0, nodes_down = 0;
     pthread_mutex_lock(&s->mu);
     memcpy(states, s->njobs_by_state, sizeof states);
     top_seq = s->pub_seq;
     nnodes = (int64_t)s->nnodes;
     nusers = (int64_t)s->nusers;
+    ncreds = (int64_t)s->ntokens;
     for (size_t i = 0; i < s->nnodes; i++) {
         if (s->nodes[i]->state == FG_NODE_DOWN)
             nodes_down++;
@@ -370,8 +371,11 @@ int h_metrics(srv_req_t *r)
     OUT("# TYPE fairgpu_event_seq gauge\nfairgpu_event_seq %lld\n"
         "# TYPE fairgpu_nodes gauge\nfairgpu_nodes{state=\"up\"} %lld\n"
         "fairgpu_nodes{state=\"down\"} %lld\n"
-        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n",
-        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers);
+        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n"
+        "# HELP fairgpu_credentials_cached Sessions and API tokens held in memory.\n"
+        "# TYPE fairgpu_credentials_cached gauge\nfairgpu_credentials_cached %lld\n",
+        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
+        (long long)ncreds);
     (void)nnodes;
 #undef OUT
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
