@@ -579,14 +579,11 @@ static char *read_setup_token(const char *path)
 /* register and "user create": the same request, with or without a token. */
 static int create_user(const char *cmd, int argc, char **argv, int with_token)
 {
-    static const struct option lo[] = {{"email", required_argument, 0, 'e'},
-                                       {"account", required_argument, 0, 'a'},
-                                       {"password-stdin", no_argument, 0, 'P'},
-                                       {"setup-token-file", required_argument, 0, 'S'},
-                                       {"url", required_argument, 0, 'u'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"email", required_argument, 0, 'e'},    {"account", required_argument, 0, 'a'},
+        {"password-stdin", no_argument, 0, 'P'}, {"setup-token-file", required_argument, 0, 'S'},
+        {"url", required_argument, 0, 'u'},      {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *email = NULL, *account = NULL, *url = NULL, *setup_file = NULL;
     int pw_stdin = 0, json = 0, c;
     getopt_reset();

@@ -89,7 +89,7 @@ typedef struct submit_ctx {
     int rc;
     bool reserved;
     int64_t existing_deadline_ms; /* reply_existing's */
-    char strs[]; /* name, gpu_type, model, dataset: what rec points to */
+    char strs[];                  /* name, gpu_type, model, dataset: what rec points to */
 } submit_ctx_t;
 
 /* Copies s (may be NULL) to *p and advances it; returns the copy or NULL. */

@@ -130,11 +130,10 @@ int h_users_create(srv_req_t *r)
     /* closed registration: only admins, or the holder of the setup token (the first
      * admin) */
     if (!s->cfg.registration_open && !r->admin && !setup) {
-        ret = r->user_id
-                  ? srv_reply_error(r, 403, "forbidden", NULL,
-                                    "registration is closed; only an admin creates users")
-                  : srv_reply_error(r, 401, "unauthenticated", NULL,
-                                    "registration is closed; log in as an admin");
+        ret = r->user_id ? srv_reply_error(r, 403, "forbidden", NULL,
+                                           "registration is closed; only an admin creates users")
+                         : srv_reply_error(r, 401, "unauthenticated", NULL,
+                                           "registration is closed; log in as an admin");
         goto out;
     }
     if (!v_string(r, b, "username", true, 64, &username) ||
@@ -318,9 +317,9 @@ int h_users_patch(srv_req_t *r)
     if (has_disabled)
         ch.disabled = disabled;
     bool was_admin = u->r.role == FG_STORE_ROLE_ADMIN && !u->r.disabled;
-    bool stays_admin = (ch.role < 0 ? u->r.role == FG_STORE_ROLE_ADMIN
-                                    : ch.role == FG_STORE_ROLE_ADMIN) &&
-                       !(ch.disabled < 0 ? u->r.disabled : ch.disabled);
+    bool stays_admin =
+        (ch.role < 0 ? u->r.role == FG_STORE_ROLE_ADMIN : ch.role == FG_STORE_ROLE_ADMIN) &&
+        !(ch.disabled < 0 ? u->r.disabled : ch.disabled);
     bool last_admin = was_admin && !stays_admin && other_admins(s, uid) == 0;
     bool revoke = ch.disabled == 1 && !u->r.disabled;
     bool acct_exists = !account || srv_account_by_name(s, account);
@@ -419,8 +418,8 @@ int h_users_revoke(srv_req_t *r)
     int64_t nsess = bt.ops[0].out, ntok = bt.ops[1].out;
     srv_batch_free(&bt);
     if (rc)
-        return srv_reply_error(r, 503, "unavailable", NULL, "the revocation could not be stored: %s",
-                               fg_store_strerror(rc));
+        return srv_reply_error(r, 503, "unavailable", NULL,
+                               "the revocation could not be stored: %s", fg_store_strerror(rc));
     pthread_mutex_lock(&s->mu);
     srv_token_drop_user(s, uid, true, NULL);
     char uname[72];

@@ -92,8 +92,8 @@ static int setup_claim(fg_store_tx_t *tx, const char *hex)
 {
     char *v = NULL;
     int rc = fg_store_setting_get(tx, SRV_SETUP_SETTING, &v);
-    if (rc == 0 && !(v && *v && strlen(v) == strlen(hex) &&
-                     sodium_memcmp(v, hex, strlen(hex)) == 0))
+    if (rc == 0 &&
+        !(v && *v && strlen(v) == strlen(hex) && sodium_memcmp(v, hex, strlen(hex)) == 0))
         rc = FG_STORE_ENOENT;
     free(v);
     if (rc)

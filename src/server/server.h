@@ -475,8 +475,7 @@ srv_token_t *srv_req_token(srv_t *s, const srv_req_t *r);
 void srv_token_drop(srv_t *s, srv_token_t *t);
 /* Drops from memory the user's sessions (except the one hashed `keep`, may be NULL),
  * and with tokens also its API tokens (mu held); bumps cred_gen. Returns how many. */
-size_t srv_token_drop_user(srv_t *s, int64_t user_id, bool tokens,
-                           const unsigned char *keep);
+size_t srv_token_drop_user(srv_t *s, int64_t user_id, bool tokens, const unsigned char *keep);
 /* Drops expired sessions from memory (mu held); returns how many. */
 size_t srv_token_sweep(srv_t *s, int64_t now);
 srv_user_t *srv_user_by_id(srv_t *s, int64_t id);
@@ -625,7 +624,7 @@ enum srv_op_kind {
     OP_USER_MODIFY,    /* rec: srv_user_change_t, applied to the stored row (read in the unit) */
     OP_SESSIONS_DELETE_USER, /* delete every session of user i1; out = how many */
     OP_TOKENS_DELETE_USER,   /* delete every API token of user i1; out = how many */
-    OP_SETUP_CLAIM, /* the setup token's hash s1 is the live one: burn it; else ENOENT */
+    OP_SETUP_CLAIM,          /* the setup token's hash s1 is the live one: burn it; else ENOENT */
 };
 /* The fields an OP_USER_MODIFY changes; the others keep their stored values, so that
  * concurrent changes of different fields (PATCH /v1/me, PATCH /v1/users/{id}) do not

@@ -44,7 +44,8 @@ static bool bad_code_point(const unsigned char *p)
         return true;
     if (p[0] == 0xd8 && p[1] == 0x9c)
         return true;
-    if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae)))
+    if (p[0] == 0xe2 && p[1] == 0x80 &&
+        (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae)))
         return true;
     if (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
         return true;

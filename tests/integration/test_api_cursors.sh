@@ -5,7 +5,8 @@
 # 2^20 and 2^63-1, negative and non-numeric values, both orders). Each request gets a
 # 200 or a 400 naming the parameter, never a 5xx or a dropped connection; the pages
 # hold what they should (a descending walk from past the end starts at the newest job,
-# one from the first job is empty); and the server stays up and stops cleanly.
+# one from the first job is empty); paths of bytes that are not UTF-8 get a JSON
+# error; and the server stays up and stops cleanly.
 set -euo pipefail
 BIN=${1:?usage: test_api_cursors.sh /path/to/fairgpu}
 source "$(dirname "$0")/lib_server.sh"
@@ -77,6 +78,12 @@ for p in paths:
         if st == 400:
             check(isinstance(b, dict) and b["error"]["code"] == "invalid_argument" and b["error"].get("field"),
                   "GET %s: 400 names the parameter: %s" % (p, b))
+# a client's bytes quoted in an error message (found by fuzz_routes: invalid UTF-8 in
+# the path made the error unrenderable, a 500)
+for p in ("/%81%CE/jobs", "/v1/%FF", "/v1/jobs/%C0%80", "/v1/accounts/%ED%A0%80", "/v1/nodes/%F4%90%80%80/drain"):
+    st, b = req("GET", p, token=TA)
+    check(st in (404, 405) and isinstance(b, dict) and b["error"]["code"] in ("not_found", "method_not_allowed"),
+          "GET %s: a JSON error, not %s %s" % (p, st, b))
 st, b = req("GET", "/healthz")
 check(st == 200, "healthy after %d requests: %s" % (2 * len(paths), st))
 if fails:
