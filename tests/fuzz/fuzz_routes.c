@@ -48,9 +48,10 @@ static int http(const char *method, const char *target, const char *token, const
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0)
         abort(); /* the server is gone */
-    /* the answer's head may take a while on a loaded machine (a commit, a parked
-     * read): 10 s; after it, 300 ms of silence ends the read (a stream that waits) */
-    struct timeval tv = {10, 0};
+    /* the answer's head may take a while on a loaded machine (a commit, a store read
+     * behind a busy disk): 30 s; after it, 300 ms of silence ends the read (a stream
+     * that waits) */
+    struct timeval tv = {30, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     size_t blen = body ? strlen(body) : 0;
     size_t need = strlen(target) + blen + 512;
@@ -219,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static char ans[1 << 16];
     int st = http(method, target, token, NULL, ans, sizeof ans);
     if (st < 100 || st > 599) { /* a dropped connection, a broken status line, a hang */
-        fprintf(stderr, "fuzz_routes: %s %s: no answer in 10 s or a bad one: %.200s\n", method,
+        fprintf(stderr, "fuzz_routes: %s %s: no answer in 30 s or a bad one: %.200s\n", method,
                 target, ans);
         abort();
     }
