@@ -141,8 +141,14 @@ int srv_route(srv_req_t *r)
         }
     }
     if (!hit) {
-        if (!allowed)
-            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s", r->path);
+        if (!allowed) { /* the path was split in place: its segments, joined again */
+            char p[256] = "";
+            size_t n = 0;
+            for (int i = 0; i < r->nseg && n < sizeof p; i++)
+                n += (size_t)snprintf(p + n, sizeof p - n, "/%s", r->seg[i]);
+            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s",
+                                   r->nseg ? p : r->path);
+        }
         char buf[64];
         method_names(allowed, buf, sizeof buf);
         json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "method_not_allowed", "message",
