@@ -550,21 +550,45 @@ static int cmd_whoami(int argc, char **argv)
 
 static const char REGISTER_HELP[] =
     "usage: fairgpu register USERNAME --email EMAIL [--account A] [--password-stdin]\n"
-    "       [--url URL] [--json]\n"
-    "Creates a user (POST /v1/users). The first user of a server becomes its admin.\n"
-    "--account is honoured only when an admin (logged in) creates the user.\n";
+    "       [--setup-token-file FILE] [--url URL] [--json]\n"
+    "Creates a user (POST /v1/users). With --setup-token-file (the server's\n"
+    "DATA_DIR/setup-token, readable once it started with no admin) the user is the\n"
+    "first admin, and the token is used up. --account is honoured only when an admin\n"
+    "(logged in) creates the user.\n";
+
+/* Reads the one-time setup token from path (its first line) into a malloc'd string;
+ * NULL with a message on stderr if it cannot. */
+static char *read_setup_token(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "fairgpu: cannot read the setup token file '%s': %s\n", path,
+                strerror(errno));
+        return NULL;
+    }
+    char buf[256];
+    char *line = fgets(buf, sizeof buf, f);
+    fclose(f);
+    if (line)
+        buf[strcspn(buf, "\r\n")] = 0;
+    if (!line || !buf[0]) {
+        fprintf(stderr, "fairgpu: the setup token file '%s' is empty\n", path);
+        return NULL;
+    }
+    char *tok = fg_xstrdup(buf);
+    memset(buf, 0, sizeof buf);
+    return tok;
+}
 
 /* register and "user create": the same request, with or without a token. */
 static int create_user(const char *cmd, int argc, char **argv, int with_token)
 {
-    static const struct option lo[] = {{"email", required_argument, 0, 'e'},
-                                       {"account", required_argument, 0, 'a'},
-                                       {"password-stdin", no_argument, 0, 'P'},
-                                       {"url", required_argument, 0, 'u'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
-    const char *email = NULL, *account = NULL, *url = NULL;
+    static const struct option lo[] = {
+        {"email", required_argument, 0, 'e'},    {"account", required_argument, 0, 'a'},
+        {"password-stdin", no_argument, 0, 'P'}, {"setup-token-file", required_argument, 0, 'S'},
+        {"url", required_argument, 0, 'u'},      {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    const char *email = NULL, *account = NULL, *url = NULL, *setup_file = NULL;
     int pw_stdin = 0, json = 0, c;
     getopt_reset();
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -577,6 +601,9 @@ static int create_user(const char *cmd, int argc, char **argv, int with_token)
             break;
         case 'P':
             pw_stdin = 1;
+            break;
+        case 'S':
+            setup_file = optarg;
             break;
         case 'u':
             url = optarg;
@@ -596,16 +623,22 @@ static int create_user(const char *cmd, int argc, char **argv, int with_token)
     if (!email)
         return usage_err(cmd, "--email is required");
     const char *user = argv[optind];
+    char *setup = NULL;
+    if (setup_file && !(setup = read_setup_token(setup_file)))
+        return 1;
     ctx_t x;
     int rc = ctx_open(&x, with_token);
-    if (rc)
+    if (rc) {
+        wipe_free(setup);
         return rc;
+    }
     if (url) {
         free(x.c.url);
         x.c.url = fg_cli_normalize_url(url);
     }
     char *pw = read_secret("New password: ", pw_stdin);
     if (!pw) {
+        wipe_free(setup);
         ctx_close(&x);
         return 1;
     }
@@ -615,6 +648,7 @@ static int create_user(const char *cmd, int argc, char **argv, int with_token)
         wipe_free(again);
         if (!same) {
             wipe_free(pw);
+            wipe_free(setup);
             ctx_close(&x);
             fprintf(stderr, "fairgpu: the passwords differ\n");
             return 1;
@@ -623,11 +657,16 @@ static int create_user(const char *cmd, int argc, char **argv, int with_token)
     json_t *body = json_pack("{s:s, s:s, s:s}", "username", user, "email", email, "password", pw);
     if (account)
         json_object_set_new(body, "account", json_string(account));
+    if (setup)
+        json_object_set_new(body, "setup_token", json_string(setup));
     json_t *res;
     rc = call(&x, "POST", "/v1/users", body, NULL, &res);
     json_object_set_new(body, "password", json_string(""));
+    if (setup)
+        json_object_set_new(body, "setup_token", json_string(""));
     json_decref(body);
     wipe_free(pw);
+    wipe_free(setup);
     if (!rc) {
         if (json)
             print_json(res);

@@ -108,6 +108,60 @@ srv_token_t *srv_token_add(srv_t *s, int64_t id, int64_t user_id, bool session, 
     return t;
 }
 
+srv_token_t *srv_req_token(srv_t *s, const srv_req_t *r)
+{
+    if (!r->has_cred)
+        return NULL;
+    srv_token_t *t = srv_map_get(&s->token_by_hash, hash_key(r->cred_hash));
+    return t && sodium_memcmp(t->hash, r->cred_hash, SRV_TOKEN_HASH) == 0 ? t : NULL;
+}
+
+void srv_token_drop(srv_t *s, srv_token_t *t)
+{
+    if (srv_map_get(&s->token_by_hash, hash_key(t->hash)) == t)
+        srv_map_del(&s->token_by_hash, hash_key(t->hash));
+    for (size_t i = 0; i < s->ntokens; i++)
+        if (s->tokens[i] == t) {
+            s->tokens[i] = s->tokens[--s->ntokens];
+            break;
+        }
+    free(t->name);
+    sodium_memzero(t, sizeof *t);
+    free(t);
+}
+
+size_t srv_token_drop_user(srv_t *s, int64_t user_id, bool tokens, const unsigned char *keep)
+{
+    size_t n = 0;
+    s->cred_gen++;
+    for (size_t i = 0; i < s->ntokens;) {
+        srv_token_t *t = s->tokens[i];
+        bool kept = keep && sodium_memcmp(t->hash, keep, SRV_TOKEN_HASH) == 0;
+        if (t->user_id == user_id && (t->session || tokens) && !kept) {
+            srv_token_drop(s, t); /* moves the last entry to i */
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
+size_t srv_token_sweep(srv_t *s, int64_t now)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->ntokens;) {
+        srv_token_t *t = s->tokens[i];
+        if (t->deleted || (t->expires_at != 0 && t->expires_at <= now)) {
+            srv_token_drop(s, t);
+            n++;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
 srv_user_t *srv_user_by_id(srv_t *s, int64_t id)
 {
     for (size_t i = 0; i < s->nusers; i++)
@@ -163,13 +217,18 @@ const char *srv_user_default_account(srv_t *s, int64_t user_id)
  * user exists and is enabled; otherwise r stays anonymous. mu held. */
 static void auth_accept(srv_req_t *r, srv_token_t *t, int64_t now)
 {
-    if (t->deleted || (t->expires_at != 0 && t->expires_at <= now))
+    if (t->deleted || (t->expires_at != 0 && t->expires_at <= now)) {
+        srv_token_drop(r->srv, t); /* expired: no longer kept in memory */
         return;
+    }
     srv_user_t *u = srv_user_by_id(r->srv, t->user_id);
     if (u && !u->r.disabled) {
         r->user_id = u->r.id;
         r->admin = u->r.role == FG_STORE_ROLE_ADMIN;
-        r->tok = t;
+        r->has_cred = true;
+        r->cred_session = t->session;
+        r->cred_id = t->id;
+        memcpy(r->cred_hash, t->hash, SRV_TOKEN_HASH);
         snprintf(r->username, sizeof r->username, "%s", u->r.username);
     }
 }
@@ -206,9 +265,13 @@ void srv_authenticate(srv_req_t *r)
         pthread_mutex_unlock(&s->mu);
         return;
     }
+    uint64_t gen = s->cred_gen;
     pthread_mutex_unlock(&s->mu);
     if (!t) {
-        /* Not cached: a credential created before this process started. */
+        /* Not cached: a credential created before this process started. A revocation
+         * that commits while the store is read may or may not be seen by the read: if
+         * one happened (cred_gen moved), the credential is refused this time rather
+         * than cached alive. */
         char hex[2 * SRV_TOKEN_HASH + 1];
         srv_token_hex(hash, hex);
         fg_store_tx_t *tx;
@@ -238,20 +301,19 @@ void srv_authenticate(srv_req_t *r)
             if (rc == 0) {
                 pthread_mutex_lock(&s->mu);
                 t = srv_map_get(&s->token_by_hash, hash_key(hash));
-                if (!t || sodium_memcmp(t->hash, hash, SRV_TOKEN_HASH) != 0)
+                if (t && sodium_memcmp(t->hash, hash, SRV_TOKEN_HASH) != 0)
+                    t = NULL;
+                if (!t && s->cred_gen == gen)
                     t = srv_token_add(s, kind == FG_STORE_AUTH_SESSION ? 0 : cred, u.id,
                                       kind == FG_STORE_AUTH_SESSION, name, hash, created, expires);
+                if (t)
+                    auth_accept(r, t, now);
                 pthread_mutex_unlock(&s->mu);
             }
             free(name);
             fg_store_user_clear(&u);
         }
     }
-    if (!t)
-        return;
-    pthread_mutex_lock(&s->mu);
-    auth_accept(r, t, now);
-    pthread_mutex_unlock(&s->mu);
 }
 
 /* Token bucket per credential. Returns true if the request may proceed; otherwise
@@ -259,13 +321,17 @@ void srv_authenticate(srv_req_t *r)
 bool srv_rate_check(srv_t *s, srv_req_t *r, double *retry_after)
 {
     double rps = s->cfg.rate_limit_rps;
-    if (rps <= 0 || !r->user_id || !r->tok)
+    if (rps <= 0 || !r->user_id || !r->has_cred)
         return true;
     double burst = s->cfg.rate_limit_burst;
     double now = (double)srv_now_ms();
     bool ok = true;
     pthread_mutex_lock(&s->mu);
-    srv_token_t *t = r->tok;
+    srv_token_t *t = srv_req_token(s, r);
+    if (!t) { /* revoked since this request was authenticated */
+        pthread_mutex_unlock(&s->mu);
+        return true;
+    }
     if (t->last_ms == 0) {
         t->bucket = burst;
         t->last_ms = now;

@@ -123,6 +123,15 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
             c->registration_open = false;
         else
             BAD("registration '%s' must be 'open' or 'closed'", v);
+    } else if (!strcmp(key, "metrics-access")) {
+        if (!strcmp(v, "local"))
+            c->metrics_access = SRV_METRICS_LOCAL;
+        else if (!strcmp(v, "token"))
+            c->metrics_access = SRV_METRICS_TOKEN;
+        else if (!strcmp(v, "open"))
+            c->metrics_access = SRV_METRICS_OPEN;
+        else
+            BAD("metrics-access '%s' must be 'local', 'token' or 'open'", v);
     } else if (!strcmp(key, "threads")) {
         if (parse_int(v, 1, 1024, &n))
             BAD("threads '%s' must be an integer 1..1024", v);
@@ -306,7 +315,9 @@ static void usage(FILE *f)
           "  --data-dir DIR             database, agent token (required)\n"
           "  --listen HOST:PORT         default 127.0.0.1:8080\n"
           "  --config FILE              key = value lines; flags override them\n"
-          "  --registration open|closed anyone may register (default open)\n"
+          "  --registration open|closed anyone may register, or only admins (default open)\n"
+          "  --metrics-access local|token|open  who reads /metrics: loopback peers,\n"
+          "                             Bearer DATA_DIR/metrics.token, or anyone (default local)\n"
           "  --threads N                HTTP worker threads (default 8)\n"
           "  --max-connections N        (default 4096)\n"
           "  --session-ttl DUR          login session lifetime (default 7d)\n"
@@ -338,6 +349,7 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"listen", required_argument, 0, 0},
         {"config", required_argument, 0, 0},
         {"registration", required_argument, 0, 0},
+        {"metrics-access", required_argument, 0, 0},
         {"threads", required_argument, 0, 0},
         {"max-connections", required_argument, 0, 0},
         {"session-ttl", required_argument, 0, 0},

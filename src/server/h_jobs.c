@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -48,22 +49,28 @@ static srv_job_t *job_from_rec(const fg_store_job_t *rec, int64_t id)
     return j;
 }
 
-/* Replies with the existing job `id` (idempotent replay): 200. */
-static int reply_existing(srv_req_t *r, int64_t id)
+/* Replies with the existing job `id` (idempotent replay): 200. The original request
+ * may be between its commit and its insert into memory: then this one parks (no
+ * thread waits) until the insert wakes it (WAIT_EVENTS) or *deadline_ms passes (set
+ * at the first call), and answers 503 if the job is still not there. */
+static int reply_existing(srv_req_t *r, int64_t id, int64_t *deadline_ms)
 {
     srv_t *s = r->srv;
-    for (int i = 0; i < 2000; i++) {
-        pthread_mutex_lock(&s->mu);
-        srv_job_t *j = srv_job_get(s, (uint64_t)id);
-        json_t *o = j && srv_job_published(s, j) ? srv_job_json(s, j, true) : NULL;
-        pthread_mutex_unlock(&s->mu);
-        if (o)
-            return srv_reply_json(r, 200, o);
-        /* the original request is between its commit and its insert into memory */
-        struct timespec ts = {0, 500000};
-        nanosleep(&ts, NULL);
-    }
-    return srv_reply_error(r, 503, "unavailable", NULL, "the original job is not visible yet");
+    pthread_mutex_lock(&s->mu);
+    srv_job_t *j = srv_job_get(s, (uint64_t)id);
+    bool shown = j && srv_job_published(s, j);
+    json_t *o = shown ? srv_job_json(s, j, true) : NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (o)
+        return srv_reply_json(r, 200, o);
+    if (j) /* in memory, its last change not committed yet */
+        return srv_park_unpublished(r);
+    int64_t now = srv_now_ms();
+    if (!*deadline_ms)
+        *deadline_ms = now + 2000;
+    if (now >= *deadline_ms || atomic_load(&s->stopping))
+        return srv_reply_error(r, 503, "unavailable", NULL, "the original job is not visible yet");
+    return srv_park(r, WAIT_EVENTS, *deadline_ms);
 }
 
 /* A submission between its validation and its durable commit: the connection is
@@ -81,7 +88,8 @@ typedef struct submit_ctx {
     size_t io_i, jo_i, eo_i;
     int rc;
     bool reserved;
-    char strs[]; /* name, gpu_type, model, dataset: what rec points to */
+    int64_t existing_deadline_ms; /* reply_existing's */
+    char strs[];                  /* name, gpu_type, model, dataset: what rec points to */
 } submit_ctx_t;
 
 /* Copies s (may be NULL) to *p and advances it; returns the copy or NULL. */
@@ -135,11 +143,13 @@ static int submit_finish(srv_req_t *r)
                                      fg_store_strerror(rc));
     }
     if (x->idem && x->bt.ops[x->io_i].out) {
-        pthread_mutex_lock(&s->mu);
-        srv_user_by_id(s, r->user_id)->inflight--;
-        x->reserved = false;
-        pthread_mutex_unlock(&s->mu);
-        return reply_existing(r, x->bt.ops[x->io_i].out);
+        if (x->reserved) { /* this runs again after each wake-up of reply_existing */
+            pthread_mutex_lock(&s->mu);
+            srv_user_by_id(s, r->user_id)->inflight--;
+            x->reserved = false;
+            pthread_mutex_unlock(&s->mu);
+        }
+        return reply_existing(r, x->bt.ops[x->io_i].out, &x->existing_deadline_ms);
     }
     int64_t id = x->bt.ops[x->jo_i].out;
     x->ev.seq = x->bt.ops[x->eo_i].out;
@@ -403,10 +413,14 @@ int h_jobs_list(srv_req_t *r)
         uid = u ? u->r.id : 0;
     }
     if (uid != 0) {
+        /* the cursor is the client's: any id >= 0, so the walk is clamped to the jobs
+         * that exist (1..max_job_id) before the array is read */
         uint64_t top = s->max_job_id;
-        uint64_t i = desc ? (cur ? (uint64_t)cur - 1 : top) : (uint64_t)cur + 1;
+        assert(top <= s->jobs_cap);
+        uint64_t c = (uint64_t)cur; /* 0..INT64_MAX (fg_store_cursor_decode) */
+        uint64_t i = desc ? (c == 0 || c > top ? top : c - 1) : c + 1;
         for (; desc ? i >= 1 : i <= top; desc ? i-- : i++) {
-            srv_job_t *j = s->jobs[i - 1];
+            srv_job_t *j = srv_job_get(s, i);
             if (!j)
                 continue;
             if (mask && !(mask & (1u << j->state)))
@@ -588,6 +602,17 @@ static bool event_job_published(srv_t *s, const srv_event_t *e)
     return !j || srv_job_published(s, j);
 }
 
+/* The first sequence to read after `since` (a client's value, >= 0): one past the end
+ * when since is at or past the last published event (since + 1 would overflow for
+ * INT64_MAX), else since + 1 but no earlier than the first event held (mu held). */
+static int64_t first_after(const srv_t *s, int64_t since)
+{
+    assert(since >= 0);
+    if (since >= s->pub_seq)
+        return s->pub_seq + 1;
+    return since + 1 < s->first_seq ? s->first_seq : since + 1;
+}
+
 /* Renders events after st->since (at most 200) into st->buf as SSE records. */
 static void ev_fill(ev_stream_t *st)
 {
@@ -596,9 +621,7 @@ static void ev_fill(ev_stream_t *st)
     st->len = st->off = 0;
     pthread_mutex_lock(&s->mu);
     int n = 0;
-    for (int64_t q = st->since + 1; q <= s->pub_seq && n < 200; q++, n++) {
-        if (q < s->first_seq)
-            continue;
+    for (int64_t q = first_after(s, st->since); q <= s->pub_seq && n < 200; q++, n++) {
         srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e))
             break; /* sent once its job's last change is committed (that wakes the stream) */
@@ -707,9 +730,8 @@ int h_events(srv_req_t *r)
     int64_t last = since;
     bool held = false; /* an event waits for its job's last change to be committed */
     pthread_mutex_lock(&s->mu);
-    for (int64_t q = since + 1; q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
-        if (q < s->first_seq)
-            continue;
+    for (int64_t q = first_after(s, since);
+         q <= s->pub_seq && (long long)json_array_size(items) < limit; q++) {
         const srv_event_t *e = srv_event_at(s, q);
         if (!event_job_published(s, e)) {
             held = true;

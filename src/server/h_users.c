@@ -10,10 +10,13 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
+#include <errno.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -60,6 +63,43 @@ static bool valid_email(const char *e)
     return at && at != e && at[1] != 0;
 }
 
+/* Text another user or an admin will see (v_text_ok); replies 400 naming key if not. */
+static bool check_shown(srv_req_t *r, const char *key, const char *v)
+{
+    if (!v || v_text_ok(v))
+        return true;
+    srv_reply_error(r, 400, "invalid_argument", key,
+                    "'%s' must not hold control characters (CR, LF, ...) or bidirectional "
+                    "overrides",
+                    key);
+    return false;
+}
+
+/* The number of enabled admins other than uid (mu held). */
+static size_t other_admins(srv_t *s, int64_t uid)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < s->nusers; i++) {
+        const srv_user_t *u = s->users[i];
+        if (u->r.id != uid && u->r.role == FG_STORE_ROLE_ADMIN && !u->r.disabled)
+            n++;
+    }
+    return n;
+}
+
+/* Removes DATA_DIR/setup-token (the setup token was used, or an admin exists). */
+static void setup_file_remove(srv_t *s)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/setup-token", s->cfg.data_dir);
+    if (unlink(path) != 0 && errno != ENOENT)
+        fg_log(FG_LOG_WARN, "cannot remove '%s': %s", path, strerror(errno));
+}
+
+/* Role and disabled changes (PATCH /v1/users/{id}) run one at a time, so that the
+ * check that an enabled admin remains and the change it allows are one step. */
+static pthread_mutex_t role_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static bool check_password(srv_req_t *r, const char *pw, const char *field)
 {
     if (strlen(pw) < 10) {
@@ -80,35 +120,39 @@ static void notify_accounts(srv_t *s)
 int h_users_create(srv_req_t *r)
 {
     srv_t *s = r->srv;
-    pthread_mutex_lock(&s->mu);
-    bool first = s->nusers == 0;
-    pthread_mutex_unlock(&s->mu);
-    /* closed registration: only admins, except for the very first user (the admin) */
-    if (!s->cfg.registration_open && !r->admin && !first)
-        return r->user_id ? srv_reply_error(r, 403, "forbidden", NULL,
-                                            "registration is closed; only an admin creates users")
-                          : srv_reply_error(r, 401, "unauthenticated", NULL,
-                                            "registration is closed; log in as an admin");
     json_t *b = srv_body_object(r);
     if (!b)
         return SRV_YES;
-    const char *username, *email, *password, *account, *display;
+    const char *username, *email, *password, *account, *display, *setup;
     int ret = SRV_YES;
+    if (!v_string(r, b, "setup_token", false, 256, &setup))
+        goto out;
+    /* closed registration: only admins, or the holder of the setup token (the first
+     * admin) */
+    if (!s->cfg.registration_open && !r->admin && !setup) {
+        ret = r->user_id ? srv_reply_error(r, 403, "forbidden", NULL,
+                                           "registration is closed; only an admin creates users")
+                         : srv_reply_error(r, 401, "unauthenticated", NULL,
+                                           "registration is closed; log in as an admin");
+        goto out;
+    }
     if (!v_string(r, b, "username", true, 64, &username) ||
         !v_string(r, b, "email", true, 254, &email) ||
         !v_string(r, b, "password", true, 1024, &password) ||
         !v_string(r, b, "account", false, 64, &account) ||
         !v_string(r, b, "display_name", false, 128, &display))
         goto out;
-    if (!v_name_ok(username)) {
+    if (!v_username_ok(username)) {
         ret = srv_reply_error(r, 400, "invalid_argument", "username",
-                              "username must match [a-z0-9_.-]{1,64}");
+                              "username must match [a-z0-9_.-]{1,64} and not be all digits");
         goto out;
     }
     if (!valid_email(email)) {
         ret = srv_reply_error(r, 400, "invalid_argument", "email", "email must contain '@'");
         goto out;
     }
+    if (!check_shown(r, "email", email) || !check_shown(r, "display_name", display))
+        goto out;
     if (!check_password(r, password, "password"))
         goto out;
     if (!r->admin)
@@ -132,19 +176,35 @@ int h_users_create(srv_req_t *r)
         ret = srv_reply_error(r, 503, "unavailable", NULL, "password hashing failed");
         goto out;
     }
+    /* The setup token makes the first admin: its claim and the insert are one unit. */
+    char setup_hex[2 * SRV_TOKEN_HASH + 1] = {0};
+    if (setup) {
+        unsigned char h[SRV_TOKEN_HASH];
+        srv_token_hash(setup, h);
+        srv_token_hex(h, setup_hex);
+    }
     fg_store_user_t u = {.username = (char *)username,
                          .email = (char *)email,
                          .display_name = (char *)display,
                          .password_hash = hash,
-                         .role = FG_STORE_ROLE_USER,
+                         .role = setup ? FG_STORE_ROLE_ADMIN : FG_STORE_ROLE_USER,
                          .created_at = srv_now()};
     fg_store_member_t m = {.user_id = -1, .account = (char *)account, .weight = 1.0};
     srv_batch_t bt = {0};
-    srv_batch_add(&bt, OP_USER_COUNT, NULL);
-    srv_op_t *ui = srv_batch_add(&bt, OP_USER_INSERT, &u);
+    size_t claim_i = (size_t)-1;
+    if (setup) {
+        srv_batch_add(&bt, OP_SETUP_CLAIM, NULL)->s1 = setup_hex;
+        claim_i = bt.n - 1;
+    }
+    srv_batch_add(&bt, OP_USER_INSERT, &u);
+    size_t ui_i = bt.n - 1;
     srv_batch_add(&bt, OP_MEMBER_ADD, &m);
     int rc = srv_batch_commit(s, &bt);
-    if (rc == FG_STORE_EEXIST) {
+    srv_op_t *ui = &bt.ops[ui_i];
+    if (rc == FG_STORE_ENOENT && bt.failed_op == (int)claim_i) {
+        ret = srv_reply_error(r, 403, "forbidden", "setup_token",
+                              "the setup token is wrong or was already used");
+    } else if (rc == FG_STORE_EEXIST) {
         ret = srv_reply_error(r, 409, "conflict", "username", "username '%s' is taken", username);
     } else if (rc) {
         ret = srv_reply_error(r, (unsigned)srv_store_err_status(rc), "unavailable", NULL,
@@ -158,6 +218,10 @@ int h_users_create(srv_req_t *r)
         if (r->admin)
             srv_audit(s, r->user_id, "user.create", username,
                       json_pack("{s:s}", "account", account));
+        if (setup) {
+            setup_file_remove(s);
+            fg_log(FG_LOG_INFO, "the setup token was used: '%s' is the first admin", username);
+        }
         notify_accounts(s);
         ret = srv_reply_json(r, 201, uj);
     }
@@ -206,14 +270,15 @@ int h_users_list(srv_req_t *r)
     return srv_reply_json(r, 200, o);
 }
 
+/* A user named on an admin route: all digits is a user id, anything else a username
+ * (usernames are never all digits, so the two never meet). */
 static bool parse_user_ref(srv_t *s, const char *ref, int64_t *id)
 {
-    char *end;
-    long long v = strtoll(ref, &end, 10);
+    bool digits = *ref != 0 && strlen(ref) <= 18;
+    for (const char *p = ref; digits && *p; p++)
+        digits = *p >= '0' && *p <= '9';
     pthread_mutex_lock(&s->mu);
-    srv_user_t *u = (*ref && !*end) ? srv_user_by_id(s, v) : NULL;
-    if (!u)
-        u = srv_user_by_name(s, ref);
+    srv_user_t *u = digits ? srv_user_by_id(s, strtoll(ref, NULL, 10)) : srv_user_by_name(s, ref);
     *id = u ? u->r.id : 0;
     pthread_mutex_unlock(&s->mu);
     return u != NULL;
@@ -241,9 +306,22 @@ int h_users_patch(srv_req_t *r)
         ret = srv_reply_error(r, 400, "invalid_argument", "role", "role must be admin or user");
         goto out;
     }
+    pthread_mutex_lock(&role_mu);
     pthread_mutex_lock(&s->mu);
     srv_user_t *u = srv_user_by_id(s, uid);
-    fg_store_user_t nu = u->r;
+    assert(u); /* users are never removed */
+    /* only the fields this route changes: the others are re-read in the unit */
+    srv_user_change_t ch = {.id = uid, .role = -1, .disabled = -1};
+    if (role)
+        ch.role = !strcmp(role, "admin") ? FG_STORE_ROLE_ADMIN : FG_STORE_ROLE_USER;
+    if (has_disabled)
+        ch.disabled = disabled;
+    bool was_admin = u->r.role == FG_STORE_ROLE_ADMIN && !u->r.disabled;
+    bool stays_admin =
+        (ch.role < 0 ? u->r.role == FG_STORE_ROLE_ADMIN : ch.role == FG_STORE_ROLE_ADMIN) &&
+        !(ch.disabled < 0 ? u->r.disabled : ch.disabled);
+    bool last_admin = was_admin && !stays_admin && other_admins(s, uid) == 0;
+    bool revoke = ch.disabled == 1 && !u->r.disabled;
     bool acct_exists = !account || srv_account_by_name(s, account);
     bool is_member = account && srv_member_find(s, account, uid);
     const char *cur_acct = srv_user_default_account(s, uid);
@@ -251,16 +329,23 @@ int h_users_patch(srv_req_t *r)
     if (cur_acct)
         snprintf(cur_copy, sizeof cur_copy, "%s", cur_acct);
     pthread_mutex_unlock(&s->mu);
+    if (last_admin) {
+        pthread_mutex_unlock(&role_mu);
+        ret = srv_reply_error(r, 409, "conflict", has_disabled && disabled ? "disabled" : "role",
+                              "this is the last enabled admin: make another admin first");
+        goto out;
+    }
     if (!acct_exists) {
+        pthread_mutex_unlock(&role_mu);
         ret = srv_reply_error(r, 400, "invalid_argument", "account", "no account '%s'", account);
         goto out;
     }
-    if (role)
-        nu.role = !strcmp(role, "admin") ? FG_STORE_ROLE_ADMIN : FG_STORE_ROLE_USER;
-    if (has_disabled)
-        nu.disabled = disabled;
     srv_batch_t bt = {0};
-    srv_batch_add(&bt, OP_USER_UPDATE, &nu);
+    srv_batch_add(&bt, OP_USER_MODIFY, &ch);
+    if (revoke) { /* a disabled user's credentials end now, and stay ended if re-enabled */
+        srv_batch_add(&bt, OP_SESSIONS_DELETE_USER, NULL)->i1 = uid;
+        srv_batch_add(&bt, OP_TOKENS_DELETE_USER, NULL)->i1 = uid;
+    }
     fg_store_member_t m = {.user_id = uid, .account = (char *)account, .weight = 1.0};
     if (account && !is_member)
         srv_batch_add(&bt, OP_MEMBER_ADD, &m)->i1 = uid;
@@ -279,6 +364,7 @@ int h_users_patch(srv_req_t *r)
     int rc = srv_batch_commit(s, &bt);
     srv_batch_free(&bt);
     if (rc) {
+        pthread_mutex_unlock(&role_mu);
         ret = srv_reply_error(r, (unsigned)srv_store_err_status(rc),
                               rc == FG_STORE_ENOENT ? "not_found" : "unavailable", NULL,
                               "the change could not be stored: %s", fg_store_strerror(rc));
@@ -286,8 +372,12 @@ int h_users_patch(srv_req_t *r)
     }
     pthread_mutex_lock(&s->mu);
     u = srv_user_by_id(s, uid);
-    u->r.role = nu.role;
-    u->r.disabled = nu.disabled;
+    if (ch.role >= 0)
+        u->r.role = ch.role;
+    if (ch.disabled >= 0)
+        u->r.disabled = ch.disabled;
+    if (revoke)
+        srv_token_drop_user(s, uid, true, NULL);
     if (account && !is_member)
         member_add_mem(s, uid, account, 1.0);
     if (account)
@@ -305,12 +395,41 @@ int h_users_patch(srv_req_t *r)
     char uname[72];
     snprintf(uname, sizeof uname, "%s", u->r.username);
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&role_mu);
     srv_audit(s, r->user_id, "user.update", uname, json_incref(b));
     notify_accounts(s);
     ret = srv_reply_json(r, 200, uj);
 out:
     json_decref(b);
     return ret;
+}
+
+/* POST /v1/users/{id}/revoke: ends every login session and API token of the user. */
+int h_users_revoke(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    int64_t uid;
+    if (!parse_user_ref(s, r->seg[2], &uid))
+        return srv_reply_error(r, 404, "not_found", NULL, "no such user");
+    srv_batch_t bt = {0};
+    srv_batch_add(&bt, OP_SESSIONS_DELETE_USER, NULL)->i1 = uid;
+    srv_batch_add(&bt, OP_TOKENS_DELETE_USER, NULL)->i1 = uid;
+    int rc = srv_batch_commit(s, &bt);
+    int64_t nsess = bt.ops[0].out, ntok = bt.ops[1].out;
+    srv_batch_free(&bt);
+    if (rc)
+        return srv_reply_error(r, 503, "unavailable", NULL,
+                               "the revocation could not be stored: %s", fg_store_strerror(rc));
+    pthread_mutex_lock(&s->mu);
+    srv_token_drop_user(s, uid, true, NULL);
+    char uname[72];
+    snprintf(uname, sizeof uname, "%s", srv_user_by_id(s, uid)->r.username);
+    pthread_mutex_unlock(&s->mu);
+    srv_audit(s, r->user_id, "user.revoke", uname,
+              json_pack("{s:I,s:I}", "sessions", (json_int_t)nsess, "tokens", (json_int_t)ntok));
+    return srv_reply_json(r, 200,
+                          json_pack("{s:s,s:I,s:I}", "user", uname, "sessions_revoked",
+                                    (json_int_t)nsess, "tokens_revoked", (json_int_t)ntok));
 }
 
 /* ------------------------------------------------------------------ sessions */
@@ -376,20 +495,23 @@ int h_sessions_delete(srv_req_t *r)
     srv_t *s = r->srv;
     if (strcmp(r->seg[2], "current"))
         return srv_reply_error(r, 404, "not_found", NULL, "only /v1/sessions/current exists");
-    srv_token_t *t = r->tok;
+    assert(r->has_cred); /* a user route */
     char hex[2 * SRV_TOKEN_HASH + 1];
-    srv_token_hex(t->hash, hex);
+    srv_token_hex(r->cred_hash, hex);
     srv_batch_t bt = {0};
-    srv_op_t *o = srv_batch_add(&bt, t->session ? OP_SESSION_DELETE : OP_TOKEN_DELETE, NULL);
+    srv_op_t *o = srv_batch_add(&bt, r->cred_session ? OP_SESSION_DELETE : OP_TOKEN_DELETE, NULL);
     o->s1 = hex;
-    o->i1 = t->id;
+    o->i1 = r->cred_id;
     int rc = srv_batch_commit(s, &bt);
     srv_batch_free(&bt);
     if (rc && rc != FG_STORE_ENOENT)
         return srv_reply_error(r, 503, "unavailable", NULL, "logout could not be stored: %s",
                                fg_store_strerror(rc));
     pthread_mutex_lock(&s->mu);
-    t->deleted = true;
+    s->cred_gen++;
+    srv_token_t *t = srv_req_token(s, r);
+    if (t)
+        srv_token_drop(s, t);
     pthread_mutex_unlock(&s->mu);
     return srv_reply_empty(r, 204);
 }
@@ -423,6 +545,8 @@ int h_me_patch(srv_req_t *r)
         ret = srv_reply_error(r, 400, "invalid_argument", "email", "email must contain '@'");
         goto out;
     }
+    if (!check_shown(r, "email", email) || !check_shown(r, "display_name", display))
+        goto out;
     if (password) {
         if (!check_password(r, password, "password"))
             goto out;
@@ -446,15 +570,39 @@ int h_me_patch(srv_req_t *r)
             goto out;
         }
     }
-    pthread_mutex_lock(&s->mu);
-    srv_user_t *u = srv_user_by_id(s, r->user_id);
-    fg_store_user_t nu = u->r;
-    nu.email = email ? (char *)email : srv_strdup0(u->r.email);
-    nu.display_name = display ? (char *)display : srv_strdup0(u->r.display_name);
-    nu.password_hash = newhash ? newhash : srv_strdup0(u->r.password_hash);
-    pthread_mutex_unlock(&s->mu);
+    /* Only the fields given are written (re-read in the unit: a concurrent admin change
+     * of the role or disabled flag is not undone). A new password ends the user's other
+     * login sessions: all are deleted and the current one, if it is a session, is
+     * stored again in the same unit. */
+    srv_user_change_t ch = {.id = r->user_id,
+                            .email = email,
+                            .display_name = display,
+                            .password_hash = newhash,
+                            .role = -1,
+                            .disabled = -1};
+    char hex[2 * SRV_TOKEN_HASH + 1];
+    fg_store_session_t keep = {0};
+    bool keep_session = false;
+    if (newhash && r->cred_session) {
+        pthread_mutex_lock(&s->mu);
+        srv_token_t *t = srv_req_token(s, r);
+        if (t) {
+            srv_token_hex(t->hash, hex);
+            keep = (fg_store_session_t){.token_hash = hex,
+                                        .user_id = r->user_id,
+                                        .created_at = t->created_at,
+                                        .expires_at = t->expires_at};
+            keep_session = true;
+        }
+        pthread_mutex_unlock(&s->mu);
+    }
     srv_batch_t bt = {0};
-    srv_batch_add(&bt, OP_USER_UPDATE, &nu);
+    srv_batch_add(&bt, OP_USER_MODIFY, &ch);
+    if (newhash) {
+        srv_batch_add(&bt, OP_SESSIONS_DELETE_USER, NULL)->i1 = r->user_id;
+        if (keep_session)
+            srv_batch_add(&bt, OP_SESSION_INSERT, &keep);
+    }
     int rc = srv_batch_commit(s, &bt);
     srv_batch_free(&bt);
     if (rc) {
@@ -462,7 +610,7 @@ int h_me_patch(srv_req_t *r)
                               fg_store_strerror(rc));
     } else {
         pthread_mutex_lock(&s->mu);
-        u = srv_user_by_id(s, r->user_id);
+        srv_user_t *u = srv_user_by_id(s, r->user_id);
         if (email) {
             free(u->r.email);
             u->r.email = fg_xstrdup(email);
@@ -474,19 +622,17 @@ int h_me_patch(srv_req_t *r)
         if (newhash) {
             free(u->r.password_hash);
             u->r.password_hash = fg_xstrdup(newhash);
+            srv_token_drop_user(s, r->user_id, false, keep_session ? r->cred_hash : NULL);
         }
         json_t *uj = srv_user_json(s, u);
         pthread_mutex_unlock(&s->mu);
         ret = srv_reply_json(r, 200, uj);
     }
-    if (!email)
-        free(nu.email);
-    if (!display)
-        free(nu.display_name);
-    if (!newhash)
-        free(nu.password_hash);
 out:
-    free(newhash);
+    if (newhash) {
+        sodium_memzero(newhash, strlen(newhash));
+        free(newhash);
+    }
     json_decref(b);
     return ret;
 }
@@ -501,7 +647,7 @@ int h_tokens_create(srv_req_t *r)
         return SRV_YES;
     int ret = SRV_YES;
     const char *name;
-    if (!v_string(r, b, "name", true, 128, &name))
+    if (!v_string(r, b, "name", true, 128, &name) || !check_shown(r, "name", name))
         goto out;
     char tok[96];
     srv_token_new(tok, sizeof tok, "fgt");
@@ -590,9 +736,12 @@ int h_tokens_delete(srv_req_t *r)
     if (rc)
         return srv_reply_error(r, 503, "unavailable", NULL, "store: %s", fg_store_strerror(rc));
     pthread_mutex_lock(&s->mu);
+    s->cred_gen++;
     for (size_t i = 0; i < s->ntokens; i++)
-        if (!s->tokens[i]->session && s->tokens[i]->id == id)
-            s->tokens[i]->deleted = true;
+        if (!s->tokens[i]->session && s->tokens[i]->id == id) {
+            srv_token_drop(s, s->tokens[i]);
+            break;
+        }
     pthread_mutex_unlock(&s->mu);
     return srv_reply_empty(r, 204);
 }

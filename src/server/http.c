@@ -119,6 +119,40 @@ int srv_reply_buf(srv_req_t *r, unsigned status, srv_buf_t *b)
     return srv_reply_text(r, status, "application/json; charset=utf-8", p, n, true);
 }
 
+/* The length of the valid UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, at most U+10FFFF), 0 if the bytes there are not one. */
+static size_t utf8_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+               : c >= 0xe0 && c <= 0xef ? 3
+               : c >= 0xf0 && c <= 0xf4 ? 4
+                                        : 0;
+    for (size_t i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f) || (c == 0xf0 && p[1] < 0x90) ||
+        (c == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return n;
+}
+
+/* Replaces every byte of msg that is not part of valid UTF-8 (a client's path or value
+ * quoted in a message) by '?', so that the message is a JSON string. */
+static void utf8_clean(char *msg)
+{
+    unsigned char *p = (unsigned char *)msg;
+    while (*p) {
+        size_t n = utf8_len(p);
+        if (n == 0)
+            *p++ = '?';
+        else
+            p += n;
+    }
+}
+
 int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char *field,
                     const char *fmt, ...)
 {
@@ -127,6 +161,7 @@ int srv_reply_error(srv_req_t *r, unsigned status, const char *code, const char 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    utf8_clean(msg); /* (vsnprintf may also have cut a sequence in two) */
     json_t *e = json_pack("{s:s,s:s}", "code", code, "message", msg);
     if (field)
         json_object_set_new(e, "field", json_string(field));

@@ -562,6 +562,10 @@ bool hd_responded(hd_conn_t *c)
 {
     return c->responded;
 }
+int hd_conn_fd(hd_conn_t *c)
+{
+    return c->fd;
+}
 long hd_connections(hd_server_t *h)
 {
     return atomic_load(&h->nconns);

@@ -98,6 +98,8 @@ typedef ssize_t (*hd_reader_t)(void *ctx, char *out, size_t max);
 void hd_respond_stream(hd_conn_t *c, unsigned status, const char *ctype, const char *extra,
                        hd_reader_t read, void *ctx, void (*ctx_free)(void *ctx));
 bool hd_responded(hd_conn_t *c);
+/* The connection's socket (getpeername: who is asking); not to be read or written. */
+int hd_conn_fd(hd_conn_t *c);
 
 /* ---- parking */
 /* Marks the connection parked (its worker thread only): no answer now. */

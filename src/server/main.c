@@ -55,6 +55,10 @@ static void exec_with_huge_pages(int argc, char **argv)
 
 int fg_cmd_server(int argc, char **argv)
 {
+    if (argc == 2 && !strcmp(argv[1], "--list-routes")) { /* hidden: for the route matrix test */
+        srv_routes_print(stdout);
+        return 0;
+    }
     exec_with_huge_pages(argc, argv);
     srv_t *s = calloc(1, sizeof *s);
     if (!s)
@@ -83,6 +87,12 @@ int fg_cmd_server(int argc, char **argv)
         fprintf(stderr, "fairgpu server: cannot load the database: %s\n", fg_store_strerror(rc));
         return 1;
     }
+    char setup_path[1200];
+    int setup = srv_setup_token_init(s, setup_path, sizeof setup_path);
+    if (setup < 0)
+        return 1;
+    if (s->cfg.metrics_access == SRV_METRICS_TOKEN && srv_metrics_token_init(s))
+        return 1;
     if (!srv_core_build(s)) {
         fprintf(stderr, "fairgpu server: the scheduler core refused the configuration\n");
         return 1;
@@ -108,13 +118,11 @@ int fg_cmd_server(int argc, char **argv)
     printf("fairgpu server listening on http://%s:%d (epoch %lld, %zu users, %zu jobs)\n",
            s->cfg.listen_host, s->cfg.listen_port, (long long)s->epoch, nusers, njobs);
     printf("data dir: %s; agent token: %s/agent.token\n", s->cfg.data_dir, s->cfg.data_dir);
-    if (nusers == 0)
-        printf("no users yet: the first to register becomes admin, e.g.\n"
-               "  curl -X POST http://%s:%d/v1/users -H 'Content-Type: application/json' \\\n"
-               "       -d '{\"username\":\"admin\",\"email\":\"admin@example.com\","
-               "\"password\":\"change-me-please\"}'\n"
-               "  (or: FAIRGPU_URL=http://%s:%d fairgpu user create ...)\n",
-               s->cfg.listen_host, s->cfg.listen_port, s->cfg.listen_host, s->cfg.listen_port);
+    if (setup > 0)
+        printf("no admin yet: the setup token in %s makes the first one, e.g.\n"
+               "  fairgpu register --setup-token-file %s\n"
+               "  (or POST /v1/users with \"setup_token\": the file's content)\n",
+               setup_path, setup_path);
     if (s->cfg.fast_password_hash)
         printf("WARNING: --insecure-fast-password-hash is on: passwords are hashed with minimal "
                "cost (tests only)\n");

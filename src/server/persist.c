@@ -47,6 +47,60 @@ void srv_batch_free(srv_batch_t *b)
     memset(b, 0, sizeof *b);
 }
 
+/* Reads user c->id inside the unit and stores it with c's fields changed. */
+static int user_modify(fg_store_tx_t *tx, const srv_user_change_t *c)
+{
+    fg_store_user_t u = {0};
+    int rc = fg_store_user_get(tx, c->id, &u);
+    if (rc)
+        return rc;
+    fg_store_user_t nu = u;
+    if (c->email)
+        nu.email = (char *)c->email;
+    if (c->display_name)
+        nu.display_name = (char *)c->display_name;
+    if (c->password_hash)
+        nu.password_hash = (char *)c->password_hash;
+    if (c->role >= 0)
+        nu.role = c->role;
+    if (c->disabled >= 0)
+        nu.disabled = c->disabled != 0;
+    rc = fg_store_user_update(tx, &nu);
+    fg_store_user_clear(&u);
+    return rc;
+}
+
+/* Deletes every API token of user uid; *n gets how many. */
+static int tokens_delete_user(fg_store_tx_t *tx, int64_t uid, int64_t *n)
+{
+    fg_store_token_list_t l = {0};
+    int rc = fg_store_token_list(tx, uid, &l);
+    *n = 0;
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        rc = fg_store_token_delete(tx, l.items[i].id, uid);
+        if (rc == 0)
+            (*n)++;
+    }
+    fg_store_token_list_free(&l);
+    return rc;
+}
+
+/* Burns the setup token whose hash (hex) is hex if it is the live one; ENOENT if not
+ * (none is live, or another one is). Decided inside the unit: of two racing claims
+ * only one finds it. */
+static int setup_claim(fg_store_tx_t *tx, const char *hex)
+{
+    char *v = NULL;
+    int rc = fg_store_setting_get(tx, SRV_SETUP_SETTING, &v);
+    if (rc == 0 &&
+        !(v && *v && strlen(v) == strlen(hex) && sodium_memcmp(v, hex, strlen(hex)) == 0))
+        rc = FG_STORE_ENOENT;
+    free(v);
+    if (rc)
+        return rc;
+    return fg_store_setting_delete(tx, SRV_SETUP_SETTING);
+}
+
 static int run_op(fg_store_tx_t *tx, srv_op_t *o, int64_t last_job)
 {
     switch (o->kind) {
@@ -104,6 +158,14 @@ static int run_op(fg_store_tx_t *tx, srv_op_t *o, int64_t last_job)
         return fg_store_setting_set(tx, o->s1, o->s2);
     case OP_SESSION_EXPIRE:
         return fg_store_session_delete_expired(tx, o->i1, &o->out);
+    case OP_USER_MODIFY:
+        return user_modify(tx, o->rec);
+    case OP_SESSIONS_DELETE_USER:
+        return fg_store_session_delete_user(tx, o->i1, &o->out);
+    case OP_TOKENS_DELETE_USER:
+        return tokens_delete_user(tx, o->i1, &o->out);
+    case OP_SETUP_CLAIM:
+        return setup_claim(tx, o->s1);
     default:
         return FG_STORE_EINVAL;
     }
@@ -137,10 +199,6 @@ static int batch_unit(fg_store_tx_t *tx, void *arg)
                 b->failed_op = (int)i;
                 return rc;
             }
-            /* The first user ever registered becomes admin (decided inside the unit, so
-             * two racing first registrations cannot both win). */
-            if (o->out == 0 && i + 1 < b->n && b->ops[i + 1].kind == OP_USER_INSERT)
-                ((fg_store_user_t *)b->ops[i + 1].rec)->role = FG_STORE_ROLE_ADMIN;
             continue;
         }
         if (o->kind == OP_MEMBER_ADD && o->i1 == 0)
@@ -266,6 +324,132 @@ static int agent_token(srv_t *s, char *path, size_t pn)
     srv_token_hash(tok, s->agent_token_hash);
     sodium_memzero(tok, sizeof tok);
     return 0;
+}
+
+/* Writes tok and a newline to path, mode 0600, replacing any file there (a temporary
+ * file renamed over it, so that a reader never sees half a token). */
+static int write_secret_file(const char *path, const char *tok)
+{
+    char tmpp[1300];
+    snprintf(tmpp, sizeof tmpp, "%s.tmp", path);
+    unlink(tmpp);
+    int fd = open(tmpp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -1;
+    size_t len = strlen(tok);
+    bool ok = write(fd, tok, len) == (ssize_t)len && write(fd, "\n", 1) == 1 && fsync(fd) == 0;
+    ok = close(fd) == 0 && ok;
+    if (!ok || rename(tmpp, path) != 0) {
+        unlink(tmpp);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads the first line of a small secret file into buf; 0 on success. */
+static int read_secret_file(const char *path, char *buf, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    ssize_t got = read(fd, buf, n - 1);
+    close(fd);
+    if (got <= 0)
+        return -1;
+    buf[got] = 0;
+    buf[strcspn(buf, "\r\n")] = 0;
+    return buf[0] ? 0 : -1;
+}
+
+int srv_metrics_token_init(srv_t *s)
+{
+    char path[1200], tok[128];
+    snprintf(path, sizeof path, "%s/metrics.token", s->cfg.data_dir);
+    if (read_secret_file(path, tok, sizeof tok) != 0) {
+        if (access(path, F_OK) == 0) {
+            fprintf(stderr, "fairgpu server: the scrape token file '%s' is empty or unreadable\n",
+                    path);
+            return -1;
+        }
+        srv_token_new(tok, sizeof tok, "fgm");
+        if (write_secret_file(path, tok) != 0) {
+            fprintf(stderr, "fairgpu server: cannot write '%s': %s\n", path, strerror(errno));
+            return -1;
+        }
+    }
+    if (strlen(tok) < 16) {
+        fprintf(stderr, "fairgpu server: the scrape token in '%s' is too short\n", path);
+        sodium_memzero(tok, sizeof tok);
+        return -1;
+    }
+    srv_token_hash(tok, s->metrics_token_hash);
+    sodium_memzero(tok, sizeof tok);
+    return 0;
+}
+
+int srv_setup_token_init(srv_t *s, char *path, size_t pn)
+{
+    snprintf(path, pn, "%s/setup-token", s->cfg.data_dir);
+    bool admin = false;
+    for (size_t i = 0; i < s->nusers; i++)
+        admin = admin || s->users[i]->r.role == FG_STORE_ROLE_ADMIN;
+    fg_store_tx_t *tx;
+    char *live = NULL;
+    if (fg_store_read_begin(s->store, &tx) == 0) {
+        if (fg_store_setting_get(tx, SRV_SETUP_SETTING, &live) != 0) {
+            free(live);
+            live = NULL;
+        }
+        fg_store_read_end(tx);
+    }
+    srv_batch_t b = {0};
+    int rc = 0;
+    if (admin) { /* nothing to set up: no setup token is accepted */
+        if (unlink(path) != 0 && errno != ENOENT)
+            fprintf(stderr, "fairgpu server: cannot remove '%s': %s\n", path, strerror(errno));
+        if (live && *live) { /* a token left live by an older binary or a crash */
+            srv_op_t *o = srv_batch_add(&b, OP_SETTING_SET, NULL);
+            o->s1 = SRV_SETUP_SETTING;
+            o->s2 = "";
+            rc = srv_batch_commit(s, &b);
+        }
+        srv_batch_free(&b);
+        free(live);
+        return rc ? -1 : 0;
+    }
+    /* no admin: keep the token of an earlier start if its file still matches */
+    char tok[128];
+    unsigned char h[SRV_TOKEN_HASH];
+    char hex[2 * SRV_TOKEN_HASH + 1];
+    if (live && *live && read_secret_file(path, tok, sizeof tok) == 0) {
+        srv_token_hash(tok, h);
+        srv_token_hex(h, hex);
+        bool same = strlen(live) == strlen(hex) && sodium_memcmp(live, hex, strlen(hex)) == 0;
+        sodium_memzero(tok, sizeof tok);
+        if (same) {
+            free(live);
+            return 1;
+        }
+    }
+    free(live);
+    srv_token_new(tok, sizeof tok, "fgsetup");
+    srv_token_hash(tok, h);
+    srv_token_hex(h, hex);
+    srv_op_t *o = srv_batch_add(&b, OP_SETTING_SET, NULL);
+    o->s1 = SRV_SETUP_SETTING;
+    o->s2 = hex;
+    rc = srv_batch_commit(s, &b);
+    srv_batch_free(&b);
+    if (rc == 0 && write_secret_file(path, tok) != 0) {
+        fprintf(stderr, "fairgpu server: cannot write the setup token to '%s': %s\n", path,
+                strerror(errno));
+        rc = -1;
+    } else if (rc) {
+        fprintf(stderr, "fairgpu server: cannot store the setup token: %s\n",
+                fg_store_strerror(rc));
+    }
+    sodium_memzero(tok, sizeof tok);
+    return rc ? -1 : 1;
 }
 
 int srv_persist_open(srv_t *s)

@@ -12,9 +12,14 @@
 
 #include "common/xalloc.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
 
 enum { A_ANON = 0, A_USER, A_ADMIN, A_AGENT, A_JOIN };
 
@@ -31,6 +36,7 @@ static const route_t routes[] = {
     {M_POST, "v1/users", A_ANON, h_users_create},
     {M_GET, "v1/users", A_ADMIN, h_users_list},
     {M_PATCH, "v1/users/*", A_ADMIN, h_users_patch},
+    {M_POST, "v1/users/*/revoke", A_ADMIN, h_users_revoke},
     {M_POST, "v1/sessions", A_ANON, h_sessions_create},
     {M_DELETE, "v1/sessions/*", A_USER, h_sessions_delete},
     {M_GET, "v1/me", A_USER, h_me_get},
@@ -69,6 +75,20 @@ static const route_t routes[] = {
     {M_POST, "v1/agent/exited", A_AGENT, h_agent_exited},
     {M_POST, "v1/agent/reports", A_AGENT, h_agent_reports},
 };
+
+void srv_routes_print(FILE *f)
+{
+    static const char *const auth_names[] = {"anon", "user", "admin", "agent"};
+    static const struct {
+        int bit;
+        const char *name;
+    } ms[] = {
+        {M_GET, "GET"}, {M_POST, "POST"}, {M_PUT, "PUT"}, {M_PATCH, "PATCH"}, {M_DELETE, "DELETE"}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        for (size_t k = 0; k < sizeof ms / sizeof ms[0]; k++)
+            if (routes[i].method & ms[k].bit)
+                fprintf(f, "%s /%s %s\n", ms[k].name, routes[i].pat, auth_names[routes[i].auth]);
+}
 
 static bool match(const char *pat, srv_req_t *r)
 {
@@ -125,8 +145,14 @@ int srv_route(srv_req_t *r)
         }
     }
     if (!hit) {
-        if (!allowed)
-            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s", r->path);
+        if (!allowed) { /* the path was split in place: its segments, joined again */
+            char p[256] = "";
+            size_t n = 0;
+            for (int i = 0; i < r->nseg && n < sizeof p; i++)
+                n += (size_t)snprintf(p + n, sizeof p - n, "/%s", r->seg[i]);
+            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s",
+                                   r->nseg ? p : r->path);
+        }
         char buf[64];
         method_names(allowed, buf, sizeof buf);
         json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "method_not_allowed", "message",
@@ -230,9 +256,50 @@ int h_billing(srv_req_t *r)
                            "invoices are available");
 }
 
+/* Whether r may read /metrics (metrics-access): a loopback peer, the scrape token, or
+ * anyone. Replies 403/401 and returns false if not. */
+static bool metrics_allowed(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    if (s->cfg.metrics_access == SRV_METRICS_OPEN)
+        return true;
+    if (s->cfg.metrics_access == SRV_METRICS_LOCAL) {
+        struct sockaddr_storage ss;
+        socklen_t n = sizeof ss;
+        bool local = false;
+        if (r->conn && getpeername(hd_conn_fd(r->conn), (struct sockaddr *)&ss, &n) == 0) {
+            if (ss.ss_family == AF_INET)
+                local = (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
+            else if (ss.ss_family == AF_INET6)
+                local = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
+            else if (ss.ss_family == AF_UNIX)
+                local = true;
+        }
+        if (!local)
+            srv_reply_error(r, 403, "forbidden", NULL,
+                            "/metrics answers loopback peers only (metrics-access local)");
+        return local;
+    }
+    const char *h = srv_header(r, "Authorization");
+    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
+        unsigned char hash[SRV_TOKEN_HASH];
+        const char *tok = h + 7;
+        while (*tok == ' ')
+            tok++;
+        srv_token_hash(tok, hash);
+        if (sodium_memcmp(hash, s->metrics_token_hash, SRV_TOKEN_HASH) == 0)
+            return true;
+    }
+    srv_reply_error(r, 401, "unauthenticated", NULL,
+                    "/metrics needs the scrape token of DATA_DIR/metrics.token (Bearer)");
+    return false;
+}
+
 int h_metrics(srv_req_t *r)
 {
     srv_t *s = r->srv;
+    if (!metrics_allowed(r))
+        return SRV_YES;
     char *buf = NULL;
     size_t len = 0, cap = 0;
 #define OUT(...)                                                                                   \
@@ -243,13 +310,14 @@ int h_metrics(srv_req_t *r)
         len += (size_t)n_;                                                                         \
     } while (0)
     int64_t states[6];
-    int64_t top_seq, nnodes, nusers;
+    int64_t top_seq, nnodes, nusers, ncreds;
     int64_t nodes_up = 0, nodes_down = 0;
     pthread_mutex_lock(&s->mu);
     memcpy(states, s->njobs_by_state, sizeof states);
     top_seq = s->pub_seq;
     nnodes = (int64_t)s->nnodes;
     nusers = (int64_t)s->nusers;
+    ncreds = (int64_t)s->ntokens;
     for (size_t i = 0; i < s->nnodes; i++) {
         if (s->nodes[i]->state == FG_NODE_DOWN)
             nodes_down++;
@@ -320,8 +388,11 @@ int h_metrics(srv_req_t *r)
     OUT("# TYPE fairgpu_event_seq gauge\nfairgpu_event_seq %lld\n"
         "# TYPE fairgpu_nodes gauge\nfairgpu_nodes{state=\"up\"} %lld\n"
         "fairgpu_nodes{state=\"down\"} %lld\n"
-        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n",
-        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers);
+        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n"
+        "# HELP fairgpu_credentials_cached Sessions and API tokens held in memory.\n"
+        "# TYPE fairgpu_credentials_cached gauge\nfairgpu_credentials_cached %lld\n",
+        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
+        (long long)ncreds);
     (void)nnodes;
 #undef OUT
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);

@@ -1544,6 +1544,9 @@ static void *sched_main(void *arg)
             srv_batch_add(&gc, OP_SESSION_EXPIRE, NULL)->i1 = c->now;
             srv_batch_commit(s, &gc);
             srv_batch_free(&gc);
+            pthread_mutex_lock(&s->mu); /* and from memory */
+            srv_token_sweep(s, c->now);
+            pthread_mutex_unlock(&s->mu);
         }
         commit(c);
         int64_t nms = srv_now_ms();

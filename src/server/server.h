@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define SRV_MAX_BODY (1024 * 1024)
 /* A connection's input buffer (httpd.c): the request line and headers must fit in it,
@@ -57,6 +58,7 @@ typedef struct srv_config {
     char listen_host[256];
     int listen_port;
     bool registration_open;
+    int metrics_access;           /* SRV_METRICS_*: who may read /metrics */
     int threads;                  /* HTTP worker threads */
     int64_t session_ttl_s;        /* login session lifetime */
     int64_t default_time_limit_s; /* when a job gives none */
@@ -73,6 +75,12 @@ typedef struct srv_config {
     int log_level;
     fg_config_t core;
 } srv_config_t;
+
+enum {
+    SRV_METRICS_LOCAL = 0, /* loopback peers only (the default) */
+    SRV_METRICS_TOKEN,     /* Bearer DATA_DIR/metrics.token */
+    SRV_METRICS_OPEN,      /* anyone who reaches the port */
+};
 
 void srv_config_default(srv_config_t *c);
 /* Parses argv (after "server") and the optional config file into *c. On error prints a
@@ -311,6 +319,7 @@ typedef struct srv {
     srv_nodecred_t **nodecreds;
     size_t nnodecreds, nodecreds_cap;
     srv_map_t nodecred_by_hash;
+    unsigned char metrics_token_hash[SRV_TOKEN_HASH]; /* metrics-access token */
     unsigned long long pw_ops;
     size_t pw_mem;
     char *dummy_pwhash;
@@ -322,6 +331,8 @@ typedef struct srv {
     srv_token_t **tokens;
     size_t ntokens, tokens_cap;
     srv_map_t token_by_hash;
+    uint64_t cred_gen; /* bumped by every revocation (mu): a credential read from the store
+                          before it is not cached (auth.c) */
     srv_account_t **accounts;
     size_t naccounts, accounts_cap;
     srv_member_t **members;
@@ -399,7 +410,13 @@ typedef struct srv_req {
     bool agent;                       /* a node credential: agent_node is its node */
     bool agent_join;                  /* the cluster's join token (POST /v1/agent/join) */
     char agent_node[FG_NAME_MAX + 1]; /* the node a node credential belongs to */
-    srv_token_t *tok;
+    /* the credential presented (user requests): its hash, kind and store id. The
+     * in-memory entry may be revoked and freed while the request runs: look it up
+     * again with srv_req_token (mu held) instead of keeping a pointer. */
+    bool has_cred;
+    bool cred_session;
+    int64_t cred_id;
+    unsigned char cred_hash[SRV_TOKEN_HASH];
     char username[72];
     /* parking */
     bool parked;
@@ -466,6 +483,16 @@ void srv_token_hex(const unsigned char h[SRV_TOKEN_HASH], char out[2 * SRV_TOKEN
 srv_token_t *srv_token_add(srv_t *s, int64_t id, int64_t user_id, bool session, const char *name,
                            const unsigned char hash[SRV_TOKEN_HASH], int64_t created_at,
                            int64_t expires_at);
+/* The live in-memory credential r presented, or NULL (mu held). */
+srv_token_t *srv_req_token(srv_t *s, const srv_req_t *r);
+/* Removes credential t from memory and frees it (mu held; the store's copy is the
+ * caller's). */
+void srv_token_drop(srv_t *s, srv_token_t *t);
+/* Drops from memory the user's sessions (except the one hashed `keep`, may be NULL),
+ * and with tokens also its API tokens (mu held); bumps cred_gen. Returns how many. */
+size_t srv_token_drop_user(srv_t *s, int64_t user_id, bool tokens, const unsigned char *keep);
+/* Drops expired sessions from memory (mu held); returns how many. */
+size_t srv_token_sweep(srv_t *s, int64_t now);
 srv_user_t *srv_user_by_id(srv_t *s, int64_t id);
 srv_user_t *srv_user_by_name(srv_t *s, const char *name);
 srv_account_t *srv_account_by_name(srv_t *s, const char *name);
@@ -475,9 +502,13 @@ bool srv_rate_check(srv_t *s, srv_req_t *r, double *retry_after);
 
 /* routes.c and handlers */
 int srv_route(srv_req_t *r);
+/* Prints every route, one "METHOD PATTERN AUTH" line each (fairgpu server --list-routes:
+ * the route matrix test checks that each has its rows). */
+void srv_routes_print(FILE *f);
 int h_users_create(srv_req_t *r);
 int h_users_list(srv_req_t *r);
 int h_users_patch(srv_req_t *r);
+int h_users_revoke(srv_req_t *r);
 int h_sessions_create(srv_req_t *r);
 int h_sessions_delete(srv_req_t *r);
 int h_me_get(srv_req_t *r);
@@ -575,6 +606,13 @@ int srv_store_err_status(int rc);
 int srv_persist_open(srv_t *s);
 int srv_persist_load(srv_t *s);
 void srv_persist_close(srv_t *s);
+/* The one-time setup token of the first admin (after srv_persist_load): while no admin
+ * exists, DATA_DIR/setup-token (mode 0600) holds it and the store its hash (kept
+ * across restarts while the file matches); once an admin exists both are removed.
+ * path gets the file's name. Returns 1 if a token is live, 0 if not, -1 on error. */
+int srv_setup_token_init(srv_t *s, char *path, size_t pn);
+/* metrics-access token: reads DATA_DIR/metrics.token (made, 0600, if absent). 0 or -1. */
+int srv_metrics_token_init(srv_t *s);
 void srv_audit(srv_t *s, int64_t admin_id, const char *action, const char *target, json_t *details);
 /* A small batch of store operations run as one write unit (one durable commit). */
 typedef struct srv_op srv_op_t;
@@ -609,7 +647,21 @@ enum srv_op_kind {
     OP_SETTING_SET,
     OP_USER_COUNT,     /* out = number of users, before the next op */
     OP_SESSION_EXPIRE, /* delete sessions expired at i1 */
+    OP_USER_MODIFY,    /* rec: srv_user_change_t, applied to the stored row (read in the unit) */
+    OP_SESSIONS_DELETE_USER, /* delete every session of user i1; out = how many */
+    OP_TOKENS_DELETE_USER,   /* delete every API token of user i1; out = how many */
+    OP_SETUP_CLAIM,          /* the setup token's hash s1 is the live one: burn it; else ENOENT */
 };
+/* The fields an OP_USER_MODIFY changes; the others keep their stored values, so that
+ * concurrent changes of different fields (PATCH /v1/me, PATCH /v1/users/{id}) do not
+ * write each other's old values back. NULL / -1: unchanged. */
+typedef struct srv_user_change {
+    int64_t id;
+    const char *email, *display_name, *password_hash;
+    int role;     /* FG_STORE_ROLE_*, -1 */
+    int disabled; /* 0, 1, -1 */
+} srv_user_change_t;
+#define SRV_SETUP_SETTING "setup_token_hash" /* the store setting holding it (hex) */
 struct srv_op {
     int kind;
     const void *rec; /* borrowed record of the kind's type */

@@ -23,6 +23,46 @@ bool v_name_ok(const char *s)
     return true;
 }
 
+bool v_username_ok(const char *s)
+{
+    if (!v_name_ok(s))
+        return false;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9')
+            return true;
+    return false; /* all digits: it would read as a user id */
+}
+
+/* The length of the code point that starts at p (valid UTF-8, as jansson gives), and
+ * whether it is one that must not be shown: C0 and C1 controls, DEL, and the bidi
+ * marks, embeddings, overrides and isolates (U+061C, U+200E-F, U+202A-E, U+2066-9). */
+static bool bad_code_point(const unsigned char *p)
+{
+    if (p[0] < 0x20 || p[0] == 0x7f)
+        return true;
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+        return true;
+    if (p[0] == 0xd8 && p[1] == 0x9c)
+        return true;
+    if (p[0] == 0xe2 && p[1] == 0x80 &&
+        (p[2] == 0x8e || p[2] == 0x8f || (p[2] >= 0xaa && p[2] <= 0xae)))
+        return true;
+    if (p[0] == 0xe2 && p[1] == 0x81 && p[2] >= 0xa6 && p[2] <= 0xa9)
+        return true;
+    return false;
+}
+
+bool v_text_ok(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        /* a multi-byte sequence's continuation bytes are >= 0x80 and so never read as
+         * an ASCII control; bad_code_point looks at most 3 bytes, all before the NUL */
+        if (bad_code_point(p))
+            return false;
+    }
+    return true;
+}
+
 /* json_dumps fails only when out of memory: abort, as fg_xmalloc does */
 static char *dumped(char *txt)
 {
@@ -76,6 +116,9 @@ static bool ref_string(json_t *o, const char *key, bool required, size_t maxlen,
     if (n > maxlen || (required && n == 0) || strlen(json_string_value(v)) != n)
         return fail(err, "invalid_argument", key, "'%s' must be 1 to %zu bytes of text without NUL",
                     key, maxlen);
+    if (!v_text_ok(json_string_value(v)))
+        return fail(err, "invalid_argument", key,
+                    "'%s' must not hold control or bidirectional-override characters", key);
     *out = json_string_value(v);
     return true;
 }

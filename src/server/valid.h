@@ -22,5 +22,11 @@ bool v_bool(srv_req_t *r, json_t *o, const char *key, bool *out, bool *present);
 bool v_known(srv_req_t *r, json_t *o, const char *const *keys);
 /* [a-z0-9_.-]{1,64} */
 bool v_name_ok(const char *s);
+/* A username: v_name_ok and not all digits (a user id reads as digits). */
+bool v_username_ok(const char *s);
+/* Text shown to others (display names, emails, token and job names): no control
+ * character (C0, DEL, C1: no CR/LF) and no bidirectional mark, embedding, override or
+ * isolate (U+061C, U+200E-F, U+202A-E, U+2066-9). s is valid UTF-8. */
+bool v_text_ok(const char *s);
 
 #endif

@@ -1,6 +1,7 @@
 # lib_agent.sh - what the agent end-to-end tests share: argument and tool checks, a
 # temporary directory, cleanup of every process started (by PID), check helpers, a real
-# server on a free loopback port, users root (admin) and alice with their tokens, a
+# server on a free loopback port, users root (admin, made with the setup token:
+# create_admin) and alice with their tokens, a
 # user map sending jobs to 'nobody', and wait_for.
 #
 # usage, at the top of a test:  FG_TEST_NAME=test_x; SERVER_EXTRA=(flags...);
@@ -75,7 +76,14 @@ api() {
     curl -s -X "$1" "$URL$2" -H "Authorization: Bearer ${AS:-$ALICE}" \
         -H 'Content-Type: application/json' ${3:+-d "$3"}
 }
-curl -s -X POST "$URL/v1/users" -d '{"username":"root","email":"r@example.org","password":"root-password-1"}' >/dev/null
+# create_admin USER EMAIL PASSWORD: the first admin, made with the server's one-time
+# setup token (DATA_DIR/setup-token); the reply on stdout.
+create_admin() {
+    curl -s -X POST "$URL/v1/users" -d "$(jq -cn --arg u "$1" --arg e "$2" --arg p "$3" \
+        --arg t "$(cat "$TMP/data/setup-token" 2>/dev/null)" \
+        '{username: $u, email: $e, password: $p} + (if $t == "" then {} else {setup_token: $t} end)')"
+}
+create_admin root r@example.org root-password-1 >/dev/null
 curl -s -X POST "$URL/v1/users" -d '{"username":"alice","email":"a@example.org","password":"alice-password-1"}' >/dev/null
 ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"alice-password-1"}' | jq -r .token)
 ROOT=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"root","password":"root-password-1"}' | jq -r .token)

@@ -118,8 +118,14 @@ as alice
 run 1 whoami
 has err 'login' "whoami before login: stderr"
 
-run 0 register root --email root@example.org --password-stdin <<<'admin-password-1'
-has out 'role admin' "the first user"
+run 1 register root --email root@example.org --setup-token-file "$TMP/none" --password-stdin <<<'admin-password-1'
+has err 'setup token' "register with a missing setup token file"
+cp "$TMP/data/setup-token" "$TMP/setup.copy"
+run 0 register root --email root@example.org --setup-token-file "$TMP/data/setup-token" --password-stdin <<<'admin-password-1'
+has out 'role admin' "the first admin (setup token)"
+[ ! -e "$TMP/data/setup-token" ] && ok || fail "the setup token file is still there once used"
+run 1 register mallory --email m@example.org --setup-token-file "$TMP/setup.copy" --password-stdin <<<'mallory-password-1'
+has err 'forbidden' "a used setup token is refused"
 run 0 register alice --email alice@example.org --password-stdin <<<'alice-password-1'
 has out 'Created user alice'
 run 0 register bob --email bob@example.org --password-stdin <<<'bob-password-12'

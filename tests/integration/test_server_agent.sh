@@ -8,6 +8,7 @@
 set -euo pipefail
 BIN=${1:?usage: test_server_agent.sh /path/to/fairgpu}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_agent.XXXXXX")
+export FG_SETUP_TOKEN_FILE=$tmp/data/setup-token
 server_pid=
 declare -A agent_pid=()
 cleanup() {
@@ -57,7 +58,8 @@ fails = []
 def check(c, what):
     if not c:
         fails.append(what); print("FAIL:", what, file=sys.stderr)
-req("POST", "/v1/users", {"username": "root", "email": "r@x", "password": "root-password"})
+req("POST", "/v1/users", {"username": "root", "email": "r@x", "password": "root-password",
+                          "setup_token": open(os.environ["FG_SETUP_TOKEN_FILE"]).read().strip()})
 req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"})
 TR = req("POST", "/v1/sessions", {"username": "root", "password": "root-password"})[1]["token"]
 TA = req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"})[1]["token"]

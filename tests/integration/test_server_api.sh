@@ -48,8 +48,9 @@ main_port=$port
 start_server limited --rate-limit 5 --rate-burst 5
 limited_port=$port
 
-python3 - "$main_port" "$limited_port" <<'PY'
+python3 - "$main_port" "$limited_port" "$tmp/main/setup-token" <<'PY'
 import json, sys, threading, time, urllib.request, urllib.error, http.client
+SETUP = open(sys.argv[3]).read().strip()
 
 MAIN, LIMITED = int(sys.argv[1]), int(sys.argv[2])
 failures = []
@@ -89,9 +90,10 @@ def err_shape(body, code, field=None):
     return set(e) == keys and e["code"] == code and (field is None or e["field"] == field) and e["message"]
 
 # ---------------------------------------------------------------- users, sessions
-st, admin, _ = req("POST", "/v1/users", {"username": "root", "email": "r@x.org", "password": "admin-password"})
-expect(st, 201, "first user", admin)
-check(admin["role"] == "admin", "first user is admin")
+st, admin, _ = req("POST", "/v1/users", {"username": "root", "email": "r@x.org", "password": "admin-password",
+                                        "setup_token": SETUP})
+expect(st, 201, "first admin (setup token)", admin)
+check(admin["role"] == "admin", "the setup token makes an admin")
 st, ua, _ = req("POST", "/v1/users", {"username": "alice", "email": "a@x.org", "password": "alice-password"})
 expect(st, 201, "register alice", ua)
 check(ua["role"] == "user" and ua["account"] == "default", "second user is a plain user in default")
@@ -501,12 +503,14 @@ if "$BIN" server --data-dir "$tmp/bad" --config "$tmp/bad.conf" >"$tmp/bad.log" 
 fi
 grep -q "bad.conf:2" "$tmp/bad.log" || { echo "config error does not name file:line" >&2; cat "$tmp/bad.log" >&2; exit 1; }
 
-# Closed registration: the very first user may still register (and becomes admin),
-# after that only an admin creates users.
+# Closed registration: the holder of the setup token makes the first admin, after that
+# only an admin creates users (anonymous: 401, even the very first).
 printf '# a config file: key = value, flags override it\nregistration = closed\nrate_limit = 0\nlisten = 127.0.0.1:1\n' >"$tmp/closed.conf"
 start_server closed --config "$tmp/closed.conf"
-code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"username":"y","email":"y@x","password":"0123456789"}' "http://127.0.0.1:$port/v1/users")
-[ "$code" = 201 ] || { echo "closed registration refused the first user ($code)" >&2; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"username":"z","email":"z@x","password":"0123456789"}' "http://127.0.0.1:$port/v1/users")
+[ "$code" = 401 ] || { echo "closed registration answered $code to the first anonymous user" >&2; exit 1; }
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d "{\"username\":\"y\",\"email\":\"y@x\",\"password\":\"0123456789\",\"setup_token\":\"$(cat "$tmp/closed/setup-token")\"}" "http://127.0.0.1:$port/v1/users")
+[ "$code" = 201 ] || { echo "closed registration refused the setup token ($code)" >&2; exit 1; }
 code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{"username":"z","email":"z@x","password":"0123456789"}' "http://127.0.0.1:$port/v1/users")
 [ "$code" = 401 ] || { echo "closed registration answered $code" >&2; exit 1; }
 

@@ -10,7 +10,7 @@ BIN=${1:?usage: test_server_badinput.sh /path/to/fairgpu}
 source "$(dirname "$0")/lib_server.sh"
 server_start test_server_badinput "$BIN" --insecure-fast-password-hash --rate-limit 0
 python3 - "$port" "$tmp/data/agent.token" "${FG_BADINPUT_N:-1500}" <<'PY'
-import json, random, sys, http.client
+import json, os, random, sys, http.client
 PORT, AGENT, N = int(sys.argv[1]), open(sys.argv[2]).read().strip(), int(sys.argv[3])
 rnd = random.Random(20261129)
 def req(method, path, body=None, token=None, raw=None):
@@ -23,7 +23,8 @@ def req(method, path, body=None, token=None, raw=None):
     d = r.read()
     c.close()
     return r.status, d
-st, _ = req("POST", "/v1/users", {"username": "root", "email": "r@x", "password": "root-password"})
+st, _ = req("POST", "/v1/users", {"username": "root", "email": "r@x", "password": "root-password",
+                                  "setup_token": open(os.environ["FG_SETUP_TOKEN_FILE"]).read().strip()})
 st, _ = req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"})
 TR = json.loads(req("POST", "/v1/sessions", {"username": "root", "password": "root-password"})[1])["token"]
 TA = json.loads(req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"})[1])["token"]

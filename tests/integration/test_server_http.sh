@@ -16,7 +16,7 @@ server_start test_server_http "$BIN" --insecure-fast-password-hash --rate-limit 
 # it ran itself again, same pid, with transparent huge pages for its heap (main.c)
 tr '\0' '\n' <"/proc/$server_pid/environ" | grep -q '^GLIBC_TUNABLES=.*glibc.malloc.hugetlb=1' ||
     { echo "the server did not run itself again with glibc.malloc.hugetlb=1" >&2; exit 1; }
-curl -fsS -X POST "$url/v1/users" -d '{"username":"alice","email":"a@x","password":"alice-password"}' >/dev/null
+server_admin alice a@x alice-password >/dev/null
 token=$(curl -fsS -X POST "$url/v1/sessions" -d '{"username":"alice","password":"alice-password"}' |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 

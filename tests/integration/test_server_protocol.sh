@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib_server.sh"
 server_start test_server_protocol "$BIN" --insecure-fast-password-hash \
     --rate-limit 0 --heartbeat-interval 2 --heartbeat-misses 3
 python3 - "$port" "$tmp/data/agent.token" <<'PY'
-import base64, json, sys, threading, time, http.client
+import base64, json, os, sys, threading, time, http.client
 PORT = int(sys.argv[1])
 AGENT = open(sys.argv[2]).read().strip()
 fails = []
@@ -31,7 +31,8 @@ def req(method, path, body=None, token="AGENT"):
     d = r.read()
     c.close()
     return r.status, (json.loads(d) if d else None)
-req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password"}, None)
+req("POST", "/v1/users", {"username": "alice", "email": "a@x", "password": "alice-password",
+                          "setup_token": open(os.environ["FG_SETUP_TOKEN_FILE"]).read().strip()}, None)
 TA = req("POST", "/v1/sessions", {"username": "alice", "password": "alice-password"}, None)[1]["token"]
 # the cluster token only joins a new node; t1 acts with the credential it gets
 CLUSTER = AGENT

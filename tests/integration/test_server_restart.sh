@@ -11,6 +11,7 @@
 set -euo pipefail
 BIN=${1:?usage: test_server_restart.sh /path/to/fairgpu}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_test_server_restart.XXXXXX")
+export FG_SETUP_TOKEN_FILE=$tmp/data/setup-token
 server_pid=
 agent_pid=
 cleanup() {
@@ -47,7 +48,7 @@ agent_pid=$!
 
 # Phase 1: some history, then a clean restart.
 python3 - "$url" "$tmp/before.json" <<'PY'
-import json, sys, time, urllib.request
+import json, os, sys, time, urllib.request
 URL, OUT = sys.argv[1], sys.argv[2]
 def req(method, path, body=None, token=None):
     h = {"Content-Type": "application/json"}
@@ -59,7 +60,8 @@ def req(method, path, body=None, token=None):
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read() or b"null")
 for u in ("root", "alice", "bob"):
-    req("POST", "/v1/users", {"username": u, "email": u + "@x.org", "password": u + "-password"})
+    setup = {"setup_token": open(os.environ["FG_SETUP_TOKEN_FILE"]).read().strip()} if u == "root" else {}
+    req("POST", "/v1/users", dict({"username": u, "email": u + "@x.org", "password": u + "-password"}, **setup))
 tok = {u: req("POST", "/v1/sessions", {"username": u, "password": u + "-password"})[1]["token"] for u in ("root", "alice", "bob")}
 req("POST", "/v1/accounts", {"name": "nlp", "weight": 2}, tok["root"])
 req("POST", "/v1/accounts/nlp/members", {"user": "alice"}, tok["root"])

@@ -486,6 +486,36 @@ static void gen_body(gbuf_t *b, uint64_t *r)
     }
 }
 
+/* Text shown to others: controls and bidi marks are refused, other text (UTF-8 of any
+ * script, punctuation) is not; usernames are names that are not all digits. */
+static void test_shown_text_and_usernames(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "a\r\nb",       "\x1b[31m",     "x\x7f",        "c1\xc2\x85", "\xe2\x80\xae",
+        "\xe2\x81\xa6", "\xe2\x81\xa9", "\xe2\x80\x8f", "\xd8\x9c",   "tab\t"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_false(v_text_ok(bad[i]));
+    static const char *const good[] = {"",      "Zo\xc3\xab O'Neil", "\xe5\xb1\xb1\xe7\x94\xb0",
+                                       "a@b.c", "\xe2\x80\x94 dash", "\xe2\x82\xac 5"};
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        assert_true(v_text_ok(good[i]));
+    assert_false(v_username_ok("3"));
+    assert_false(v_username_ok("0123456789"));
+    assert_false(v_username_ok(""));
+    assert_false(v_username_ok("Bad"));
+    assert_true(v_username_ok("3d"));
+    assert_true(v_username_ok("alice"));
+    /* a refused name in a submission is a 400 naming the field */
+    const srv_submit_limits_t lim = {.default_time_limit_s = 60, .max_time_limit_s = 3600};
+    srv_submit_in_t in;
+    srv_submit_err_t err;
+    const char *body = "{\"name\":\"evil\\u202e\",\"command\":[\"true\"],\"gpus\":1}";
+    assert_false(srv_submit_parse_json(body, strlen(body), NULL, &lim, &in, &err));
+    assert_int_equal(err.status, 400);
+    assert_string_equal(err.field, "name");
+}
+
 static void test_generated_bodies_agree(void **state)
 {
     (void)state;
@@ -519,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_plain_bodies_take_the_fast_path),
         cmocka_unit_test(test_everything_else_defers_to_the_reference),
         cmocka_unit_test(test_generated_bodies_agree),
+        cmocka_unit_test(test_shown_text_and_usernames),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
