@@ -78,7 +78,9 @@ static const route_t routes[] = {
 
 void srv_routes_print(FILE *f)
 {
-    static const char *const auth_names[] = {"anon", "user", "admin", "agent"};
+    static const char *const auth_names[] = {"anon", "user", "admin", "agent", "join"};
+    _Static_assert(sizeof auth_names / sizeof auth_names[0] == A_JOIN + 1,
+                   "a name for every kind of route access");
     static const struct {
         int bit;
         const char *name;

@@ -22,9 +22,12 @@ start_agent ny
 nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 2 ]; }
 check "agents of nodes X (nx) and Y (ny) register" wait_for 20 nodes_up
 
-# The agents' credentials, in one place: today one cluster token serves every node.
-AGENT_X_TOKEN=$(tr -d '\n' <"$TMP/data/agent.token")
-AGENT_Y_TOKEN=$AGENT_X_TOKEN
+# The agents' credentials, in one place: each node joined with the cluster's join token
+# and keeps its own credential in its work dir.
+AGENT_X_TOKEN=$(tr -d '\n' <"$TMP/w-nx/node.token")
+AGENT_Y_TOKEN=$(tr -d '\n' <"$TMP/w-ny/node.token")
+[ -n "$AGENT_X_TOKEN" ] && [ "$AGENT_X_TOKEN" != "$AGENT_Y_TOKEN" ] ||
+    fail "nodes X and Y have credentials of their own"
 "$FG" server --list-routes >"$TMP/routes" || fail "fairgpu server --list-routes"
 export ALICE ROOT AGENT_X_TOKEN AGENT_Y_TOKEN
 python3 - "$URL" "$TMP/routes" <<'PY' || fail "the route matrix"
@@ -64,9 +67,8 @@ PUBLIC = lambda st: row(st, st, st, st, st)
 USER = lambda a, b=None, admin=None: row(401, a, a if b is None else b, a if admin is None else admin, 401)
 ADMIN = lambda admin: row(401, 403, 403, admin, 401)
 AGENT = lambda x, y=None: row(401, 401, 401, 401, x, y)
-# Agent Y asking about node X: with one cluster token it is answered as agent X is.
-# With per-node credentials these become the refusal of another node's agent.
-Y_ON_X = 409
+# Agent Y acting as node X: refused, whatever X's own agent would be answered.
+Y_ON_X = 403
 # (method, route pattern as --list-routes prints it, path, body, expected statuses)
 MATRIX = [
     ("GET", "/healthz", "/healthz", None, PUBLIC(200)),
@@ -100,6 +102,9 @@ MATRIX = [
     ("GET", "/v1/nodes", "/v1/nodes", None, USER(200)),
     ("POST", "/v1/nodes/*/drain", "/v1/nodes/nosuch/drain", None, ADMIN(404)),
     ("POST", "/v1/nodes/*/resume", "/v1/nodes/nosuch/resume", None, ADMIN(404)),
+    ("POST", "/v1/nodes/*/credentials", "/v1/nodes/nz/credentials", None, ADMIN(201)),  # issued ahead
+    ("DELETE", "/v1/nodes/*/credentials", "/v1/nodes/nz/credentials", None, ADMIN(200)),
+    ("POST", "/v1/agent/join", "/v1/agent/join", {"node": "nx"}, AGENT(401)),  # the join token only
     ("GET", "/v1/fairshare", "/v1/fairshare", None, USER(200)),
     ("POST", "/v1/agent/register", "/v1/agent/register", {}, AGENT(400)),
     ("POST", "/v1/agent/heartbeat", "/v1/agent/heartbeat", {"node": "nx", "instance": "bogus", "epoch": 0}, AGENT(409, Y_ON_X)),
