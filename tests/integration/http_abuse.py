@@ -135,6 +135,7 @@ def slowloris(port, secs, conns, src):
     closed_after.sort()
     print(json.dumps({"opened": len(socks), "refused": refused, "still_open": len(alive),
                       "closed": len(closed_after),
+                      "closed_within_3s": len([t for t in closed_after if t < 3]),
                       "max_life_s": closed_after[-1] if closed_after else None}))
 
 
