@@ -116,7 +116,6 @@ static int parse_listen(srv_config_t *c, const char *v)
     return 0;
 }
 
-
 /* Applies one HTTP engine defence setting; 1 when `key` is not one of them, -1 bad. */
 static int set_defence_opt(srv_config_t *c, const char *key, const char *v, const char *where)
 {
@@ -144,8 +143,7 @@ static int set_defence_opt(srv_config_t *c, const char *key, const char *v, cons
         c->max_body_memory = (int64_t)n << 20;
     } else if (!strcmp(key, "trusted-proxy")) {
         struct in_addr a;
-        if (strlen(v) >= sizeof c->trusted_proxy || inet_pton(AF_INET, v, &a) != 1 ||
-            a.s_addr == 0)
+        if (strlen(v) >= sizeof c->trusted_proxy || inet_pton(AF_INET, v, &a) != 1 || a.s_addr == 0)
             BAD("trusted-proxy '%s' must be an IPv4 address (e.g. 127.0.0.1)", v);
         snprintf(c->trusted_proxy, sizeof c->trusted_proxy, "%s", v);
         c->trusted_proxy_addr = a.s_addr;
@@ -523,7 +521,8 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
     if (c->reserved_connections < 0)
         c->reserved_connections = c->max_connections / 4 < 64 ? c->max_connections / 4 : 64;
     if (c->reserved_connections >= c->max_connections) {
-        fprintf(stderr, "fairgpu server: reserved-connections (%d) must be below max-connections (%d)\n",
+        fprintf(stderr,
+                "fairgpu server: reserved-connections (%d) must be below max-connections (%d)\n",
                 c->reserved_connections, c->max_connections);
         return -1;
     }

@@ -579,8 +579,8 @@ int srv_http_start(srv_t *s)
     if (s->cfg.login_rate > 0)
         s->login_addr_lim = srv_limiter_new(s->cfg.login_rate, s->cfg.login_burst, 8192);
     if (s->cfg.login_user_failures > 0)
-        s->login_user_lim = srv_limiter_new(s->cfg.login_user_failures / 60.0,
-                                            s->cfg.login_user_failures, 8192);
+        s->login_user_lim =
+            srv_limiter_new(s->cfg.login_user_failures / 60.0, s->cfg.login_user_failures, 8192);
     if (srv_pwpool_start(s)) {
         fg_log(FG_LOG_ERROR, "cannot start the password threads");
         close(s->listen_fd);

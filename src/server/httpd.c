@@ -420,8 +420,8 @@ typedef struct hd_worker {
     hd_conn_t *conns;             /* every connection of the worker (worker only) */
     hd_conn_t *dead;              /* closed in this round, freed at its end (worker only) */
     time_t date_s;
-    char date[64];              /* "Date: ...\r\n" of date_s */
-    _Atomic int64_t round_ms;   /* when the current round began; 0: waiting in epoll */
+    char date[64];            /* "Date: ...\r\n" of date_s */
+    _Atomic int64_t round_ms; /* when the current round began; 0: waiting in epoll */
 } hd_worker_t;
 
 /* Connections open per peer address (max_per_addr): a chained table under one mutex,
@@ -463,13 +463,13 @@ struct hd_conn {
     hd_conn_t *prev, *next;
     int64_t last_ms;
     /* defences: the head's and the body's deadlines, the peer, the reserved room */
-    int64_t head_ms;    /* when the current head began (0: between requests) */
-    int64_t body_ms;    /* when the body began to be read */
-    uint32_t addr;      /* peer IPv4 address, network order (0: none) */
-    bool addr_counted;  /* counted in the server's per-address table */
-    bool provisional;   /* accepted into the reserved room: must authenticate */
-    bool linger;        /* answered before its body: ST_LINGER after the answer */
-    size_t body_acct;   /* bytes of body counted in the server's body_mem */
+    int64_t head_ms;   /* when the current head began (0: between requests) */
+    int64_t body_ms;   /* when the body began to be read */
+    uint32_t addr;     /* peer IPv4 address, network order (0: none) */
+    bool addr_counted; /* counted in the server's per-address table */
+    bool provisional;  /* accepted into the reserved room: must authenticate */
+    bool linger;       /* answered before its body: ST_LINGER after the answer */
+    size_t body_acct;  /* bytes of body counted in the server's body_mem */
     /* input: the current request starts at in[0] */
     char *in;
     size_t in_len, cap; /* in has cap + 1 bytes (room for a NUL after a body) */
@@ -801,8 +801,8 @@ static void respond_refusal(hd_conn_t *c, unsigned status, const char *code, con
                             const char *extra)
 {
     char body[256];
-    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n",
-                     code, msg);
+    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code,
+                     msg);
     c->close_after = true;
     c->q.keep_alive = false;
     if (!c->q.method)

@@ -44,12 +44,12 @@ typedef struct hd_config {
     void (*on_conn_close)(void *arg, hd_conn_t *c, void *conn_data);
     void *arg;
     /* ---- defences against slow and greedy clients (0: off) */
-    int head_timeout_s;      /* a request head must be complete this long after it began */
-    int body_timeout_s;      /* a body must be complete this long after its head */
-    int max_per_addr;        /* connections open at once from one peer address */
-    uint32_t exempt_addr;    /* a peer (network order) not counted by max_per_addr */
-    int reserved;            /* the last `reserved` of max_connections: for authenticated */
-    size_t body_memory_max;  /* bytes of request bodies held at once, all connections */
+    int head_timeout_s;     /* a request head must be complete this long after it began */
+    int body_timeout_s;     /* a body must be complete this long after its head */
+    int max_per_addr;       /* connections open at once from one peer address */
+    uint32_t exempt_addr;   /* a peer (network order) not counted by max_per_addr */
+    int reserved;           /* the last `reserved` of max_connections: for authenticated */
+    size_t body_memory_max; /* bytes of request bodies held at once, all connections */
     /* The head is parsed, its body not read yet (worker thread): the application may
      * answer now (hd_respond), and the body is then not read (the connection closes
      * unless the body is already in the buffer). Returns true when the request carries

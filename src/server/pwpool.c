@@ -10,8 +10,9 @@
  * request; its handler runs again from its start, and reaching the same call (the
  * n-th call of the run gets the n-th result) gets the kept result. The queue is
  * bounded (password-queue): when it is full the request is answered 429 rate_limited
- * with Retry-After. The pool's threads (password-threads) run at nice 10, below the
- * HTTP workers, so that hashing only uses the CPU the workers leave.
+ * with Retry-After, and so is a job that waited over 10 s. The pool's threads
+ * (password-threads) run at nice 10, below the HTTP workers, so that hashing only uses
+ * the CPU the workers leave.
  *
  * Example: POST /v1/sessions arrives on worker 3; the handler reads the user's hash
  * and calls srv_pw_login, which queues a verify and parks. Thread fg-password-0
@@ -40,12 +41,15 @@
 
 enum { PW_VERIFY = 1, PW_HASH };
 
+#define PW_STALE_MS 10000 /* a job that waited longer is answered 429, not done */
+
 typedef struct pw_job {
     int kind;
     char *pw;   /* a copy, wiped when freed */
     char *hash; /* PW_VERIFY: the stored hash (NULL: the dummy); PW_HASH: the result */
-    int rc;     /* 0: done; -1: failed or cancelled */
-    bool ok;    /* PW_VERIFY: the password matches */
+    int rc;     /* 0: done; -1: failed or cancelled; -2: waited too long, not done */
+    int64_t queued_ms;
+    bool ok; /* PW_VERIFY: the password matches */
     bool charged;
     hd_conn_t *conn;
     struct pw_job *next;
@@ -106,6 +110,8 @@ static void *pw_main(void *arg)
         pthread_mutex_unlock(&p->mu);
         if (cancel)
             j->rc = -1;
+        else if (srv_now_ms() - j->queued_ms > PW_STALE_MS)
+            j->rc = -2; /* its client has likely given up: not worth 0.1 s of a core */
         else
             pw_work(p->s, j);
         hd_conn_t *c = j->conn;
@@ -183,6 +189,10 @@ static int pw_call(srv_req_t *r, int kind, const char *hash, const char *pw, pw_
     assert(i < SRV_PW_CALLS);
     if (i < r->pw->n) {
         *out = r->pw->res[i];
+        if ((*out)->rc == -2) {
+            srv_reply_rate_limited(r, 1, "too many password checks are waiting; retry later");
+            return 0;
+        }
         return 1;
     }
     srv_pwpool_t *p = s->pwpool;
@@ -195,6 +205,7 @@ static int pw_call(srv_req_t *r, int kind, const char *hash, const char *pw, pw_
     j->pw = fg_xstrdup(pw);
     j->hash = hash ? fg_xstrdup(hash) : NULL;
     j->conn = r->conn;
+    j->queued_ms = srv_now_ms();
     pthread_mutex_lock(&p->mu);
     if (p->queued >= s->cfg.password_queue || p->stop) {
         pthread_mutex_unlock(&p->mu);

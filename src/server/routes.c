@@ -188,7 +188,8 @@ int srv_route(srv_req_t *r)
     if (r->resume_count == 0 && r->user_id) {
         double retry = 0;
         if (!srv_rate_check(s, r, &retry))
-            return srv_reply_rate_limited(r, retry, "too many requests for this token; retry later");
+            return srv_reply_rate_limited(r, retry,
+                                          "too many requests for this token; retry later");
     }
     if (r->resume_count == 0 && s->login_addr_lim && password_route(hit)) {
         char addr[64];

@@ -73,18 +73,18 @@ typedef struct srv_config {
     int log_level;
     fg_config_t core;
     /* ---- HTTP engine defences (docs/http-engine.md, "Limits") */
-    int head_timeout_s;         /* a request head must be complete in this long */
-    int body_timeout_s;         /* a request body must be complete in this long */
-    int max_conns_per_addr;     /* connections from one client address; 0 = no cap */
-    int reserved_connections;   /* of max-connections, kept for authenticated clients */
-    int64_t max_body_memory;    /* bytes of request bodies held at once */
-    char trusted_proxy[64];     /* address whose X-Forwarded-For is believed; "" = none */
+    int head_timeout_s;          /* a request head must be complete in this long */
+    int body_timeout_s;          /* a request body must be complete in this long */
+    int max_conns_per_addr;      /* connections from one client address; 0 = no cap */
+    int reserved_connections;    /* of max-connections, kept for authenticated clients */
+    int64_t max_body_memory;     /* bytes of request bodies held at once */
+    char trusted_proxy[64];      /* address whose X-Forwarded-For is believed; "" = none */
     uint32_t trusted_proxy_addr; /* the same, IPv4 in network order (0: none) */
-    int password_threads;       /* Argon2id threads (pwpool.c) */
-    int password_queue;         /* password jobs waiting at most; beyond, 429 */
-    double login_rate;          /* POST /v1/sessions, /v1/users per client address, per s */
+    int password_threads;        /* Argon2id threads (pwpool.c) */
+    int password_queue;          /* password jobs waiting at most; beyond, 429 */
+    double login_rate;           /* POST /v1/sessions, /v1/users per client address, per s */
     double login_burst;
-    int login_user_failures;    /* failed logins per username per minute */
+    int login_user_failures; /* failed logins per username per minute */
 } srv_config_t;
 
 void srv_config_default(srv_config_t *c);
@@ -421,10 +421,10 @@ typedef struct srv_req {
     unsigned captured_status;
     json_t *captured;
     /* ---- HTTP engine defences (http.c, routes.c, pwpool.c) */
-    const void *route;       /* the matched route, once checked on the head (routes.c) */
-    bool started;            /* its body was taken from the engine (http.c) */
-    int pw_call;             /* password pool calls in this run of the handler */
-    struct srv_pwstate *pw;  /* their results, kept across the suspension (pwpool.c) */
+    const void *route;      /* the matched route, once checked on the head (routes.c) */
+    bool started;           /* its body was taken from the engine (http.c) */
+    int pw_call;            /* password pool calls in this run of the handler */
+    struct srv_pwstate *pw; /* their results, kept across the suspension (pwpool.c) */
 } srv_req_t;
 
 /* http.c */
