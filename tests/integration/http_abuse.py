@@ -11,6 +11,7 @@
 #                                 head declaring a 1 MiB body with a bad token, and all
 #                                 but the body's last byte; reports the server's VmRSS
 #                                 before and while they hang, and the answers read
+#   hold PORT SECS CONNS SRC      CONNS connections from SRC that send nothing
 #   logreaders PORT TOKEN JOB N PID  N connections ask for the job's log and never
 #                                 read; reports the server's VmRSS before and after 4 s
 import json
@@ -139,6 +140,13 @@ def slowloris(port, secs, conns, src):
                       "max_life_s": closed_after[-1] if closed_after else None}))
 
 
+def hold(port, secs, conns, src):
+    socks = [connect(port, src) for _ in range(conns)]
+    time.sleep(secs)
+    for s in socks:
+        s.close()
+
+
 def bigbody(port, conns, pid):
     before = rss_kb(pid)
     body = b"x" * (1024 * 1024)
@@ -220,6 +228,8 @@ def main():
         flood(int(a[0]), float(a[1]), int(a[2]))
     elif mode == "slowloris":
         slowloris(int(a[0]), float(a[1]), int(a[2]), a[3])
+    elif mode == "hold":
+        hold(int(a[0]), float(a[1]), int(a[2]), a[3])
     elif mode == "bigbody":
         bigbody(int(a[0]), int(a[1]), a[2])
     elif mode == "logreaders":

@@ -4,11 +4,13 @@
 # --max-connections 128. At most max-connections-per-address (64) of them are taken,
 # the rest closed at once; those taken are closed by the head deadline (10 s) however
 # they trickle. Meanwhile other clients are answered and an agent that starts during
-# the attack registers and stays up.
+# the attack registers and stays up. Then the reserved room: with 110 idle connections
+# open (from three addresses), an anonymous request is refused 503 while a request with
+# a valid token is served.
 #
 # usage: bash test_server_slowloris.sh /path/to/fairgpu      (needs curl, jq, python3)
 FG_TEST_NAME=test_server_slowloris
-SERVER_EXTRA=(--max-connections 128)
+SERVER_EXTRA=(--max-connections 128) # (reserved-connections: 128 / 4 = 32)
 source "$(dirname "$0")/lib_agent.sh"
 here=$(dirname "$0")
 
@@ -36,6 +38,16 @@ check "every trickling connection was closed within the 25 s attack" \
 check "none lived much past the 10 s head deadline (max $(jq -r .max_life_s <<<"$out") s)" \
     test "$(jq -r '.max_life_s // 99 | floor' <<<"$out")" -le 15
 check "the node stayed up" node_up
+
+# the reserved room: the last 32 of 128 connections are for authenticated clients
+for a in 6 7; do python3 "$here/http_abuse.py" hold "$PORT" 6 50 127.0.0.$a & BG_PIDS+=($!); done
+python3 "$here/http_abuse.py" hold "$PORT" 6 10 127.0.0.8 & BG_PIDS+=($!)
+sleep 2
+check "an anonymous request in the reserved room is refused 503" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$URL/healthz")" = 503
+check "an authenticated request in the reserved room is served" \
+    test "$(curl -s --max-time 10 "$URL/v1/me" -H "Authorization: Bearer $ALICE" | jq -r .username)" = alice
+check "the node is still up" node_up
 
 if [ "$FAILS" != 0 ]; then
     tail -20 "$TMP/server.log" >&2
