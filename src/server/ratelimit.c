@@ -26,6 +26,7 @@ typedef struct slot {
     uint64_t key; /* 0: empty */
     double tokens;
     int64_t last_ms;
+    uint64_t used; /* the table's use counter at its last use: least recently used */
 } slot_t;
 
 struct srv_limiter {
@@ -33,6 +34,7 @@ struct srv_limiter {
     double rate, burst;
     size_t n; /* a power of two */
     slot_t *slots;
+    uint64_t uses;
 };
 
 static int64_t mono_now_ms(void)
@@ -79,18 +81,20 @@ static slot_t *bucket(srv_limiter_t *l, const char *key, int64_t now)
             if (e->tokens > l->burst)
                 e->tokens = l->burst;
             e->last_ms = now;
+            e->used = ++l->uses;
             return e;
         }
         if (e->key == 0) { /* an empty slot is taken first */
             if (!victim || victim->key != 0)
                 victim = e;
-        } else if (!victim || (victim->key != 0 && e->last_ms < victim->last_ms)) {
+        } else if (!victim || (victim->key != 0 && e->used < victim->used)) {
             victim = e;
         }
     }
     victim->key = k;
     victim->tokens = l->burst;
     victim->last_ms = now;
+    victim->used = ++l->uses;
     return victim;
 }
 
