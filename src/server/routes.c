@@ -172,11 +172,11 @@ int srv_reply_rate_limited(srv_req_t *r, double retry_s, const char *msg)
     return srv_reply_full(r, 429, "application/json; charset=utf-8", hdr, txt, strlen(txt), true);
 }
 
-/* Whether hit is a route that checks a password for an anonymous caller (login,
- * registration): limited by client address (login-rate, login-burst). */
-static bool password_route(const route_t *hit)
+/* Whether r is a login or a registration (an admin creating users is not): limited by
+ * client address (login-rate, login-burst). */
+static bool login_like(const srv_req_t *r, const route_t *hit)
 {
-    return hit->h == h_sessions_create || hit->h == h_users_create;
+    return hit->h == h_sessions_create || (hit->h == h_users_create && !r->admin);
 }
 
 int srv_route(srv_req_t *r)
@@ -191,7 +191,7 @@ int srv_route(srv_req_t *r)
             return srv_reply_rate_limited(r, retry,
                                           "too many requests for this token; retry later");
     }
-    if (r->resume_count == 0 && s->login_addr_lim && password_route(hit)) {
+    if (r->resume_count == 0 && s->login_addr_lim && login_like(r, hit)) {
         char addr[64];
         double retry = 1;
         srv_client_addr(r, addr, sizeof addr);
