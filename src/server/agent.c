@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -180,7 +181,8 @@ int h_agent_heartbeat(srv_req_t *r)
     pthread_mutex_lock(&s->mu);
     srv_node_t *n = agent_node(r, node, inst, epoch);
     if (n) {
-        n->last_heartbeat_ms = srv_now_ms();
+        /* when it arrived, not when a busy controller got to it */
+        n->last_heartbeat_ms = srv_now_ms() - hd_request_age_ms(r->conn);
         json_t *gpus = json_object_get(b, "gpus");
         size_t i;
         json_t *g;
@@ -648,6 +650,92 @@ static void log_free(void *cls)
     free(st);
 }
 
+/*
+ * A plain-text log answer, streamed from the files in bounded pieces (a log is never
+ * held whole in memory): ranks rank..r1 of one attempt, every line prefixed "[k] "
+ * when several ranks are shown. The engine calls the reader each time the socket took
+ * the previous piece, so a client that does not read costs this struct and the
+ * engine's chunk buffer, whatever the log's size.
+ */
+typedef struct log_text {
+    srv_t *s;
+    uint64_t job;
+    int attempt, rank, r1; /* the rank being read, the last */
+    bool prefix, bol;
+    int fd;        /* the rank's file; -1: not open */
+    int64_t pos;   /* read position in it */
+    int64_t skip;  /* bytes of prefixed text still to leave out (offset=) */
+    char in[8192]; /* a piece of the file */
+} log_text_t;
+
+/* Opens the next rank's file with output (rank advanced); false when none is left. */
+static bool log_text_open(log_text_t *lt)
+{
+    while (lt->fd < 0) {
+        if (lt->attempt < 1 || lt->rank > lt->r1)
+            return false;
+        char path[1400];
+        log_path(lt->s, lt->job, lt->attempt, lt->rank, path, sizeof path);
+        lt->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (lt->fd < 0) {
+            lt->rank++;
+            lt->pos = 0;
+        }
+    }
+    return true;
+}
+
+static ssize_t log_text_read(void *cls, char *out, size_t max)
+{
+    log_text_t *lt = cls;
+    size_t o = 0;
+    while (o + 8 < max && log_text_open(lt)) {
+        /* a piece small enough that its prefixed text fits in out (a prefix of a
+         * rank < 10^7 and its byte take at most 12) */
+        size_t want = lt->prefix ? (max - o) / 12 : max - o;
+        if (want > sizeof lt->in)
+            want = sizeof lt->in;
+        if (want == 0)
+            break;
+        ssize_t n = pread(lt->fd, lt->in, want, lt->pos);
+        if (n <= 0) { /* the end of this rank's log */
+            close(lt->fd);
+            lt->fd = -1;
+            lt->rank++;
+            lt->pos = 0;
+            lt->bol = true;
+            continue;
+        }
+        lt->pos += n;
+        for (ssize_t i = 0; i < n; i++) {
+            char pre[16];
+            int pl = 0;
+            if (lt->bol && lt->prefix)
+                pl = snprintf(pre, sizeof pre, "[%d] ", lt->rank);
+            for (int k = 0; k < pl; k++)
+                if (lt->skip > 0)
+                    lt->skip--;
+                else
+                    out[o++] = pre[k];
+            if (lt->skip > 0)
+                lt->skip--;
+            else
+                out[o++] = lt->in[i];
+            lt->bol = lt->in[i] == '\n';
+        }
+        assert(o <= max);
+    }
+    return o ? (ssize_t)o : HD_STREAM_END;
+}
+
+static void log_text_free(void *cls)
+{
+    log_text_t *lt = cls;
+    if (lt->fd >= 0)
+        close(lt->fd);
+    free(lt);
+}
+
 int h_jobs_logs(srv_req_t *r)
 {
     srv_t *s = r->srv;
@@ -713,39 +801,22 @@ int h_jobs_logs(srv_req_t *r)
         st->last_write_ms = srv_now_ms();
         return srv_reply_stream(r, 200, "text/event-stream", NULL, log_read, st, log_free);
     }
-    /* plain text: one rank, or all ranks with a rank prefix on every line */
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int r0 = rank < 0 ? 0 : (int)rank, r1 = rank < 0 ? nranks - 1 : (int)rank;
-    for (int k = r0; attempt > 0 && k <= r1; k++) {
-        log_path(s, id, (int)attempt, k, path, sizeof path);
-        FILE *f = fopen(path, "r");
-        if (!f)
-            continue;
-        char line[65536];
-        bool bol = true;
-        size_t got;
-        while ((got = fread(line, 1, sizeof line, f)) > 0) {
-            for (size_t i = 0; i < got; i++) {
-                if (bol && r0 != r1) {
-                    buf = fg_xgrow(buf, &cap, len + 16, 1);
-                    len += (size_t)snprintf(buf + len, 16, "[%d] ", k);
-                }
-                buf = fg_xgrow(buf, &cap, len + 1, 1);
-                buf[len++] = line[i];
-                bol = line[i] == '\n';
-            }
-            if (len > (size_t)64 << 20)
-                break;
-        }
-        fclose(f);
-    }
-    size_t start = (size_t)off < len ? (size_t)off : len;
-    char *outb = fg_xmalloc(len - start + 1);
-    if (len > start)
-        memcpy(outb, buf + start, len - start);
-    free(buf);
-    return srv_reply_text(r, 200, "text/plain; charset=utf-8", outb, len - start, true);
+    /* plain text: one rank, or all ranks with a rank prefix on every line, streamed */
+    log_text_t *lt = fg_xcalloc(1, sizeof *lt);
+    lt->s = s;
+    lt->job = id;
+    lt->attempt = (int)attempt;
+    lt->rank = rank < 0 ? 0 : (int)rank;
+    lt->r1 = rank < 0 ? nranks - 1 : (int)rank;
+    lt->prefix = lt->rank != lt->r1;
+    lt->fd = -1;
+    lt->bol = true;
+    if (lt->prefix)
+        lt->skip = off; /* skipped through the prefixed text */
+    else
+        lt->pos = off; /* one rank: the offset is the file's */
+    return srv_reply_stream(r, 200, "text/plain; charset=utf-8", NULL, log_text_read, lt,
+                            log_text_free);
 }
 
 /* ------------------------------------------------------------------ nodes */

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -37,6 +38,17 @@ void srv_config_default(srv_config_t *c)
     c->longpoll_max_s = 60;
     c->log_level = FG_LOG_INFO;
     fg_config_default(&c->core);
+    /* ---- HTTP engine defences */
+    c->head_timeout_s = 10;
+    c->body_timeout_s = 60;
+    c->max_conns_per_addr = 64;
+    c->reserved_connections = -1; /* min(64, max-connections / 4), resolved after parsing */
+    c->max_body_memory = 64 << 20;
+    c->password_threads = 2;
+    c->password_queue = 64;
+    c->login_rate = 5;
+    c->login_burst = 30;
+    c->login_user_failures = 10;
 }
 
 /* Parses a duration: an integer of seconds, optionally followed by s, m, h or d. */
@@ -61,6 +73,12 @@ static int parse_duration(const char *v, int64_t *out)
     *out = n * mul;
     return 0;
 }
+
+#define BAD(fmt, ...)                                                                              \
+    do {                                                                                           \
+        fprintf(stderr, "fairgpu server: %s: " fmt "\n", where, __VA_ARGS__);                      \
+        return -1;                                                                                 \
+    } while (0)
 
 static int parse_int(const char *v, long long lo, long long hi, long long *out)
 {
@@ -98,11 +116,62 @@ static int parse_listen(srv_config_t *c, const char *v)
     return 0;
 }
 
-#define BAD(fmt, ...)                                                                              \
-    do {                                                                                           \
-        fprintf(stderr, "fairgpu server: %s: " fmt "\n", where, __VA_ARGS__);                      \
-        return -1;                                                                                 \
-    } while (0)
+/* Applies one HTTP engine defence setting; 1 when `key` is not one of them, -1 bad. */
+static int set_defence_opt(srv_config_t *c, const char *key, const char *v, const char *where)
+{
+    long long n;
+    int64_t d;
+    if (!strcmp(key, "head-timeout")) {
+        if (parse_duration(v, &d) || d < 1 || d > 3600)
+            BAD("head-timeout '%s' must be 1s..1h", v);
+        c->head_timeout_s = (int)d;
+    } else if (!strcmp(key, "body-timeout")) {
+        if (parse_duration(v, &d) || d < 1 || d > 86400)
+            BAD("body-timeout '%s' must be 1s..1d", v);
+        c->body_timeout_s = (int)d;
+    } else if (!strcmp(key, "max-connections-per-address")) {
+        if (parse_int(v, 0, 1000000, &n))
+            BAD("max-connections-per-address '%s' must be an integer, 0 = no cap", v);
+        c->max_conns_per_addr = (int)n;
+    } else if (!strcmp(key, "reserved-connections")) {
+        if (parse_int(v, 0, 1000000, &n))
+            BAD("reserved-connections '%s' must be an integer >= 0", v);
+        c->reserved_connections = (int)n;
+    } else if (!strcmp(key, "max-body-memory")) {
+        if (parse_int(v, 1, 1 << 20, &n))
+            BAD("max-body-memory '%s' must be MiB 1..1048576", v);
+        c->max_body_memory = (int64_t)n << 20;
+    } else if (!strcmp(key, "trusted-proxy")) {
+        struct in_addr a;
+        if (strlen(v) >= sizeof c->trusted_proxy || inet_pton(AF_INET, v, &a) != 1 || a.s_addr == 0)
+            BAD("trusted-proxy '%s' must be an IPv4 address (e.g. 127.0.0.1)", v);
+        snprintf(c->trusted_proxy, sizeof c->trusted_proxy, "%s", v);
+        c->trusted_proxy_addr = a.s_addr;
+    } else if (!strcmp(key, "password-threads")) {
+        if (parse_int(v, 1, 64, &n))
+            BAD("password-threads '%s' must be an integer 1..64", v);
+        c->password_threads = (int)n;
+    } else if (!strcmp(key, "password-queue")) {
+        if (parse_int(v, 1, 100000, &n))
+            BAD("password-queue '%s' must be an integer 1..100000", v);
+        c->password_queue = (int)n;
+    } else if (!strcmp(key, "login-rate")) {
+        if (parse_int(v, 0, 1000000, &n))
+            BAD("login-rate '%s' must be logins/s per client address, 0 (off) .. 1000000", v);
+        c->login_rate = (double)n;
+    } else if (!strcmp(key, "login-burst")) {
+        if (parse_int(v, 1, 1000000, &n))
+            BAD("login-burst '%s' must be an integer 1..1000000", v);
+        c->login_burst = (double)n;
+    } else if (!strcmp(key, "login-user-failures")) {
+        if (parse_int(v, 0, 1000000, &n))
+            BAD("login-user-failures '%s' must be failed logins per minute, 0 = off", v);
+        c->login_user_failures = (int)n;
+    } else {
+        return 1;
+    }
+    return 0;
+}
 
 /* Applies one setting `key` = `v`; `where` names its origin for messages. */
 static int set_opt(srv_config_t *c, const char *key, const char *v, const char *where)
@@ -248,7 +317,11 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
             BAD("estimate-depth '%s' must be an integer >= 0", v);
         c->core.estimate_depth = (int32_t)n;
     } else {
-        BAD("unknown setting '%s'", key);
+        int rc = set_defence_opt(c, key, v, where);
+        if (rc < 0)
+            return -1;
+        if (rc > 0)
+            BAD("unknown setting '%s'", key);
     }
     return 0;
 }
@@ -337,6 +410,21 @@ static void usage(FILE *f)
           "  --backfill-depth N --reserve-depth N --estimate-depth N   scheduler tunables\n"
           "  --log-level debug|info|warn|error\n"
           "  --insecure-fast-password-hash   minimal Argon2id cost; FOR TESTS ONLY\n"
+          "HTTP engine defences:\n"
+          "  --head-timeout DUR         a request head must arrive in this long (default 10s)\n"
+          "  --body-timeout DUR         a request body must arrive in this long (default 60s)\n"
+          "  --max-connections-per-address N   0 = no cap (default 64)\n"
+          "  --reserved-connections N   of max-connections, for authenticated clients\n"
+          "                             (default min(64, max-connections/4))\n"
+          "  --max-body-memory MIB      request bodies held at once (default 64)\n"
+          "  --trusted-proxy ADDR       believe X-Forwarded-For from this IPv4 peer\n"
+          "  --password-threads N       Argon2id threads (default 2)\n"
+          "  --password-queue N         password checks waiting at most (default 64)\n"
+          "  --login-rate N             logins+registrations/s per client address, 0 = off\n"
+          "                             (default 5)\n"
+          "  --login-burst N            (default 30)\n"
+          "  --login-user-failures N    failed logins per username per minute, 0 = off\n"
+          "                             (default 10)\n"
           "\n"
           "Durations: seconds, or a number with s, m, h or d.\n",
           f);
@@ -377,6 +465,18 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"backfill-depth", required_argument, 0, 0},
         {"reserve-depth", required_argument, 0, 0},
         {"estimate-depth", required_argument, 0, 0},
+        /* ---- HTTP engine defences */
+        {"head-timeout", required_argument, 0, 0},
+        {"body-timeout", required_argument, 0, 0},
+        {"max-connections-per-address", required_argument, 0, 0},
+        {"reserved-connections", required_argument, 0, 0},
+        {"max-body-memory", required_argument, 0, 0},
+        {"trusted-proxy", required_argument, 0, 0},
+        {"password-threads", required_argument, 0, 0},
+        {"password-queue", required_argument, 0, 0},
+        {"login-rate", required_argument, 0, 0},
+        {"login-burst", required_argument, 0, 0},
+        {"login-user-failures", required_argument, 0, 0},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -428,6 +528,14 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
                 "fairgpu server: default-time-limit (%lld s) is over max-time-limit "
                 "(%lld s)\n",
                 (long long)c->default_time_limit_s, (long long)c->max_time_limit_s);
+        return -1;
+    }
+    if (c->reserved_connections < 0)
+        c->reserved_connections = c->max_connections / 4 < 64 ? c->max_connections / 4 : 64;
+    if (c->reserved_connections >= c->max_connections) {
+        fprintf(stderr,
+                "fairgpu server: reserved-connections (%d) must be below max-connections (%d)\n",
+                c->reserved_connections, c->max_connections);
         return -1;
     }
     const char *msg = NULL;

@@ -172,8 +172,10 @@ int h_users_create(srv_req_t *r)
         goto out;
     }
     char *hash = NULL;
-    if (srv_password_hash(s, password, &hash)) {
-        ret = srv_reply_error(r, 503, "unavailable", NULL, "password hashing failed");
+    int pr = srv_pw_hash(r, password, &hash); /* on the password pool: may park (0) */
+    if (pr <= 0) {
+        if (pr < 0)
+            ret = srv_reply_error(r, 503, "unavailable", NULL, "password hashing failed");
         goto out;
     }
     /* The setup token makes the first admin: its claim and the insert are one unit. */
@@ -451,8 +453,11 @@ int h_sessions_create(srv_req_t *r)
     bool disabled = u && u->r.disabled;
     int64_t uid = u ? u->r.id : 0;
     pthread_mutex_unlock(&s->mu);
-    bool ok = srv_password_verify(s, hash, password); /* dummy hash when no user */
+    bool ok = false; /* dummy hash when no user; on the password pool: may park (0) */
+    int pr = srv_pw_login(r, username, hash, password, &ok);
     free(hash);
+    if (pr == 0)
+        goto out;
     if (!uid || !ok || disabled) {
         ret = srv_reply_error(r, 401, "unauthenticated", NULL, "wrong username or password");
         goto out;
@@ -558,15 +563,20 @@ int h_me_patch(srv_req_t *r)
         pthread_mutex_lock(&s->mu);
         char *hash = srv_strdup0(srv_user_by_id(s, r->user_id)->r.password_hash);
         pthread_mutex_unlock(&s->mu);
-        bool ok = srv_password_verify(s, hash, current);
+        bool ok = false; /* on the password pool: may park (0) */
+        int pr = srv_pw_verify(r, hash, current, &ok);
         free(hash);
+        if (pr == 0)
+            goto out;
         if (!ok) {
             ret = srv_reply_error(r, 403, "forbidden", "current_password",
                                   "current_password is wrong");
             goto out;
         }
-        if (srv_password_hash(s, password, &newhash)) {
-            ret = srv_reply_error(r, 503, "unavailable", NULL, "password hashing failed");
+        int ph = srv_pw_hash(r, password, &newhash);
+        if (ph <= 0) {
+            if (ph < 0)
+                ret = srv_reply_error(r, 503, "unavailable", NULL, "password hashing failed");
             goto out;
         }
     }

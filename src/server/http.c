@@ -19,6 +19,7 @@
 #include "common/xalloc.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <sodium.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -358,20 +359,44 @@ static void split_path(srv_req_t *r)
     }
 }
 
+/* A new request of conn, its path split and its credentials checked (on its head). */
+static srv_req_t *req_new(srv_t *s, hd_conn_t *conn)
+{
+    srv_req_t *r = fg_xcalloc(1, sizeof *r);
+    r->srv = s;
+    r->conn = conn;
+    r->method = method_bit(hd_method(conn));
+    r->path = hd_path(conn);
+    hd_set_req_data(conn, r);
+    split_path(r);
+    srv_authenticate(r);
+    return r;
+}
+
+/* A request's head is parsed, its body not read yet (engine worker thread): it is
+ * authenticated and its route checked on the head alone, and refused now (404, 405,
+ * 401, 403) without its body being read or held. Returns whether it carries valid
+ * credentials (the agent's or a user's): the engine serves a connection accepted into
+ * its reserved room only then. */
+static bool on_head(void *arg, hd_conn_t *conn)
+{
+    srv_t *s = arg;
+    srv_req_t *r = req_new(s, conn);
+    srv_route_check(r);
+    return r->agent || r->user_id;
+}
+
 /* A request is complete, or a parked one was resumed (engine worker thread): route it,
  * or run its resume step. */
 static void on_request(void *arg, hd_conn_t *conn)
 {
     srv_t *s = arg;
     srv_req_t *r = hd_req_data(conn);
-    if (!r) {
-        r = fg_xcalloc(1, sizeof *r);
-        r->srv = s;
-        r->conn = conn;
-        r->method = method_bit(hd_method(conn));
-        r->path = hd_path(conn);
+    if (!r)
+        r = req_new(s, conn);
+    if (!r->started) {
+        r->started = true;
         r->body = (char *)hd_body(conn, &r->len);
-        hd_set_req_data(conn, r);
         /* Up to 16 MiB the engine read and dropped the body, so that the client gets the
          * 413 cleanly; beyond, it answers at once and closes. */
         if (hd_body_too_large(conn)) {
@@ -385,10 +410,7 @@ static void on_request(void *arg, hd_conn_t *conn)
         atomic_fetch_sub(&s->suspended, 1);
         r->resume_count++;
     }
-    if (r->resume_count == 0) {
-        split_path(r);
-        srv_authenticate(r);
-    }
+    r->pw_call = 0;
     r->wake_gen = atomic_load(&s->wake_gen);
     if (r->resume_count > 0 && r->resume)
         r->resume(r);
@@ -407,7 +429,55 @@ static void on_request_done(void *arg, hd_conn_t *conn, void *data)
         atomic_fetch_sub(&s->suspended, 1);
     if (r->ctx && r->ctx_free)
         r->ctx_free(r->ctx);
+    srv_pw_req_free(r);
     free(r);
+}
+
+/* ------------------------------------------------------------------ client address */
+
+/* Whether v (n bytes) reads as an IPv4 or IPv6 address's characters. */
+static bool addr_chars(const char *v, size_t n)
+{
+    if (n == 0 || n > 45)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!isxdigit((unsigned char)v[i]) && v[i] != '.' && v[i] != ':')
+            return false;
+    return true;
+}
+
+void srv_client_addr(srv_req_t *r, char *out, size_t n)
+{
+    srv_t *s = r->srv;
+    uint32_t peer = hd_peer_addr(r->conn);
+    const char *xff = NULL;
+    if (peer && peer == s->cfg.trusted_proxy_addr)
+        xff = srv_header(r, "X-Forwarded-For");
+    if (xff) { /* the last hop: what the proxy itself saw */
+        const char *v = strrchr(xff, ',');
+        v = v ? v + 1 : xff;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        size_t k = strlen(v);
+        while (k && (v[k - 1] == ' ' || v[k - 1] == '\t'))
+            k--;
+        if (addr_chars(v, k)) {
+            snprintf(out, n, "%.*s", (int)k, v);
+            return;
+        }
+    }
+    struct in_addr a = {.s_addr = peer};
+    if (!inet_ntop(AF_INET, &a, out, (socklen_t)n))
+        snprintf(out, n, "?");
+}
+
+bool srv_http_behind(srv_t *s, int64_t window_ms)
+{
+    int64_t now = srv_now_ms();
+    if (s->httpd && hd_lag_ms(s->httpd) > 1000)
+        atomic_store(&s->behind_ms, now);
+    int64_t b = atomic_load(&s->behind_ms);
+    return b && now - b <= window_ms;
 }
 
 /*
@@ -486,8 +556,8 @@ static void *accept_main(void *arg)
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        /* closes fd itself when over the connection limit */
-        hd_add_connection(s->httpd, fd);
+        /* closes fd itself when over a connection limit */
+        hd_add_connection_from(s->httpd, fd, peer.sin_family == AF_INET ? peer.sin_addr.s_addr : 0);
     }
 }
 
@@ -533,7 +603,25 @@ int srv_http_start(srv_t *s)
                       .on_request = on_request,
                       .on_request_done = on_request_done,
                       .on_conn_close = on_conn_close,
-                      .arg = s};
+                      .arg = s,
+                      .head_timeout_s = s->cfg.head_timeout_s,
+                      .body_timeout_s = s->cfg.body_timeout_s,
+                      .max_per_addr = s->cfg.max_conns_per_addr,
+                      .exempt_addr = s->cfg.trusted_proxy_addr,
+                      .reserved = s->cfg.reserved_connections,
+                      .body_memory_max = (size_t)s->cfg.max_body_memory,
+                      .on_head = on_head};
+    if (s->cfg.login_rate > 0)
+        s->login_addr_lim = srv_limiter_new(s->cfg.login_rate, s->cfg.login_burst, 8192);
+    if (s->cfg.login_user_failures > 0)
+        s->login_user_lim =
+            srv_limiter_new(s->cfg.login_user_failures / 60.0, s->cfg.login_user_failures, 8192);
+    if (srv_pwpool_start(s)) {
+        fg_log(FG_LOG_ERROR, "cannot start the password threads");
+        close(s->listen_fd);
+        s->listen_fd = -1;
+        return -1;
+    }
     s->httpd = hd_start(&hc);
     if (!s->httpd) {
         fg_log(FG_LOG_ERROR, "cannot start the HTTP server on %s:%d: %s", s->cfg.listen_host,
@@ -578,6 +666,9 @@ void srv_http_stop(srv_t *s)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
+    /* Password jobs still queued fail (503), running ones finish: each resumes its
+     * request. */
+    srv_pwpool_stop(s);
     /* Resume every parked request (each answers at once, or ends its stream, now that
      * stopping is set) until none is, then stop the engine's workers. */
     for (int i = 0; i < 500 && atomic_load(&s->suspended) > 0; i++) {
@@ -589,4 +680,7 @@ void srv_http_stop(srv_t *s)
         fg_log(FG_LOG_WARN, "%ld connections still parked at shutdown", atomic_load(&s->suspended));
     hd_stop(s->httpd);
     s->httpd = NULL;
+    srv_limiter_free(s->login_addr_lim);
+    srv_limiter_free(s->login_user_lim);
+    s->login_addr_lim = s->login_user_lim = NULL;
 }

@@ -27,6 +27,7 @@
 
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
@@ -397,7 +398,12 @@ long hd_chunked_decode(hd_chunked_t *d, char *buf, size_t n, size_t *out)
 
 /* ------------------------------------------------------------------ engine */
 
-enum { ST_HEAD, ST_BODY, ST_HANDLE, ST_WRITE };
+/* ST_LINGER: answered before the body was read, the write side shut: what the peer
+ * still sends is read and dropped for a moment, so that its unread body does not turn
+ * the close into a reset that loses the answer. */
+enum { ST_HEAD, ST_BODY, ST_HANDLE, ST_WRITE, ST_LINGER };
+
+#define LINGER_MS 2000
 
 #define HDR_CAP   2048
 #define SBUF_SIZE 16384
@@ -414,8 +420,18 @@ typedef struct hd_worker {
     hd_conn_t *conns;             /* every connection of the worker (worker only) */
     hd_conn_t *dead;              /* closed in this round, freed at its end (worker only) */
     time_t date_s;
-    char date[64]; /* "Date: ...\r\n" of date_s */
+    char date[64];            /* "Date: ...\r\n" of date_s */
+    _Atomic int64_t round_ms; /* when the current round began; 0: waiting in epoll */
 } hd_worker_t;
+
+/* Connections open per peer address (max_per_addr): a chained table under one mutex,
+ * touched when a connection opens and closes, never per request. */
+#define ADDR_BUCKETS 1024
+typedef struct addr_count {
+    uint32_t addr;
+    int n;
+    struct addr_count *next;
+} addr_count_t;
 
 struct hd_server {
     hd_config_t cfg;
@@ -424,6 +440,9 @@ struct hd_server {
     hd_worker_t *w;
     atomic_bool stop;
     atomic_long nconns;
+    pthread_mutex_t addr_mu;
+    addr_count_t *addrs[ADDR_BUCKETS]; /* (addr_mu) */
+    atomic_size_t body_mem;            /* bytes of bodies allocated now (body_memory_max) */
 };
 
 struct hd_conn {
@@ -443,6 +462,14 @@ struct hd_conn {
     hd_conn_t *dead_next;
     hd_conn_t *prev, *next;
     int64_t last_ms;
+    /* defences: the head's and the body's deadlines, the peer, the reserved room */
+    int64_t head_ms;   /* when the current head began (0: between requests) */
+    int64_t body_ms;   /* when the body began to be read */
+    uint32_t addr;     /* peer IPv4 address, network order (0: none) */
+    bool addr_counted; /* counted in the server's per-address table */
+    bool provisional;  /* accepted into the reserved room: must authenticate */
+    bool linger;       /* answered before its body: ST_LINGER after the answer */
+    size_t body_acct;  /* bytes of body counted in the server's body_mem */
     /* input: the current request starts at in[0] */
     char *in;
     size_t in_len, cap; /* in has cap + 1 bytes (room for a NUL after a body) */
@@ -475,6 +502,8 @@ struct hd_conn {
     char *sbuf;
     void *req_data, *conn_data;
 };
+
+static void addr_put(hd_server_t *h, uint32_t addr);
 
 static int64_t mono_ms(void)
 {
@@ -541,6 +570,15 @@ const char *hd_body(hd_conn_t *c, size_t *len)
 bool hd_body_too_large(hd_conn_t *c)
 {
     return c->too_large;
+}
+uint32_t hd_peer_addr(hd_conn_t *c)
+{
+    return c->addr;
+}
+int64_t hd_request_age_ms(hd_conn_t *c)
+{
+    int64_t age = c->head_ms ? mono_ms() - c->head_ms : 0;
+    return age > 0 ? age : 0;
 }
 void *hd_req_data(hd_conn_t *c)
 {
@@ -761,6 +799,22 @@ void hd_respond_stream(hd_conn_t *c, unsigned status, const char *ctype, const c
         c->sbuf = fg_xmalloc(SBUF_SIZE);
 }
 
+/* An answer of the engine's own with the API's error body and extra header lines; the
+ * connection closes after it. */
+static void respond_refusal(hd_conn_t *c, unsigned status, const char *code, const char *msg,
+                            const char *extra)
+{
+    char body[256];
+    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code,
+                     msg);
+    c->close_after = true;
+    c->q.keep_alive = false;
+    if (!c->q.method)
+        c->q.method = (char *)"";
+    hd_respond(c, status, "application/json; charset=utf-8", extra, body, (size_t)n, false);
+    c->st = ST_WRITE;
+}
+
 /* An answer of the engine's own (bad request line, head too large, ...); the
  * connection closes after it. */
 static void respond_error(hd_conn_t *c, unsigned status)
@@ -813,6 +867,10 @@ static void request_reset(hd_conn_t *c, bool compact)
     c->tail_len = c->tail_off = 0;
     if (c->body_alloc)
         free(c->body);
+    if (c->body_acct) {
+        atomic_fetch_sub(&h->body_mem, c->body_acct);
+        c->body_acct = 0;
+    }
     c->body = NULL;
     c->body_len = c->body_cap = 0;
     c->body_alloc = c->too_large = false;
@@ -831,6 +889,8 @@ static void request_reset(hd_conn_t *c, bool compact)
     c->head_len = 0;
     memset(&c->q, 0, sizeof c->q);
     c->st = ST_HEAD;
+    /* the next head's deadline runs from its first byte (here when pipelined) */
+    c->head_ms = c->in_len ? c->last_ms : 0;
 }
 
 static void conn_close(hd_conn_t *c)
@@ -847,6 +907,8 @@ static void conn_close(hd_conn_t *c)
         w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    if (c->addr_counted)
+        addr_put(h, c->addr);
     close(c->fd); /* (also leaves the epoll set: the descriptor is not shared) */
     c->fd = -1;
     free(c->in);
@@ -957,12 +1019,78 @@ static void send_continue(hd_conn_t *c)
     }
 }
 
+/* Counts n more bytes of request bodies held by c against the server's limit; false
+ * (nothing counted) when they would pass it. */
+static bool body_reserve(hd_conn_t *c, size_t n)
+{
+    hd_server_t *h = c->w->h;
+    if (!h->cfg.body_memory_max)
+        return true;
+    size_t was = atomic_fetch_add(&h->body_mem, n);
+    if (was + n > h->cfg.body_memory_max) {
+        atomic_fetch_sub(&h->body_mem, n);
+        return false;
+    }
+    c->body_acct += n;
+    return true;
+}
+
+/* Refuses a body that would pass the server's body memory limit: 503, closed. */
+static void refuse_body_memory(hd_conn_t *c)
+{
+    request_reset(c, false);
+    respond_refusal(c, 503, "unavailable", "the server holds too many request bodies; retry later",
+                    "Retry-After: 1\r\n");
+}
+
+/* The head is parsed: runs on_head before any body is read. Returns true when the
+ * body is to be read. When the request is answered now (by the application, or
+ * refused from the reserved room), a body already in the buffer is skipped and the
+ * connection kept; otherwise the body is not read and the connection closes after the
+ * answer (lingering: what the peer still sends is dropped). */
+static bool before_body(hd_conn_t *c)
+{
+    hd_server_t *h = c->w->h;
+    size_t avail = c->in_len - c->head_len;
+    uint64_t n = c->q.has_length ? c->q.content_length : 0;
+    bool pending = c->q.chunked || avail < n;
+    bool ka = c->q.keep_alive;
+    if (pending)
+        c->q.keep_alive = false; /* an answer now closes: its body is not read */
+    bool authed = h->cfg.on_head ? h->cfg.on_head(h->cfg.arg, c) : true;
+    if (!c->responded && c->provisional) {
+        if (authed)
+            c->provisional = false;
+        else
+            respond_refusal(c, 503, "unavailable",
+                            "the server is at its connection limit; only authenticated "
+                            "clients are served now",
+                            "Retry-After: 5\r\n");
+    }
+    if (!c->responded) {
+        c->q.keep_alive = ka;
+        return true;
+    }
+    if (!pending) {
+        c->req_end = c->head_len + (size_t)n;
+    } else {
+        c->close_after = true;
+        c->linger = true;
+        c->req_end = c->in_len;
+    }
+    c->st = ST_WRITE;
+    return false;
+}
+
 /* The head is parsed: prepares reading the body (or handles the request). */
 static void start_body(hd_conn_t *c)
 {
     hd_server_t *h = c->w->h;
     size_t avail = c->in_len - c->head_len;
     c->req_end = c->head_len;
+    c->body_ms = c->last_ms;
+    if (!before_body(c))
+        return;
     if (c->q.chunked) {
         if (avail == 0)
             send_continue(c);
@@ -1003,6 +1131,10 @@ static void start_body(hd_conn_t *c)
         c->saved = c->in[c->req_end];
         c->in[c->req_end] = 0;
         handle(c);
+        return;
+    }
+    if (!body_reserve(c, (size_t)n + 1)) {
+        refuse_body_memory(c);
         return;
     }
     c->body = fg_xmalloc((size_t)n + 1);
@@ -1060,11 +1192,21 @@ static bool read_body(hd_conn_t *c)
         c->body = NULL;
         c->body_alloc = false;
         c->body_len = c->body_cap = 0;
+        atomic_fetch_sub(&h->body_mem, c->body_acct);
+        c->body_acct = 0;
     }
     if (c->too_large) {
         c->discarded += out;
     } else if (out) {
-        c->body = fg_xgrow(c->body, &c->body_cap, c->body_len + out + 1, 1);
+        /* the capacity fg_xgrow will take (doubling from 16), counted before it grows */
+        size_t need = c->body_len + out + 1, cap = c->body_cap ? c->body_cap : 16;
+        while (cap < need)
+            cap *= 2;
+        if (cap > c->body_acct && !body_reserve(c, cap - c->body_acct)) {
+            refuse_body_memory(c);
+            return true;
+        }
+        c->body = fg_xgrow(c->body, &c->body_cap, need, 1);
         c->body_alloc = true;
         memcpy(c->body + c->body_len, c->in + c->head_len, out);
         c->body_len += out;
@@ -1122,6 +1264,8 @@ static void run(hd_conn_t *c)
                     conn_close(c);
                 return;
             }
+            if (!c->head_ms)
+                c->head_ms = c->last_ms; /* the head's deadline runs from its first byte */
             c->in_len += n;
             continue;
         }
@@ -1134,6 +1278,14 @@ static void run(hd_conn_t *c)
             continue;
         case ST_HANDLE:
             continue; /* (above) */
+        case ST_LINGER:
+            c->in_len = 0;
+            if (do_read(c, c->in, c->cap) == 0) {
+                if (c->eof || c->broken)
+                    conn_close(c);
+                return;
+            }
+            continue;
         case ST_WRITE:
             if (!flush(c)) {
                 if (c->broken)
@@ -1167,6 +1319,12 @@ static void run(hd_conn_t *c)
                 continue;
             }
             /* the answer is sent */
+            if (c->close_after && c->linger && !c->eof) {
+                shutdown(c->fd, SHUT_WR);
+                c->st = ST_LINGER;
+                c->body_ms = mono_ms(); /* (the linger's start) */
+                continue;
+            }
             if (c->close_after) {
                 conn_close(c);
                 return;
@@ -1189,13 +1347,29 @@ static void take(hd_worker_t *w, hd_conn_t **rq, hd_conn_t **inc)
     pthread_mutex_unlock(&w->mu);
 }
 
+/* Whether c is past a deadline: no progress for the idle timeout, a head or a body
+ * not complete by its absolute deadline (a byte now and then does not extend these),
+ * or a linger over. */
+static bool conn_late(const hd_conn_t *c, int64_t now)
+{
+    const hd_config_t *cf = &c->w->h->cfg;
+    if (now - c->last_ms > (int64_t)cf->idle_timeout_s * 1000)
+        return true;
+    if (c->st == ST_HEAD && c->head_ms && cf->head_timeout_s > 0)
+        return now - c->head_ms > (int64_t)cf->head_timeout_s * 1000;
+    if (c->st == ST_BODY && cf->body_timeout_s > 0)
+        return now - c->body_ms > (int64_t)cf->body_timeout_s * 1000;
+    if (c->st == ST_LINGER)
+        return now - c->body_ms > LINGER_MS;
+    return false;
+}
+
 static void sweep(hd_worker_t *w, int64_t now)
 {
-    int64_t idle = (int64_t)w->h->cfg.idle_timeout_s * 1000;
     hd_conn_t *c = w->conns;
     while (c) {
         hd_conn_t *next = c->next;
-        if (!c->parked && now - c->last_ms > idle)
+        if (!c->parked && conn_late(c, now))
             conn_close(c);
         c = next;
     }
@@ -1219,8 +1393,13 @@ static void *worker_main(void *arg)
             if (rq || inc)
                 atomic_store(&w->sleeping, 0);
         }
-        int n = epoll_wait(w->ep, evs, 64, rq || inc ? 0 : 1000);
+        bool idle = !rq && !inc;
+        if (idle)
+            atomic_store_explicit(&w->round_ms, 0, memory_order_relaxed);
+        int n = epoll_wait(w->ep, evs, 64, idle ? 1000 : 0);
         atomic_store(&w->sleeping, 0);
+        if (n > 0 || !idle)
+            atomic_store_explicit(&w->round_ms, mono_ms(), memory_order_relaxed);
         while (inc) {
             hd_conn_t *c = inc;
             inc = c->rq_next;
@@ -1267,6 +1446,7 @@ static void *worker_main(void *arg)
             run(c);
         }
         int64_t now = mono_ms();
+        /* (a round that did nothing waits again with round_ms 0 unless work is queued) */
         if (now - last_sweep >= 1000) {
             last_sweep = now;
             sweep(w, now);
@@ -1293,10 +1473,64 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* Counts one more connection from addr; false (nothing counted) at max_per_addr. */
+static bool addr_take(hd_server_t *h, uint32_t addr)
+{
+    addr_count_t **b = &h->addrs[addr % ADDR_BUCKETS], *e;
+    bool ok = true;
+    pthread_mutex_lock(&h->addr_mu);
+    for (e = *b; e && e->addr != addr; e = e->next)
+        ;
+    if (!e) {
+        e = fg_xcalloc(1, sizeof *e);
+        e->addr = addr;
+        e->next = *b;
+        *b = e;
+    }
+    if (e->n >= h->cfg.max_per_addr)
+        ok = false;
+    else
+        e->n++;
+    pthread_mutex_unlock(&h->addr_mu);
+    return ok;
+}
+
+/* One connection from addr closed (it was counted by addr_take). */
+static void addr_put(hd_server_t *h, uint32_t addr)
+{
+    addr_count_t **p = &h->addrs[addr % ADDR_BUCKETS];
+    pthread_mutex_lock(&h->addr_mu);
+    while (*p && (*p)->addr != addr)
+        p = &(*p)->next;
+    assert(*p && (*p)->n > 0);
+    if (--(*p)->n == 0) {
+        addr_count_t *e = *p;
+        *p = e->next;
+        free(e);
+    }
+    pthread_mutex_unlock(&h->addr_mu);
+}
+
 void hd_add_connection(hd_server_t *h, int fd)
 {
-    if (atomic_fetch_add(&h->nconns, 1) >= h->cfg.max_connections || atomic_load(&h->stop)) {
+    hd_add_connection_from(h, fd, 0);
+}
+
+void hd_add_connection_from(hd_server_t *h, int fd, uint32_t addr)
+{
+    bool counted = false;
+    if (addr && h->cfg.max_per_addr > 0 && addr != h->cfg.exempt_addr) {
+        if (!addr_take(h, addr)) {
+            close(fd);
+            return;
+        }
+        counted = true;
+    }
+    long was = atomic_fetch_add(&h->nconns, 1);
+    if (was >= h->cfg.max_connections || atomic_load(&h->stop)) {
         atomic_fetch_sub(&h->nconns, 1);
+        if (counted)
+            addr_put(h, addr);
         close(fd);
         return;
     }
@@ -1304,9 +1538,13 @@ void hd_add_connection(hd_server_t *h, int fd)
     hd_conn_t *c = fg_xcalloc(1, sizeof *c);
     c->w = w;
     c->fd = fd;
+    c->addr = addr;
+    c->addr_counted = counted;
+    c->provisional = h->cfg.reserved > 0 && was >= h->cfg.max_connections - h->cfg.reserved;
     c->cap = h->cfg.head_max;
     c->in = fg_xmalloc(c->cap + 1);
     c->last_ms = mono_ms();
+    c->head_ms = c->last_ms; /* the first head's deadline runs from the connection's start */
     pthread_mutex_lock(&w->mu);
     c->rq_next = w->incoming;
     w->incoming = c;
@@ -1326,6 +1564,7 @@ hd_server_t *hd_start(const hd_config_t *cfg)
     size_t room = h->cfg.head_max / 4 < 1024 ? h->cfg.head_max / 4 : 1024;
     h->head_limit = h->cfg.head_max - room;
     h->n = h->cfg.threads;
+    pthread_mutex_init(&h->addr_mu, NULL);
     h->w = fg_xcalloc((size_t)h->n, sizeof *h->w);
     for (int i = 0; i < h->n; i++)
         h->w[i].ep = h->w[i].efd = -1;
@@ -1362,6 +1601,7 @@ hd_server_t *hd_start(const hd_config_t *cfg)
             pthread_mutex_destroy(&h->w[i].mu);
     }
     free(h->w);
+    pthread_mutex_destroy(&h->addr_mu);
     free(h);
     errno = e;
     return NULL;
@@ -1384,5 +1624,19 @@ void hd_stop(hd_server_t *h)
         pthread_mutex_destroy(&h->w[i].mu);
     }
     free(h->w);
+    for (int i = 0; i < ADDR_BUCKETS; i++) /* (every connection closed: all counts 0) */
+        assert(!h->addrs[i]);
+    pthread_mutex_destroy(&h->addr_mu);
     free(h);
+}
+
+int64_t hd_lag_ms(hd_server_t *h)
+{
+    int64_t now = mono_ms(), lag = 0;
+    for (int i = 0; i < h->n; i++) {
+        int64_t t = atomic_load_explicit(&h->w[i].round_ms, memory_order_relaxed);
+        if (t && now - t > lag)
+            lag = now - t;
+    }
+    return lag;
 }

@@ -43,6 +43,19 @@ typedef struct hd_config {
     /* The connection closes: release hd_conn_data. */
     void (*on_conn_close)(void *arg, hd_conn_t *c, void *conn_data);
     void *arg;
+    /* ---- defences against slow and greedy clients (0: off) */
+    int head_timeout_s;     /* a request head must be complete this long after it began */
+    int body_timeout_s;     /* a body must be complete this long after its head */
+    int max_per_addr;       /* connections open at once from one peer address */
+    uint32_t exempt_addr;   /* a peer (network order) not counted by max_per_addr */
+    int reserved;           /* the last `reserved` of max_connections: for authenticated */
+    size_t body_memory_max; /* bytes of request bodies held at once, all connections */
+    /* The head is parsed, its body not read yet (worker thread): the application may
+     * answer now (hd_respond), and the body is then not read (the connection closes
+     * unless the body is already in the buffer). Returns true when the request carries
+     * valid credentials: a connection accepted into the reserved room must show them
+     * in its first request, or it is answered 503 and closed. NULL: every request. */
+    bool (*on_head)(void *arg, hd_conn_t *c);
 } hd_config_t;
 
 /* A parsed request head. Every pointer points into the connection's input buffer and
@@ -68,6 +81,12 @@ hd_server_t *hd_start(const hd_config_t *cfg);
 /* Hands an accepted, non-blocking socket to its worker (any thread); the engine closes
  * it when over the connection limit. */
 void hd_add_connection(hd_server_t *h, int fd);
+/* As hd_add_connection, for a TCP peer of IPv4 address addr (network order; 0: none),
+ * counted against max_per_addr. */
+void hd_add_connection_from(hd_server_t *h, int fd, uint32_t addr);
+/* The longest a worker has now been busy in one round of its loop (ms; 0: all idle or
+ * quick): how far behind the engine is. Any thread. */
+int64_t hd_lag_ms(hd_server_t *h);
 /* Stops the workers and closes every connection (on_request_done, on_conn_close). */
 void hd_stop(hd_server_t *h);
 /* Connections open now. */
@@ -80,6 +99,10 @@ const char *hd_query(hd_conn_t *c, const char *key);
 const char *hd_header(hd_conn_t *c, const char *name);
 const char *hd_body(hd_conn_t *c, size_t *len); /* NUL-terminated; NULL when empty */
 bool hd_body_too_large(hd_conn_t *c);
+/* The connection's peer address (IPv4, network order; 0: not a TCP peer). */
+uint32_t hd_peer_addr(hd_conn_t *c);
+/* Milliseconds since the request's first bytes arrived (or its connection opened). */
+int64_t hd_request_age_ms(hd_conn_t *c);
 void *hd_req_data(hd_conn_t *c);
 void hd_set_req_data(hd_conn_t *c, void *p);
 void *hd_conn_data(hd_conn_t *c);

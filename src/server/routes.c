@@ -132,9 +132,8 @@ static const char *method_names(int mask, char *buf, size_t n)
     return buf;
 }
 
-int srv_route(srv_req_t *r)
+bool srv_route_check(srv_req_t *r)
 {
-    srv_t *s = r->srv;
     const route_t *hit = NULL;
     int allowed = 0;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
@@ -146,15 +145,15 @@ int srv_route(srv_req_t *r)
             break;
         }
     }
+    if (!hit && !allowed) { /* the path was split in place: its segments, joined again */
+        char p[256] = "";
+        size_t n = 0;
+        for (int i = 0; i < r->nseg && n < sizeof p; i++)
+            n += (size_t)snprintf(p + n, sizeof p - n, "/%s", r->seg[i]);
+        srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s", r->nseg ? p : r->path);
+        return false;
+    }
     if (!hit) {
-        if (!allowed) { /* the path was split in place: its segments, joined again */
-            char p[256] = "";
-            size_t n = 0;
-            for (int i = 0; i < r->nseg && n < sizeof p; i++)
-                n += (size_t)snprintf(p + n, sizeof p - n, "/%s", r->seg[i]);
-            return srv_reply_error(r, 404, "not_found", NULL, "no such route: %.200s",
-                                   r->nseg ? p : r->path);
-        }
         char buf[64];
         method_names(allowed, buf, sizeof buf);
         json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "method_not_allowed", "message",
@@ -163,47 +162,78 @@ int srv_route(srv_req_t *r)
         json_decref(e);
         char allow[96];
         snprintf(allow, sizeof allow, "Allow: %s\r\n", buf);
-        return srv_reply_full(r, 405, "application/json; charset=utf-8", allow, txt, strlen(txt),
-                              true);
+        srv_reply_full(r, 405, "application/json; charset=utf-8", allow, txt, strlen(txt), true);
+        return false;
     }
+    const char *refusal = NULL;
+    unsigned status = 401;
     switch (hit->auth) {
     case A_AGENT:
         if (!r->agent)
-            return srv_reply_error(r, 401, "unauthenticated", NULL,
-                                   "agent routes need this node's own credential (the cluster "
-                                   "token only joins new nodes: POST /v1/agent/join)");
+            refusal = "agent routes need this node's own credential (the cluster token only "
+                      "joins new nodes: POST /v1/agent/join)";
         break;
     case A_JOIN:
         if (!r->agent_join)
-            return srv_reply_error(
-                r, 401, "unauthenticated", NULL,
-                "joining needs the cluster's agent token (DATA_DIR/agent.token)");
+            refusal = "joining needs the cluster's agent token (DATA_DIR/agent.token)";
         break;
     case A_USER:
     case A_ADMIN:
         if (!r->user_id)
-            return srv_reply_error(r, 401, "unauthenticated", NULL,
-                                   "a valid bearer token is required");
-        if (hit->auth == A_ADMIN && !r->admin)
-            return srv_reply_error(r, 403, "forbidden", NULL, "only an admin may do this");
+            refusal = "a valid bearer token is required";
+        else if (hit->auth == A_ADMIN && !r->admin)
+            refusal = "only an admin may do this", status = 403;
         break;
     default:
         break;
     }
+    if (refusal) {
+        srv_reply_error(r, status, status == 403 ? "forbidden" : "unauthenticated", NULL, "%s",
+                        refusal);
+        return false;
+    }
+    r->route = hit;
+    return true;
+}
+
+int srv_reply_rate_limited(srv_req_t *r, double retry_s, const char *msg)
+{
+    int secs = (int)(retry_s + 0.999) < 1 ? 1 : (int)(retry_s + 0.999);
+    json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "rate_limited", "message", msg);
+    char *txt = json_dumps(e, JSON_COMPACT);
+    json_decref(e);
+    char hdr[64];
+    snprintf(hdr, sizeof hdr, "Retry-After: %d\r\n", secs);
+    return srv_reply_full(r, 429, "application/json; charset=utf-8", hdr, txt, strlen(txt), true);
+}
+
+/* Whether r is a login or a registration (an admin creating users is not): limited by
+ * client address (login-rate, login-burst). */
+static bool login_like(const srv_req_t *r, const route_t *hit)
+{
+    return hit->h == h_sessions_create || (hit->h == h_users_create && !r->admin);
+}
+
+int srv_route(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    if (!r->route && !srv_route_check(r))
+        return SRV_YES; /* refused (answered) */
+    const route_t *hit = r->route;
     if (r->resume_count == 0 && r->user_id) {
         double retry = 0;
-        if (!srv_rate_check(s, r, &retry)) {
-            char ra[32];
-            snprintf(ra, sizeof ra, "%d", (int)(retry + 0.999) < 1 ? 1 : (int)(retry + 0.999));
-            json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code", "rate_limited", "message",
-                                  "too many requests for this token; retry later");
-            char *txt = json_dumps(e, JSON_COMPACT);
-            json_decref(e);
-            char hdr[64];
-            snprintf(hdr, sizeof hdr, "Retry-After: %s\r\n", ra);
-            return srv_reply_full(r, 429, "application/json; charset=utf-8", hdr, txt, strlen(txt),
-                                  true);
-        }
+        if (!srv_rate_check(s, r, &retry))
+            return srv_reply_rate_limited(r, retry,
+                                          "too many requests for this token; retry later");
+    }
+    if (r->resume_count == 0 && s->login_addr_lim && login_like(r, hit)) {
+        char addr[64];
+        double retry = 1;
+        srv_client_addr(r, addr, sizeof addr);
+        if (!srv_limiter_take(s->login_addr_lim, addr, &retry))
+            return srv_reply_rate_limited(r, retry,
+                                          "too many logins or registrations from this address; "
+                                          "retry later");
     }
     return hit->h(r);
 }

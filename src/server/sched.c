@@ -1204,9 +1204,11 @@ static void check_timers(sctx_t *c)
     srv_t *s = c->s;
     int64_t now_ms = srv_now_ms();
     int64_t limit_ms = (int64_t)s->cfg.heartbeat_interval_s * s->cfg.heartbeat_misses * 1000;
+    /* a controller too busy to read heartbeats does not judge them missed */
+    bool behind = srv_http_behind(s, limit_ms);
     pthread_mutex_lock(&s->mu);
     srv_event_gap_check(s);
-    for (size_t i = 0; i < s->nnodes; i++) {
+    for (size_t i = 0; i < s->nnodes && !behind; i++) {
         srv_node_t *n = s->nodes[i];
         if (n->state == FG_NODE_DOWN)
             continue;

@@ -74,6 +74,19 @@ typedef struct srv_config {
     int64_t longpoll_max_s;
     int log_level;
     fg_config_t core;
+    /* ---- HTTP engine defences (docs/http-engine.md, "Limits") */
+    int head_timeout_s;          /* a request head must be complete in this long */
+    int body_timeout_s;          /* a request body must be complete in this long */
+    int max_conns_per_addr;      /* connections from one client address; 0 = no cap */
+    int reserved_connections;    /* of max-connections, kept for authenticated clients */
+    int64_t max_body_memory;     /* bytes of request bodies held at once */
+    char trusted_proxy[64];      /* address whose X-Forwarded-For is believed; "" = none */
+    uint32_t trusted_proxy_addr; /* the same, IPv4 in network order (0: none) */
+    int password_threads;        /* Argon2id threads (pwpool.c) */
+    int password_queue;          /* password jobs waiting at most; beyond, 429 */
+    double login_rate;           /* POST /v1/sessions, /v1/users per client address, per s */
+    double login_burst;
+    int login_user_failures; /* failed logins per username per minute */
 } srv_config_t;
 
 enum {
@@ -387,6 +400,12 @@ typedef struct srv {
     atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
+
+    /* ---- HTTP engine defences: the password pool, login limits (pwpool.c, ratelimit.c) */
+    struct srv_pwpool *pwpool;
+    struct srv_limiter *login_addr_lim; /* every login or registration, by client address */
+    struct srv_limiter *login_user_lim; /* failed logins, by username */
+    _Atomic int64_t behind_ms;          /* when the HTTP engine was last seen behind */
 } srv_t;
 
 /* ------------------------------------------------------------------ requests */
@@ -433,6 +452,11 @@ typedef struct srv_req {
     bool capture;
     unsigned captured_status;
     json_t *captured;
+    /* ---- HTTP engine defences (http.c, routes.c, pwpool.c) */
+    const void *route;      /* the matched route, once checked on the head (routes.c) */
+    bool started;           /* its body was taken from the engine (http.c) */
+    int pw_call;            /* password pool calls in this run of the handler */
+    struct srv_pwstate *pw; /* their results, kept across the suspension (pwpool.c) */
 } srv_req_t;
 
 /* http.c */
@@ -467,6 +491,39 @@ void srv_park_conn(srv_t *s, hd_conn_t *conn, int kind, int64_t deadline_ms, uns
 void srv_wake_kind(srv_t *s, int kind);
 int64_t srv_now_ms(void);
 int64_t srv_now(void);
+
+/* ---- HTTP engine defences: client address, password pool, login limits */
+/* The client's address as text: the connection's peer, or, on a connection from
+ * trusted-proxy, the last X-Forwarded-For hop (http.c). */
+void srv_client_addr(srv_req_t *r, char *out, size_t n);
+/* Whether the HTTP engine is behind (a worker busy in one round for over a second),
+ * or was within the last `window_ms` (http.c): missed heartbeats are not judged then. */
+bool srv_http_behind(srv_t *s, int64_t window_ms);
+/* pwpool.c. Each returns 1 with the result ready; 0 when the request was parked (its
+ * handler returns SRV_YES, runs again from its start when the pool is done, and the
+ * same call then returns the result) or answered (429 queue full, 503 stopping); -1
+ * when hashing failed. hash NULL verifies against a dummy hash. */
+int srv_pw_verify(srv_req_t *r, const char *hash, const char *pw, bool *ok);
+int srv_pw_hash(srv_req_t *r, const char *pw, char **out); /* *out: the caller frees */
+/* srv_pw_verify for a login of `username`: 429 before hashing when the username's
+ * failed logins are over login-user-failures; a failure is counted. */
+int srv_pw_login(srv_req_t *r, const char *username, const char *hash, const char *pw, bool *ok);
+int srv_pwpool_start(srv_t *s);
+void srv_pwpool_stop(srv_t *s);     /* queued jobs fail (503); running ones finish */
+void srv_pw_req_free(srv_req_t *r); /* the request's kept results (wiped) */
+/* ratelimit.c: token buckets keyed by a string (an address, a username), in a table of
+ * fixed size (the least recently used of a few slots is reused). */
+typedef struct srv_limiter srv_limiter_t;
+srv_limiter_t *srv_limiter_new(double rate, double burst, size_t slots);
+void srv_limiter_free(srv_limiter_t *l);
+/* Takes a token from key's bucket: true; or false and *retry_s, the seconds to wait. */
+bool srv_limiter_take(srv_limiter_t *l, const char *key, double *retry_s);
+/* Whether key's bucket holds a token (nothing taken); else *retry_s. */
+bool srv_limiter_peek(srv_limiter_t *l, const char *key, double *retry_s);
+/* Takes a token if there is one (a failure's cost). */
+void srv_limiter_charge(srv_limiter_t *l, const char *key);
+/* Answers r 429 rate_limited with Retry-After of retry_s (at least 1) and msg. */
+int srv_reply_rate_limited(srv_req_t *r, double retry_s, const char *msg);
 
 /* auth.c */
 int srv_auth_init(srv_t *s);
@@ -505,6 +562,9 @@ int srv_route(srv_req_t *r);
 /* Prints every route, one "METHOD PATTERN AUTH" line each (fairgpu server --list-routes:
  * the route matrix test checks that each has its rows). */
 void srv_routes_print(FILE *f);
+/* Finds r's route and checks who may call it, on the head alone: false when refused
+ * (404, 405, 401, 403 answered on r). srv_route uses the route found. */
+bool srv_route_check(srv_req_t *r);
 int h_users_create(srv_req_t *r);
 int h_users_list(srv_req_t *r);
 int h_users_patch(srv_req_t *r);

@@ -46,13 +46,16 @@ check() { # check DESCRIPTION CONDITION...
 
 # --------------------------------------------------------------- server, agents --
 
+# FG_REAL_PASSWORD_HASH=1: Argon2id at its real cost (a login flood test needs it)
+FAST_HASH=(--insecure-fast-password-hash)
+[ -n "${FG_REAL_PASSWORD_HASH:-}" ] && FAST_HASH=()
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 start_server() {
     for _ in 1 2 3 4 5 6 7 8; do
         PORT=$((20000 + RANDOM % 40000))
         port_free "$PORT" || continue
         "$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
-            --heartbeat-interval 1s --insecure-fast-password-hash ${SERVER_EXTRA[@]+"${SERVER_EXTRA[@]}"} >"$TMP/server.log" 2>&1 &
+            --heartbeat-interval 1s ${FAST_HASH[@]+"${FAST_HASH[@]}"} ${SERVER_EXTRA[@]+"${SERVER_EXTRA[@]}"} >"$TMP/server.log" 2>&1 &
         SERVER_PID=$!
         for _ in $(seq 1 100); do
             kill -0 "$SERVER_PID" 2>/dev/null || break
