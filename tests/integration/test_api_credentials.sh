@@ -11,7 +11,7 @@ set -euo pipefail
 BIN=${1:?usage: test_api_credentials.sh /path/to/fairgpu}
 source "$(dirname "$0")/lib_server.sh"
 server_start test_api_credentials "$BIN" --insecure-fast-password-hash --rate-limit 0 \
-    --session-ttl 60s
+    --session-ttl 60s --login-rate 0 # many logins from one address (limits: own tests)
 server_admin root r@x root-password >/dev/null
 python3 - "$port" <<'PY'
 import json, re, sys, time, http.client
