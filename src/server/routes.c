@@ -296,17 +296,13 @@ static bool metrics_allowed(srv_req_t *r)
     if (s->cfg.metrics_access == SRV_METRICS_OPEN)
         return true;
     if (s->cfg.metrics_access == SRV_METRICS_LOCAL) {
-        struct sockaddr_storage ss;
-        socklen_t n = sizeof ss;
-        bool local = false;
-        if (r->conn && getpeername(hd_conn_fd(r->conn), (struct sockaddr *)&ss, &n) == 0) {
-            if (ss.ss_family == AF_INET)
-                local = (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
-            else if (ss.ss_family == AF_INET6)
-                local = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr);
-            else if (ss.ss_family == AF_UNIX)
-                local = true;
-        }
+        /* a loopback peer, but not a request the trusted proxy passes on (it says so
+         * with X-Forwarded-For): the proxy's clients are not local, even when the
+         * proxy runs on this host */
+        uint32_t peer = r->conn ? hd_peer_addr(r->conn) : 0;
+        bool proxied = peer && peer == s->cfg.trusted_proxy_addr &&
+                       srv_header(r, "X-Forwarded-For") != NULL;
+        bool local = (ntohl(peer) >> 24) == 127 && !proxied;
         if (!local)
             srv_reply_error(r, 403, "forbidden", NULL,
                             "/metrics answers loopback peers only (metrics-access local)");

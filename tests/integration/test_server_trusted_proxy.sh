@@ -33,6 +33,10 @@ f=$(login 127.0.0.9 "10.0.0.4" u7)
 g=$(login 127.0.0.9 "10.0.0.5" u8)
 check "X-Forwarded-For from an untrusted peer is ignored: 401 401 429 (got $e $f $g)" \
     '[ "$e $f $g" = "401 401 429" ]'
+m1=$(curl -s -o /dev/null -w '%{http_code}' -H "X-Forwarded-For: 127.0.0.1" "$url/metrics")
+m2=$(curl -s -o /dev/null -w '%{http_code}' "$url/metrics")
+check "/metrics passed on by the proxy is not local: 403 (got $m1); a loopback peer's is 200 ($m2)" \
+    '[ "$m1 $m2" = "403 200" ]'
 # failed logins of one username, from fresh addresses each time
 u=""
 for i in 1 2 3 4; do u="$u $(login 127.0.0.1 "10.0.1.$i" alice)"; done

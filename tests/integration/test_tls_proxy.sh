@@ -97,6 +97,10 @@ HTTPS="https://127.0.0.1:$NPORT"
 cli() { FAIRGPU_URL=$HTTPS FAIRGPU_TOKEN=$ALICE XDG_CONFIG_HOME="$TMP/xdg-none" "$FG" "$@"; }
 check "curl reaches the controller through the proxy" \
     test "$(curl -s --cacert "$PKI/ca.pem" "$HTTPS/healthz" | jq -r .status)" = ok
+check "the proxy does not pass /metrics on (404)" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' --cacert "$PKI/ca.pem" "$HTTPS/metrics")" = 404
+check "... while a loopback peer of the controller reads it" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/metrics")" = 200
 check "the CLI works over https with --ca-file" \
     bash -c "FAIRGPU_URL=$HTTPS FAIRGPU_TOKEN=$ALICE XDG_CONFIG_HOME=$TMP/xdg-none '$FG' whoami --ca-file '$PKI/ca.pem' | grep -q alice"
 cli whoami --ca-file "$PKI/wrong-ca.pem" >"$TMP/wrong.out" 2>"$TMP/wrong.err"
