@@ -1030,9 +1030,19 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
         snprintf(ex->error, sizeof ex->error, "could not start the job: %s",
                  n >= 2 ? strerror((int)num) : "unknown error");
     }
-    if (oom)
+    if (oom) {
+        /* Said in the job's log too (the user reads that): its last line. */
         snprintf(ex->error, sizeof ex->error,
                  "out of memory: the job exceeded its memory limit and the kernel killed it");
+        int fd = open(p->log_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            char note[200];
+            int k = snprintf(note, sizeof note, "\n[fairgpu: %s]\n", ex->error);
+            if (write(fd, note, (size_t)k) != k)
+                fg_log(FG_LOG_WARN, "cannot note the OOM kill in %s", p->log_path);
+            close(fd);
+        }
+    }
     return 0;
 }
 

@@ -883,6 +883,9 @@ static void do_register(sctx_t *c, srv_msg_t *m)
     snprintf(n->addr, sizeof n->addr, "%s", srv_jstr(b, "addr", "127.0.0.1"));
     n->cpus = (int)json_integer_value(json_object_get(b, "cpus"));
     n->memory_mb = json_integer_value(json_object_get(b, "memory_mb"));
+    /* An agent that does not say is not known to isolate its jobs. */
+    n->isolated = json_is_true(json_object_get(b, "isolated"));
+    snprintf(n->isolation, sizeof n->isolation, "%s", srv_jstr(b, "isolation", ""));
     const char *gtype = srv_jstr(b, "gpu_type", "");
     json_t *gpus = json_object_get(b, "gpus");
     int ng = (int)json_array_size(gpus);
@@ -1744,10 +1747,11 @@ static json_t *node_json_locked(srv_t *s, srv_node_t *n)
                       holder ? json_string(jid) : json_null()));
     }
     return json_pack(
-        "{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o}", "name", n->name, "state", node_state_name(n, s),
-        "addr", n->addr, "cpus", n->cpus, "memory_mb", (json_int_t)n->memory_mb, "gpu_type",
-        n->gpu_type, "gpus", gpus, "last_heartbeat",
-        n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null());
+        "{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o,s:b,s:s}", "name", n->name, "state",
+        node_state_name(n, s), "addr", n->addr, "cpus", n->cpus, "memory_mb",
+        (json_int_t)n->memory_mb, "gpu_type", n->gpu_type, "gpus", gpus, "last_heartbeat",
+        n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null(), "isolated",
+        n->isolated, "isolation", n->isolation);
 }
 
 json_t *srv_node_json(srv_t *s, srv_node_t *n)

@@ -1,7 +1,7 @@
 # lib_agent.sh - what the agent end-to-end tests share: argument and tool checks, a
 # temporary directory, cleanup of every process started (by PID), check helpers, a real
 # server on a free loopback port, users root (admin) and alice with their tokens, a
-# user map sending jobs to 'nobody', and wait_for.
+# user map sending jobs to 'nobody', wait_for, and host_pid (a job's pid as we see it).
 #
 # usage, at the top of a test:  FG_TEST_NAME=test_x; SERVER_EXTRA=(flags...);
 #                               source "$(dirname "$0")/lib_agent.sh"
@@ -13,7 +13,9 @@ case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
 for tool in curl jq; do
     command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_$FG_TEST_NAME.XXXXXX")
+# Not under /tmp: isolated jobs get a private /tmp, and the tests' jobs read files the
+# test writes (go signals) in $TMP.
+TMP=$(mktemp -d "${FG_TEST_TMPDIR:-/var/tmp}/fg_$FG_TEST_NAME.XXXXXX")
 chmod 711 "$TMP"
 SERVER_PID=
 AGENT_PIDS=()
@@ -93,4 +95,23 @@ wait_for() {
         sleep 0.1
     done
     return 1
+}
+
+# host_pid NSPID ARGS: the pid, as this shell sees it, of the job process that calls
+# itself NSPID (what `$!` said inside the job: isolated jobs have their own PID
+# namespace) and whose command line is ARGS (its words, blank-separated). Prints NSPID
+# itself when there is no such process (unisolated jobs share our PID namespace).
+host_pid() {
+    local f p ns
+    for f in /proc/[0-9]*/status; do
+        ns=$(sed -n 's/^NSpid:[[:space:]]*//p' "$f" 2>/dev/null)
+        [ "${ns##*[[:space:]]}" = "$1" ] || continue
+        p=${f#/proc/}
+        p=${p%/status}
+        if [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$2 " ]; then
+            echo "$p"
+            return 0
+        fi
+    done
+    echo "$1"
 }
