@@ -351,7 +351,7 @@ static void ns_init(const fg_mon_prep_t *pp, int out_w, int st_w)
     for (int i = 0; i < pp->ncg; i++)
         if (write(FG_MON_CG + i, "0", 1) != 1)
             goto fail;
-    for (int i = 0; i < FG_MON_CG_MAX; i++)
+    for (int i = 0; i < pp->ncg; i++) /* (unused numbers may hold out_w and st_w) */
         close(FG_MON_CG + i);
     if (ns_mounts(pp, &what) != 0)
         goto fail;
