@@ -76,8 +76,9 @@ int fg_iso_probe_ns(char *err, size_t errlen)
     if (rc == 0)
         return 0;
     snprintf(err, errlen, "%s",
-             rc > 0 && rc < (int)(sizeof why / sizeof why[0]) && why[rc] ? why[rc]
-                                                                       : "namespace probe failed");
+             rc > 0 && rc < (int)(sizeof why / sizeof why[0]) && why[rc]
+                 ? why[rc]
+                 : "namespace probe failed");
     return -1;
 }
 

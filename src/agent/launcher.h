@@ -58,10 +58,10 @@ typedef struct fg_launch {
     int64_t memory_mb;          /* memory limit; <= 0: no limit */
     const int *gpu_minors;      /* device minors of the job's GPUs (its /dev/nvidiaN) */
     int ngpu_minors;
-    int64_t log_limit_bytes;    /* <= 0: default 64 MiB */
-    int async_pgid;             /* 1: return before the job's pid is known (see below) */
-    const char *spare_dir;      /* with run_name: recycled logs come from here (see
-                                   fg_file_recycle); NULL: a new file per rank */
+    int64_t log_limit_bytes; /* <= 0: default 64 MiB */
+    int async_pgid;          /* 1: return before the job's pid is known (see below) */
+    const char *spare_dir;   /* with run_name: recycled logs come from here (see
+                                fg_file_recycle); NULL: a new file per rank */
 } fg_launch_t;
 
 typedef struct fg_proc {

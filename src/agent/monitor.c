@@ -285,9 +285,8 @@ static int fill_dev(const fg_mon_prep_t *pp, const char **what)
             return -1;
     }
     *what = "mount /dev/pts";
-    if (mkdir("/dev/pts", 0755) != 0 ||
-        mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-              "newinstance,ptmxmode=0666,mode=0620") != 0)
+    if (mkdir("/dev/pts", 0755) != 0 || mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                                              "newinstance,ptmxmode=0666,mode=0620") != 0)
         return -1;
     *what = "mount /dev/shm";
     if (mkdir("/dev/shm", 01777) != 0 ||
@@ -309,8 +308,7 @@ static int ns_mounts(const fg_mon_prep_t *pp, const char **what)
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         return -1;
     int jfd = under_tmp(pp->job_dir) ? open(pp->job_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
-    int cfd =
-        under_tmp(pp->ckpt_dir) ? open(pp->ckpt_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    int cfd = under_tmp(pp->ckpt_dir) ? open(pp->ckpt_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
     *what = "mount /tmp";
     if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
         return -1;

@@ -1746,12 +1746,12 @@ static json_t *node_json_locked(srv_t *s, srv_node_t *n)
                       G->mem_used_mb < 0 ? json_null() : json_integer(G->mem_used_mb), "job_id",
                       holder ? json_string(jid) : json_null()));
     }
-    return json_pack(
-        "{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o,s:b,s:s}", "name", n->name, "state",
-        node_state_name(n, s), "addr", n->addr, "cpus", n->cpus, "memory_mb",
-        (json_int_t)n->memory_mb, "gpu_type", n->gpu_type, "gpus", gpus, "last_heartbeat",
-        n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null(), "isolated",
-        n->isolated, "isolation", n->isolation);
+    return json_pack("{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o,s:b,s:s}", "name", n->name, "state",
+                     node_state_name(n, s), "addr", n->addr, "cpus", n->cpus, "memory_mb",
+                     (json_int_t)n->memory_mb, "gpu_type", n->gpu_type, "gpus", gpus,
+                     "last_heartbeat",
+                     n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null(),
+                     "isolated", n->isolated, "isolation", n->isolation);
 }
 
 json_t *srv_node_json(srv_t *s, srv_node_t *n)
