@@ -168,6 +168,19 @@ check "and GET /v1/nodes shows it as isolated: false" \
 check "the isolated node still shows isolated: true" \
     test "$(api GET /v1/nodes | jq -r '.items[] | select(.name=="iso1") | .isolated')" = true
 
+# A cgroup v2 hierarchy without the memory controller (the hugetlb-only v2 mount of a
+# hybrid host) is not enough either.
+U=/sys/fs/cgroup/unified
+if [ -r "$U/cgroup.controllers" ] && ! grep -qw memory "$U/cgroup.controllers"; then
+    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name iso3 --fake-gpus 2 \
+        --gpu-type h100 --work-dir "$TMP/w-iso3" --cgroup-root "$U" \
+        --user-map "$TMP/usermap" >"$TMP/agent-iso3.log" 2>&1 &
+    REF3=$!
+    AGENT_PIDS+=($REF3)
+    check "an agent on a cgroup v2 without cpu/memory/pids refuses to start" wait_for 10 exited "$REF3"
+    check "... naming the missing v2 controllers" grep -q 'cgroup v2 controller memory' "$TMP/agent-iso3.log"
+fi
+
 if [ "$FAILS" -gt 0 ]; then
     echo "--- agent iso1 log (tail)" >&2
     tail -20 "$TMP/agent-iso1.log" >&2
