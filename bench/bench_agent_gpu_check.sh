@@ -49,7 +49,7 @@ EXTRA=${FG_CHECK_AGENT_ARGS:-}
 PY=$(command -v python3 || true)
 if [ "$(id -u)" = 0 ] && [ -z "$EXTRA" ] && case "$(readlink -f "${PY:-/}")$PY" in /root/*) true ;; *) false ;; esac; then
     echo "note: python3 ($PY) is under /root: running the job as root (--no-switch-user)"
-    EXTRA=--no-switch-user
+    EXTRA="--no-switch-user --allow-unisolated" # jobs run as root are not isolated
 fi
 # Where jobs cannot be isolated (no cgroups or namespaces in a container) the agent
 # refuses to start; FG_ALLOW_UNISOLATED=1 runs the check anyway.

@@ -148,6 +148,9 @@ static int setup_isolation(fg_agent_cfg_t *cfg, int root, int no_cg)
     if (!root) {
         iso_missing(miss, sizeof miss, "not running as root");
     } else {
+        /* Root in a job could undo its mounts and make device nodes. */
+        if (!cfg->switch_user)
+            iso_missing(miss, sizeof miss, "jobs run as root (--no-switch-user)");
         if (no_cg)
             iso_missing(miss, sizeof miss, "cgroups disabled (--no-cgroups)");
         else if (fg_cg_probe(cfg->cgroup_root, &iso->cg) != 0) {
