@@ -153,9 +153,6 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w, int own_group)
             if (write(FG_MON_CG + i, "0", 1) != 1)
                 s_puts(pipe_w, "fairgpu: warning: could not join the job's cgroup\n");
     }
-    sigset_t none; /* the isolated init blocks a few until the command runs */
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
     dup2(FG_MON_NULL, 0);
     dup2(pipe_w, 1);
     dup2(pipe_w, 2);
@@ -200,8 +197,9 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w, int own_group)
 
 /* ------------------------------------------------------- the isolated job's init */
 
-/* What the namespace's init tells the monitor when it ends: the command's wait status
- * (kind 0), or why the job could not be isolated (kind 1, an errno). One write. */
+/* What the namespace's init tells the monitor: that the command runs (kind 2, its pid
+ * in the namespace), then when it ends its wait status (kind 0); or instead why the job
+ * could not be isolated (kind 1, an errno). One write each. */
 typedef struct ns_rec {
     int32_t kind, value;
 } ns_rec_t;
@@ -333,19 +331,6 @@ static int ns_mounts(const fg_mon_prep_t *pp, const char **what)
     return 0;
 }
 
-/* Signals the agent sends a job's group (a stop, a preemption, a user's own). One that
- * reaches the init before its command exists is passed on to the command once it does:
- * the kernel delivers to a namespace's init only signals it has a handler for. */
-static const int FWD_SIGS[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
-static volatile sig_atomic_t g_early_sig; /* the init's own memory (no CLONE_VM) */
-static volatile sig_atomic_t g_cmd_started;
-
-static void early_sig(int sig)
-{
-    if (!g_cmd_started)
-        g_early_sig = sig;
-}
-
 /*
  * The isolated job's first process: pid 1 of the job's PID namespace, in its own mount
  * namespace, the leader of the job's process group. It joins the cgroups, sets up the
@@ -359,15 +344,6 @@ static void ns_init(const fg_mon_prep_t *pp, int out_w, int st_w)
 {
     ns_rec_t rec = {1, 0};
     const char *what = "join the job's cgroup";
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = early_sig;
-    sigset_t fwd;
-    sigemptyset(&fwd);
-    for (size_t i = 0; i < sizeof FWD_SIGS / sizeof FWD_SIGS[0]; i++) {
-        sigaction(FWD_SIGS[i], &sa, NULL);
-        sigaddset(&fwd, FWD_SIGS[i]);
-    }
     setpgid(0, 0);
     close(FG_MON_LIFE);
     close(FG_MON_LOG);
@@ -378,19 +354,17 @@ static void ns_init(const fg_mon_prep_t *pp, int out_w, int st_w)
         close(FG_MON_CG + i);
     if (ns_mounts(pp, &what) != 0)
         goto fail;
-    /* Blocked here until the command runs: one that arrives meanwhile reaches the
-     * command (in our group) itself, or, before its exec, is caught and passed on. */
-    sigprocmask(SIG_BLOCK, &fwd, NULL);
     pid_t cmd = vfork();
     if (cmd == 0)
         job_exec(pp, out_w, 0);
-    g_cmd_started = 1;
     what = "start the command";
     if (cmd < 0)
         goto fail;
-    if (g_early_sig)
-        kill(cmd, g_early_sig);
-    sigprocmask(SIG_UNBLOCK, &fwd, NULL);
+    /* The command runs (vfork returns after its exec): now the monitor tells the agent
+     * the group, so no stop signal can come while only this init is there to ignore it. */
+    rec.kind = 2;
+    rec.value = cmd;
+    s_write_all(st_w, (const char *)&rec, sizeof rec);
     close(out_w);
     close(FG_MON_NULL);
     for (;;) {
@@ -537,6 +511,15 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     close(pfd[1]);
     if (st[1] >= 0)
         close(st[1]);
+    /* Isolated: the agent learns the job's group once its command runs (see ns_init). */
+    ns_rec_t first = {2, 0};
+    if (job > 0 && st[0] >= 0) {
+        ssize_t r;
+        while ((r = read(st[0], &first, sizeof first)) < 0 && errno == EINTR)
+            ;
+        if (r != (ssize_t)sizeof first)
+            first.kind = 2; /* the init died: its status says how */
+    }
     if (job < 0) {
         s_write_all(FG_MON_LIFE, (const char *)&rec, sizeof rec);
         monitor_status(pp, "error", job_errno);
@@ -605,8 +588,9 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     if (st[0] >= 0) {
         /* The init's report: the command's status, or why isolation failed. None: the
          * init itself was killed (SIGKILL), which is then the job's end. */
-        ns_rec_t nr;
-        if (WIFEXITED(status) && read(st[0], &nr, sizeof nr) == (ssize_t)sizeof nr) {
+        ns_rec_t nr = first;
+        if (first.kind == 1 ||
+            (WIFEXITED(status) && read(st[0], &nr, sizeof nr) == (ssize_t)sizeof nr)) {
             if (nr.kind != 0) {
                 monitor_status(pp, "error", nr.value);
                 _exit(0);
