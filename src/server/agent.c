@@ -85,7 +85,7 @@ int h_agent_register(srv_req_t *r)
         !v_string(r, b, "gpu_type", false, FG_NAME_MAX, &gtype) ||
         !v_int(r, b, "cpus", false, 0, 1 << 20, &cpus, &has) ||
         !v_int(r, b, "memory_mb", false, 0, (long long)1 << 40, &mem, &has) ||
-        !v_string(r, b, "isolation", false, 159, &iso))
+        !v_string(r, b, "isolation", false, 1024, &iso))
         goto bad;
     json_t *isolated = json_object_get(b, "isolated");
     if (isolated && !json_is_boolean(isolated)) {
