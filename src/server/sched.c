@@ -885,7 +885,16 @@ static void do_register(sctx_t *c, srv_msg_t *m)
     n->memory_mb = json_integer_value(json_object_get(b, "memory_mb"));
     /* An agent that does not say is not known to isolate its jobs. */
     n->isolated = json_is_true(json_object_get(b, "isolated"));
-    snprintf(n->isolation, sizeof n->isolation, "%s", srv_jstr(b, "isolation", ""));
+    const char *iso = srv_jstr(b, "isolation", "");
+    snprintf(n->isolation, sizeof n->isolation, "%s", iso);
+    if (strlen(iso) >= sizeof n->isolation) { /* cut: drop a partial UTF-8 character */
+        size_t k = strlen(n->isolation);
+        while (k > 0 && ((unsigned char)n->isolation[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0 && ((unsigned char)n->isolation[k - 1] & 0x80))
+            k--;
+        n->isolation[k] = '\0';
+    }
     const char *gtype = srv_jstr(b, "gpu_type", "");
     json_t *gpus = json_object_get(b, "gpus");
     int ng = (int)json_array_size(gpus);
