@@ -169,10 +169,10 @@ static int setup_isolation(fg_agent_cfg_t *cfg, int root, int no_cg)
             return -1;
         }
         iso->gpu_nodes = 1;
-        fg_iso_scan_ctl(iso, cfg->fake_gpu_dev_dir);
+        snprintf(iso->ctl_dir, sizeof iso->ctl_dir, "%s", cfg->fake_gpu_dev_dir);
     } else if (cfg->fake_gpus < 0) {
         iso->gpu_nodes = 1; /* NVML: /dev/nvidiaN, /dev/nvidiactl, /dev/nvidia-uvm, ... */
-        fg_iso_scan_ctl(iso, "/dev");
+        snprintf(iso->ctl_dir, sizeof iso->ctl_dir, "/dev");
     }
     iso->required = !miss[0];
     if (iso->required) {

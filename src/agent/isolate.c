@@ -120,18 +120,18 @@ int fg_iso_make_fake_devs(const char *dir, int n, char *err, size_t errlen)
     return 0;
 }
 
-void fg_iso_scan_ctl(fg_iso_t *iso, const char *dir)
+/* Appends the control nodes found in dir to out[*k..max). */
+static void scan_ctl(const char *dir, fg_dev_t *out, int *k, int max)
 {
     static const char *const names[] = {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools",
                                         "nvidia-modeset"};
-    iso->nctl = 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    for (size_t i = 0; dir[0] && i < sizeof names / sizeof names[0] && *k < max; i++) {
         char path[600];
         struct stat st;
         if (fg_fmt(path, sizeof path, "%s/%s", dir, names[i]) != 0 || stat(path, &st) != 0 ||
             !S_ISCHR(st.st_mode))
             continue;
-        fg_dev_t *d = &iso->ctl[iso->nctl++];
+        fg_dev_t *d = &out[(*k)++];
         d->major = major(st.st_rdev);
         d->minor = minor(st.st_rdev);
         snprintf(d->name, sizeof d->name, "%s", names[i]);
@@ -148,8 +148,7 @@ int fg_iso_job_devs(const fg_iso_t *iso, const int *minors, int n, fg_dev_t *out
     int k = 0;
     for (size_t i = 0; i < sizeof std_devs / sizeof std_devs[0]; i++)
         out[k++] = std_devs[i];
-    for (int i = 0; i < iso->nctl && k < max; i++)
-        out[k++] = iso->ctl[i];
+    scan_ctl(iso->ctl_dir, out, &k, max);
     for (int i = 0; iso->gpu_nodes && i < n && k < max; i++) {
         out[k].major = FG_NVIDIA_MAJOR;
         out[k].minor = (unsigned)minors[i];

@@ -20,13 +20,12 @@
 #define FG_ISO_MAXDEVS 96
 
 typedef struct fg_iso {
-    int ns;           /* 1: jobs run in their own PID + mount namespaces */
-    int required;     /* 1: fully isolated node; a job that cannot be isolated fails */
-    fg_cg_host_t cg;  /* cg.version FG_CG_NONE: no cgroups */
-    int64_t pids_max; /* per-job process limit (<= 0: none) */
-    int gpu_nodes;    /* 1: each GPU has a device node (major 195, minor from the backend) */
-    fg_dev_t ctl[8];  /* the driver's shared control nodes that exist (nvidiactl, ...) */
-    int nctl;
+    int ns;            /* 1: jobs run in their own PID + mount namespaces */
+    int required;      /* 1: fully isolated node; a job that cannot be isolated fails */
+    fg_cg_host_t cg;   /* cg.version FG_CG_NONE: no cgroups */
+    int64_t pids_max;  /* per-job process limit (<= 0: none) */
+    int gpu_nodes;     /* 1: each GPU has a device node (major 195, minor from the backend) */
+    char ctl_dir[256]; /* where the driver's shared control nodes are ("" if none) */
     char summary[300]; /* what is applied, or what is missing (register's "isolation") */
 } fg_iso_t;
 
@@ -38,12 +37,10 @@ int fg_iso_probe_ns(char *err, size_t errlen);
  * index) and nvidiactl (195:255); opening one gives ENXIO (no driver). 0 or -1. */
 int fg_iso_make_fake_devs(const char *dir, int n, char *err, size_t errlen);
 
-/* Fills iso->ctl with the control nodes found in dir (nvidiactl, nvidia-uvm,
- * nvidia-uvm-tools, nvidia-modeset). */
-void fg_iso_scan_ctl(fg_iso_t *iso, const char *dir);
-
 /* The devices of a job with GPUs of the given minors: the standard ones, the control
- * nodes and "nvidiaN" per GPU (when the GPUs have nodes). Returns how many (<= max). */
+ * nodes that exist in iso->ctl_dir now (nvidiactl, nvidia-uvm, nvidia-uvm-tools,
+ * nvidia-modeset: the driver may make some only when first used) and "nvidiaN" per GPU
+ * (when the GPUs have nodes). Returns how many (<= max). */
 int fg_iso_job_devs(const fg_iso_t *iso, const int *minors, int n, fg_dev_t *out, int max);
 
 #endif

@@ -65,6 +65,7 @@ grep NoNewPrivs /proc/self/status | tr -d ' \t' | sed 's/:/=/'
 echo JOB_PATH=$PATH
 g=$FAIRGPU_GPU_INDICES
 echo OWN_DEV=$(head -c1 /dev/nvidia$g 2>&1 | sed 's/.*: //')
+echo CTL_DEV=$(head -c1 /dev/nvidiactl 2>&1 | sed 's/.*: //')
 echo OTHER_DEV=$(head -c1 /dev/nvidia$OTHER 2>&1 | sed 's/.*: //')
 echo OTHER_HOSTDEV=$(head -c1 $DEVDIR/nvidia$OTHER 2>&1 | sed 's/.*: //')
 echo B-DONE
@@ -91,6 +92,8 @@ check "the job's PATH is the fixed one, not the agent's" \
     grep -qx 'JOB_PATH=/usr/local/bin:/usr/bin:/bin' "$TMP/b.log"
 check "the job can open its own GPU node (ENXIO: no driver behind it)" \
     grep -qx 'OWN_DEV=No such device or address' "$TMP/b.log"
+check "the job can open the shared control node /dev/nvidiactl" \
+    grep -qx 'CTL_DEV=No such device or address' "$TMP/b.log"
 check "another job's GPU node is not in the job's /dev" \
     grep -qxE 'OTHER_DEV=(No such file or directory|Operation not permitted)' "$TMP/b.log"
 if [ -d /sys/fs/cgroup/devices ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
