@@ -571,6 +571,8 @@ static void build_env(const fg_launch_t *l, const char *home, const char *user, 
     strv_push(env, kv("FAIRGPU_MASTER_PORT", num));
 }
 
+_Static_assert(FG_CG_MAXDIRS <= FG_MON_CG_MAX, "the monitor takes every cgroup of a job");
+
 /* Makes the job's cgroups (l->cgroup_name, limits from l) into pp's descriptors and
  * p->cgroup. 0, or -1 with err set when the node is isolated and they cannot be made
  * (unisolated: a warning, and the job runs without limits). */

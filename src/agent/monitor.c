@@ -893,6 +893,8 @@ void fg_mon_zygote_main(int sock)
         /* No reply: the agent made the life pipe and reads the monitor's record (its pid
          * and the job's) from it. If no monitor starts, the record says why. */
         int err = 0;
+        for (int i = 0; okp && i < rq.ncg; i++)
+            okp = fds[3 + i] >= 0;
         if (!okp || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
             err = EINVAL;
         } else {
