@@ -9,6 +9,7 @@
 #   --preset release); default JOBS: 2000. Needs curl and jq.
 # Output: `name value unit` lines. CPU per job: the server, the agent processes, and
 # `launch`: the agents' zygotes with the monitors and jobs (`true` itself) they reaped.
+# FG_BENCH_AGENT_ARGS: extra agent options (e.g. "--no-cgroups --allow-unisolated").
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -63,7 +64,8 @@ ISO=() # jobs are isolated only by a root agent; otherwise it must be told
 for i in 0 1 2 3; do
     "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "bench$i" \
         --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w$i" --user-map "$TMP/usermap" \
-        --stop-jobs-on-exit --log-level warn ${ISO[@]+"${ISO[@]}"} >"$TMP/agent$i.log" 2>&1 &
+        --stop-jobs-on-exit --log-level warn ${ISO[@]+"${ISO[@]}"} ${FG_BENCH_AGENT_ARGS:-} \
+        >"$TMP/agent$i.log" 2>&1 &
     AGENT_PIDS+=($!)
 done
 api() { curl -s "$URL$1" -H "Authorization: Bearer $TOKEN"; }

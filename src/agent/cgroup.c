@@ -11,10 +11,12 @@
  */
 #include "agent/cgroup.h"
 #include "agent/launcher.h"
+#include "common/xalloc.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,17 +326,69 @@ int fg_cg_oom_killed(const char *list)
     return 0;
 }
 
-/* Removes one job cgroup directory, retrying briefly while the kernel still counts a
- * process that just exited. */
+/*
+ * Removal runs on a worker thread of its own: a cgroup rmdir waits for the kernel (RCU
+ * grace periods, memory cgroup teardown: milliseconds on cgroup v1), and reaps run under
+ * the agent's lock. The queue is bounded; when it is full the caller removes the
+ * directories itself. A directory still busy (a process that just exited still counted)
+ * is retried a few times.
+ */
+#define RM_MAX 1024
+static pthread_mutex_t g_rm_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_rm_cond = PTHREAD_COND_INITIALIZER;
+static char *g_rm[RM_MAX]; /* ':'-separated lists, oldest first */
+static int g_nrm;
+static pthread_once_t g_rm_once = PTHREAD_ONCE_INIT;
+static int g_rm_thread; /* 1: the worker runs */
+
+/* Removes one job cgroup directory, retrying briefly while it is busy. */
 static void remove_dir(const char *dir)
 {
-    for (int i = 0; i < 50 && rmdir(dir) != 0 && errno == EBUSY; i++) {
-        struct timespec ts = {0, 10 * 1000 * 1000};
+    for (int i = 0; i < 20 && rmdir(dir) != 0 && errno == EBUSY; i++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
 }
 
+/* The removal worker: takes lists off the queue and removes their directories. */
+static void *rm_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pthread_mutex_lock(&g_rm_mu);
+        while (g_nrm == 0)
+            pthread_cond_wait(&g_rm_cond, &g_rm_mu);
+        char *list = g_rm[0];
+        memmove(g_rm, g_rm + 1, (size_t)--g_nrm * sizeof *g_rm);
+        pthread_mutex_unlock(&g_rm_mu);
+        each_dir(list, remove_dir);
+        free(list);
+    }
+    return NULL;
+}
+
+static void rm_start(void)
+{
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    g_rm_thread = pthread_create(&t, &at, rm_main, NULL) == 0;
+    pthread_attr_destroy(&at);
+}
+
 void fg_cg_remove(const char *list)
 {
-    each_dir(list, remove_dir);
+    if (!list[0])
+        return;
+    pthread_once(&g_rm_once, rm_start);
+    pthread_mutex_lock(&g_rm_mu);
+    int queued = g_rm_thread && g_nrm < RM_MAX;
+    if (queued) {
+        g_rm[g_nrm++] = fg_xstrdup(list);
+        pthread_cond_signal(&g_rm_cond);
+    }
+    pthread_mutex_unlock(&g_rm_mu);
+    if (!queued)
+        each_dir(list, remove_dir);
 }

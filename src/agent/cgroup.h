@@ -66,7 +66,8 @@ void fg_cg_kill(const char *list);
 /* 1 when the kernel's OOM killer killed a process in the cgroups of list, else 0. */
 int fg_cg_oom_killed(const char *list);
 
-/* Removes the (empty) cgroups of list. */
+/* Removes the (empty) cgroups of list, in the background (a worker thread): returns at
+ * once. */
 void fg_cg_remove(const char *list);
 
 /* Reads dir/file into buf (NUL-terminated, trailing newline removed); 0 or -1. */
