@@ -9,6 +9,7 @@
 #   --preset release); default JOBS: 2000. Needs curl and jq.
 # Output: `name value unit` lines. CPU per job: the server, the agent processes, and
 # `launch`: the agents' zygotes with the monitors and jobs (`true` itself) they reaped.
+# FG_BENCH_AGENT_ARGS: extra agent options (e.g. "--no-cgroups --allow-unisolated").
 set -uo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,10 +59,13 @@ curl -s -X POST "$URL/v1/users" -d '{"username":"bench","email":"b@example.org",
 TOKEN=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"bench","password":"bench-password-1"}' | jq -r .token)
 
 echo "* nobody" >"$TMP/usermap" # as root, jobs run as nobody (no accounts are created)
+ISO=() # jobs are isolated only by a root agent; otherwise it must be told
+[ "$(id -u)" = 0 ] || { ISO=(--allow-unisolated); echo "note: not root: jobs not isolated"; }
 for i in 0 1 2 3; do
     "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "bench$i" \
         --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w$i" --user-map "$TMP/usermap" \
-        --stop-jobs-on-exit --log-level warn >"$TMP/agent$i.log" 2>&1 &
+        --stop-jobs-on-exit --log-level warn ${ISO[@]+"${ISO[@]}"} ${FG_BENCH_AGENT_ARGS:-} \
+        >"$TMP/agent$i.log" 2>&1 &
     AGENT_PIDS+=($!)
 done
 api() { curl -s "$URL$1" -H "Authorization: Bearer $TOKEN"; }

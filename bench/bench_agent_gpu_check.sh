@@ -15,7 +15,8 @@ set -uo pipefail
 FG=${1:?usage: bench_agent_gpu_check.sh /path/to/fairgpu [SECONDS]}
 SECS=${2:-30}
 case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_gpu_check.XXXXXX")
+# Not under /tmp: the job gets a private /tmp and reads its script from here.
+TMP=$(mktemp -d "${FG_CHECK_TMPDIR:-/var/tmp}/fg_gpu_check.XXXXXX")
 chmod 755 "$TMP" # the job's Unix account must read train.py
 SERVER_PID=
 AGENT_PID=
@@ -48,8 +49,11 @@ EXTRA=${FG_CHECK_AGENT_ARGS:-}
 PY=$(command -v python3 || true)
 if [ "$(id -u)" = 0 ] && [ -z "$EXTRA" ] && case "$(readlink -f "${PY:-/}")$PY" in /root/*) true ;; *) false ;; esac; then
     echo "note: python3 ($PY) is under /root: running the job as root (--no-switch-user)"
-    EXTRA=--no-switch-user
+    EXTRA="--no-switch-user --allow-unisolated" # jobs run as root are not isolated
 fi
+# Where jobs cannot be isolated (no cgroups or namespaces in a container) the agent
+# refuses to start; FG_ALLOW_UNISOLATED=1 runs the check anyway.
+[ -n "${FG_ALLOW_UNISOLATED:-}" ] && EXTRA="$EXTRA --allow-unisolated"
 # shellcheck disable=SC2086
 "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name gpu0 \
     --work-dir "$TMP/work" --heartbeat 2 --stop-jobs-on-exit $EXTRA >"$TMP/agent.log" 2>&1 &
@@ -100,8 +104,9 @@ PY
 chmod 644 "$TMP/train.py"
 
 say "submit"
+# The job's PATH is fixed (/usr/local/bin:/usr/bin:/bin): name this python3 by its path.
 JOB=$("$FG" submit --json --gpus 1 --time 10m --name gpu-check --model mlp --dataset random \
-    -- python3 "$TMP/train.py" "$SECS" | sed -n 's/^ *"id": *"\([^"]*\)".*/\1/p' | head -1)
+    -- "${PY:-python3}" "$TMP/train.py" "$SECS" | sed -n 's/^ *"id": *"\([^"]*\)".*/\1/p' | head -1)
 echo "job $JOB"
 state() { "$FG" show "$JOB" --json | sed -n 's/^ *"state": *"\([A-Z]*\)".*/\1/p' | head -1; }
 MAXUTIL=0

@@ -19,6 +19,7 @@
 #define FG_AGENT_AGENT_H
 
 #include "agent/gpu.h"
+#include "agent/isolate.h"
 #include "agent/launcher.h"
 
 #include <jansson.h>
@@ -121,6 +122,10 @@ typedef struct fg_agent_cfg {
     char user_map[512]; /* "" or a file of "username account" lines ("*" = any) */
     char cgroup_root[256];
     int use_cgroups;
+    int allow_unisolated;       /* start even where jobs cannot be isolated */
+    int64_t job_pids_max;       /* per-job process limit (0: none) */
+    char fake_gpu_dev_dir[256]; /* "" or where the fake GPUs' device nodes are made */
+    fg_iso_t iso;               /* what isolation jobs get (found at start) */
     int stop_jobs_on_exit;
     int report_threads; /* reporter workers per node (concurrent reports) */
     int keep_logs;      /* keep node-local logs of reported attempts */

@@ -297,6 +297,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     char err[300] = "";
     strlist_t argv = {0}, env = {0};
     char cvd[FG_GPU_MAX * 100] = "", idx[FG_GPU_MAX * 4] = "";
+    int minors[FG_GPU_MAX], nminors = 0; /* device minors of its GPUs (isolate.h) */
     char job_dir[700], unix_user[128] = "", cg[700] = "", runs[700];
     snprintf(runs, sizeof runs, "%s/runs", n->work_dir);
     char spare[700];
@@ -336,6 +337,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             ci +=
                 (size_t)snprintf(cvd + ci, sizeof cvd - ci, "%s%s", i ? "," : "", n->gpus[g].uuid);
             ii += (size_t)snprintf(idx + ii, sizeof idx - ii, "%s%d", i ? "," : "", (int)g);
+            if (nminors < FG_GPU_MAX)
+                minors[nminors++] = n->gpus[g].minor;
             if (ci >= sizeof cvd || ii >= sizeof idx) {
                 snprintf(err, sizeof err, "too many gpus");
                 break;
@@ -376,8 +379,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             setup_failed = 1;
         }
     }
-    if (cfg->use_cgroups)
-        snprintf(cg, sizeof cg, "%s/fairgpu/%s-%s", cfg->cgroup_root, n->name, key);
+    if (cfg->use_cgroups) /* ROOT[/CONTROLLER]/fairgpu/NODE-KEY (cgroup.h) */
+        snprintf(cg, sizeof cg, "%s-%s", n->name, key);
     int64_t limit = jint(msg, "time_limit_s", 0);
 
     fg_proc_t proc;
@@ -403,7 +406,10 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .checkpoint_dir = a->ckpt_dir,
             .unix_user = unix_user[0] ? unix_user : NULL,
             .run_as_agent = !cfg->switch_user,
-            .cgroup_dir = cg[0] ? cg : NULL,
+            .iso = &cfg->iso,
+            .cgroup_name = cg[0] ? cg : NULL,
+            .gpu_minors = minors,
+            .ngpu_minors = nminors,
             .cpus = jint(msg, "cpus", 0),
             .memory_mb = jint(msg, "memory_mb", 0),
             .log_limit_bytes = jint(msg, "log_limit_bytes", cfg->log_limit),

@@ -56,8 +56,13 @@ static void usage(FILE *f)
           "                          32 characters: P + head + '-' + 16 hex of SHA-256(U)\n"
           "  --user-map FILE         lines 'username account' ('*' matches anyone)\n"
           "  --no-switch-user        as root, still run jobs as root (development only)\n"
-          "  --cgroup-root DIR       cgroup v2 mount (default /sys/fs/cgroup)\n"
-          "  --no-cgroups            do not apply cpu/memory limits\n"
+          "  --cgroup-root DIR       cgroup v2 mount, or the parent of the cgroup v1\n"
+          "                          controllers (default /sys/fs/cgroup)\n"
+          "  --no-cgroups            do not apply cpu/memory/pids limits (unisolated)\n"
+          "  --job-pids-max N        processes and threads per job (default 4096; 0: none)\n"
+          "  --allow-unisolated      start even where jobs cannot be isolated (no cgroups,\n"
+          "                          no namespaces, not root); the node shows isolated: false\n"
+          "  --fake-gpu-dev-dir DIR  make device nodes DIR/nvidiaN for the fake GPUs (root)\n"
           "  --stop-jobs-on-exit     kill running jobs when the agent stops\n"
           "  --nvml-lib PATH         NVML library (default libnvidia-ml.so.1)\n"
           "  --report-threads N      concurrent report senders per node (default 4)\n"
@@ -131,6 +136,76 @@ static void random_hex(char *out, size_t nbytes)
         snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
+/* Appends what to the list of what is missing for isolation. */
+static void iso_missing(char *buf, size_t len, const char *what)
+{
+    size_t n = strlen(buf);
+    snprintf(buf + n, len - n, "%s%s", n ? "; " : "", what);
+}
+
+/*
+ * Finds how jobs can be isolated here (cgroups for cpu, memory and pids; PID and mount
+ * namespaces; device nodes of the GPUs) into cfg->iso. A host that cannot isolate fully
+ * is refused unless --allow-unisolated; then jobs get what is available. 0 or -1.
+ */
+static int setup_isolation(fg_agent_cfg_t *cfg, int root, int no_cg)
+{
+    fg_iso_t *iso = &cfg->iso;
+    char miss[600] = "", err[300];
+    iso->pids_max = cfg->job_pids_max;
+    if (!root) {
+        iso_missing(miss, sizeof miss, "not running as root");
+    } else {
+        /* Root in a job could undo its mounts and make device nodes. */
+        if (!cfg->switch_user)
+            iso_missing(miss, sizeof miss, "jobs run as root (--no-switch-user)");
+        if (no_cg)
+            iso_missing(miss, sizeof miss, "cgroups disabled (--no-cgroups)");
+        else if (fg_cg_probe(cfg->cgroup_root, &iso->cg) != 0) {
+            fg_fmt(err, sizeof err, "%s at %s", iso->cg.missing, cfg->cgroup_root);
+            iso_missing(miss, sizeof miss, err);
+        }
+        if (fg_iso_probe_ns(err, sizeof err) == 0)
+            iso->ns = 1;
+        else
+            iso_missing(miss, sizeof miss, err);
+    }
+    cfg->use_cgroups = iso->cg.version != FG_CG_NONE;
+    if (cfg->fake_gpus >= 0 && cfg->fake_gpu_dev_dir[0]) {
+        if (fg_iso_make_fake_devs(cfg->fake_gpu_dev_dir, cfg->fake_gpus, err, sizeof err) != 0) {
+            fprintf(stderr, "fairgpu agent: --fake-gpu-dev-dir: %s\n", err);
+            return -1;
+        }
+        iso->gpu_nodes = 1;
+        snprintf(iso->ctl_dir, sizeof iso->ctl_dir, "%s", cfg->fake_gpu_dev_dir);
+    } else if (cfg->fake_gpus < 0) {
+        iso->gpu_nodes = 1; /* NVML: /dev/nvidiaN, /dev/nvidiactl, /dev/nvidia-uvm, ... */
+        snprintf(iso->ctl_dir, sizeof iso->ctl_dir, "/dev");
+    }
+    iso->required = !miss[0];
+    if (iso->required) {
+        fg_fmt(iso->summary, sizeof iso->summary,
+               "cgroup v%d (cpu, memory, pids%s), PID and mount namespaces, private /tmp "
+               "and /dev",
+               iso->cg.version, iso->cg.devices ? ", devices" : "");
+        fg_log(FG_LOG_INFO, "jobs are isolated: %s", iso->summary);
+        return 0;
+    }
+    fg_fmt(iso->summary, sizeof iso->summary, "unisolated: %s", miss);
+    if (!cfg->allow_unisolated) {
+        fprintf(stderr,
+                "fairgpu agent: cannot isolate jobs on this host: %s.\n"
+                "fairgpu agent: jobs would see each other's processes and files and run "
+                "without limits;\n"
+                "fairgpu agent: pass --allow-unisolated to run them anyway (the node then "
+                "shows \"isolated\": false)\n",
+                miss);
+        return -1;
+    }
+    fg_log(FG_LOG_WARN, "--allow-unisolated: jobs are NOT isolated (%s)", miss);
+    return 0;
+}
+
 /* Parses argv into cfg; returns 0, 1 (help shown) or -1 (error shown). */
 static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
 {
@@ -162,6 +237,9 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         O_REPORT_THREADS,
         O_KEEP_LOGS,
         O_CA_FILE,
+        O_PIDS_MAX,
+        O_ALLOW_UNISO,
+        O_FAKE_DEV_DIR,
         O_HELP,
     };
     static const struct option opts[] = {
@@ -192,6 +270,9 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         {"log-level", required_argument, 0, O_LOG_LEVEL},
         {"report-threads", required_argument, 0, O_REPORT_THREADS},
         {"keep-logs", no_argument, 0, O_KEEP_LOGS},
+        {"job-pids-max", required_argument, 0, O_PIDS_MAX},
+        {"allow-unisolated", no_argument, 0, O_ALLOW_UNISO},
+        {"fake-gpu-dev-dir", required_argument, 0, O_FAKE_DEV_DIR},
         {"help", no_argument, 0, O_HELP},
         {0, 0, 0, 0},
     };
@@ -322,6 +403,17 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         case O_KEEP_LOGS:
             cfg->keep_logs = 1;
             break;
+        case O_PIDS_MAX:
+            if (opt_int("job-pids-max", optarg, 0, 1 << 22, &v, 0))
+                return -1;
+            cfg->job_pids_max = v;
+            break;
+        case O_ALLOW_UNISO:
+            cfg->allow_unisolated = 1;
+            break;
+        case O_FAKE_DEV_DIR:
+            snprintf(cfg->fake_gpu_dev_dir, sizeof cfg->fake_gpu_dev_dir, "%s", optarg);
+            break;
         case O_HELP:
         case 'h':
             usage(stdout);
@@ -405,23 +497,14 @@ static int parse_args(int argc, char **argv, fg_agent_cfg_t *cfg)
         long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
         cfg->memory_mb = pages > 0 && psz > 0 ? (int64_t)pages * psz / (1024 * 1024) : 1024;
     }
-    if (root && !no_cg) {
-        char probe[400];
-        snprintf(probe, sizeof probe, "%s/cgroup.controllers", cfg->cgroup_root);
-        if (access(probe, R_OK) == 0 && access(cfg->cgroup_root, W_OK) == 0)
-            cfg->use_cgroups = 1;
-        else
-            fg_log(FG_LOG_WARN,
-                   "cgroup v2 not available or not writable at %s: job cpu/memory limits "
-                   "will NOT be applied",
-                   cfg->cgroup_root);
-    }
+    if (setup_isolation(cfg, root, no_cg) != 0)
+        return -1;
     if (root && !cfg->switch_user)
-        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root and can read the agent token "
+        fg_log(FG_LOG_WARN, "--no-switch-user: jobs run as root and can read the node's credential "
                             "(development only)");
     else if (!root)
         fg_log(FG_LOG_WARN, "not running as root: jobs run as this agent's user and can read "
-                            "the agent token (development only)");
+                            "the node's credential (development only)");
     return 0;
 }
 
@@ -501,6 +584,7 @@ int fg_cmd_agent(int argc, char **argv)
     cfg->grace_s = 30;
     cfg->log_limit = FG_LOG_LIMIT_DEFAULT;
     cfg->report_threads = 4;
+    cfg->job_pids_max = 4096;
     snprintf(cfg->user_prefix, sizeof cfg->user_prefix, "fg-");
     if (sodium_init() < 0) { /* SHA-256 of long usernames (account.c) */
         fprintf(stderr, "fairgpu agent: cannot initialise libsodium\n");

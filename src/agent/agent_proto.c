@@ -259,6 +259,10 @@ static void do_register(fg_node_t *n, fg_http_t *h)
                       n->instance, "addr", ag->cfg.addr, "version", "fairgpu-agent 1", "cpus",
                       (json_int_t)ag->cfg.cpus, "memory_mb", (json_int_t)ag->cfg.memory_mb,
                       "gpu_type", n->gpu_type, "gpus", gpus, "running", running);
+        json_object_set_new(body, "isolated", json_boolean(ag->cfg.iso.required));
+        /* the controller keeps 159 characters of it */
+        json_object_set_new(body, "isolation",
+                            json_stringn(ag->cfg.iso.summary, strnlen(ag->cfg.iso.summary, 159)));
         json_t *resp = NULL;
         char err[256];
         long st =

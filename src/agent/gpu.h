@@ -16,6 +16,7 @@
 
 typedef struct fg_gpu_info {
     int index;         /* NVML index, 0..count-1 */
+    int minor;         /* minor number of its device node /dev/nvidiaMINOR */
     char uuid[96];     /* "GPU-..." */
     char name[96];     /* marketing name, e.g. "NVIDIA H100 80GB HBM3" */
     char type[32];     /* short lower-case type, e.g. "h100" */

@@ -31,6 +31,7 @@ static int fake_info(void *ctx, int i, fg_gpu_info_t *out)
     if (i < 0 || i >= f->n)
         return -1;
     out->index = i;
+    out->minor = i;
     snprintf(out->uuid, sizeof out->uuid, "GPU-fake-%s-%d", f->node, i);
     snprintf(out->name, sizeof out->name, "Fake %s", f->type);
     snprintf(out->type, sizeof out->type, "%s", f->type);

@@ -22,6 +22,7 @@ typedef struct nvml {
     fg_nvmlDeviceGetMemoryInfo_fn get_memory;
     fg_nvmlDeviceGetUtilizationRates_fn get_util;
     fg_nvmlErrorString_fn error_string;
+    fg_nvmlDeviceGetMinorNumber_fn get_minor; /* optional: else minor = index */
 } nvml_t;
 
 static int nvml_count(void *ctx)
@@ -39,8 +40,12 @@ static int nvml_info(void *ctx, int i, fg_gpu_info_t *out)
     fg_nvmlDevice_t dev;
     memset(out, 0, sizeof *out);
     out->index = i;
+    out->minor = i;
     if (n->get_handle((unsigned)i, &dev) != FG_NVML_SUCCESS)
         return -1;
+    unsigned int minor;
+    if (n->get_minor && n->get_minor(dev, &minor) == FG_NVML_SUCCESS && minor < 255)
+        out->minor = (int)minor;
     if (n->get_name(dev, out->name, sizeof out->name) != FG_NVML_SUCCESS)
         snprintf(out->name, sizeof out->name, "unknown");
     if (n->get_uuid(dev, out->uuid, sizeof out->uuid) != FG_NVML_SUCCESS)
@@ -113,6 +118,7 @@ int fg_gpu_nvml_open(const char *libname, fg_gpu_backend_t *out, char *err, size
         free(n);
         return -1;
     }
+    n->get_minor = (fg_nvmlDeviceGetMinorNumber_fn)dlsym(lib, "nvmlDeviceGetMinorNumber");
     fg_nvmlReturn_t rc = ((fg_nvmlInit_v2_fn)init)();
     if (rc != FG_NVML_SUCCESS) {
         snprintf(err, errlen, "NVML not available: nvmlInit_v2: %s", n->error_string(rc));

@@ -10,6 +10,8 @@
 #define _GNU_SOURCE /* pipe2 */
 #include "agent/launcher.h"
 #include "agent/account.h"
+#include "agent/cgroup.h"
+#include "agent/isolate.h"
 #include "agent/monitor.h"
 #include "agent/safefs.h"
 #include "common/log.h"
@@ -304,6 +306,8 @@ static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
     buf_add(&b, &n, &cap, pp->unix_user ? pp->unix_user : "");
     buf_add(&b, &n, &cap, pp->marker);
     buf_add(&b, &n, &cap, pp->shell ? pp->shell : "");
+    buf_add(&b, &n, &cap, pp->devs ? pp->devs : "");
+    buf_add(&b, &n, &cap, pp->ckpt_dir ? pp->ckpt_dir : "");
     for (; pp->argv[rq.argc]; rq.argc++)
         buf_add(&b, &n, &cap, pp->argv[rq.argc]);
     for (; pp->envp[rq.envc]; rq.envc++)
@@ -315,11 +319,13 @@ static int zygote_launch(const fg_mon_prep_t *pp, fg_proc_t *p)
     rq.ngroups = pp->ngroups;
     memcpy(rq.groups, pp->groups, sizeof rq.groups);
     rq.log_limit = pp->log_limit;
-    rq.has_cg = pp->cg_fd >= 0;
-    int fds[4] = {pp->log_fd, pp->null_fd, life[1], pp->cg_fd};
+    rq.ncg = pp->ncg;
+    rq.isolate = pp->isolate;
+    int fds[FG_MON_MAXFDS] = {pp->log_fd, pp->null_fd, life[1]};
+    for (int i = 0; i < pp->ncg; i++)
+        fds[3 + i] = pp->cg_fds[i];
     pthread_mutex_lock(&g_fork_mu);
-    int ok = g_zy_fd >= 0 &&
-             fg_mon_send_fds(g_zy_fd, &rq, sizeof rq, fds, rq.has_cg ? 4 : 3) == 0 &&
+    int ok = g_zy_fd >= 0 && fg_mon_send_fds(g_zy_fd, &rq, sizeof rq, fds, 3 + pp->ncg) == 0 &&
              fg_mon_write_full(g_zy_fd, b, n) == 0;
     if (!ok && g_zy_fd >= 0) {
         /* The zygote died: forget it (the next launch starts a new one). A request it
@@ -521,10 +527,8 @@ static int reserved_env(const char *s)
 /* Builds the job's environment: base, the job's own env, then the FAIRGPU_* variables. */
 static void build_env(const fg_launch_t *l, const char *home, const char *user, strv_t *env)
 {
-    const char *path = getenv("PATH");
-    strv_push(env, kv("PATH", path && *path ? path
-                                            : "/usr/local/sbin:/usr/local/bin:/usr/sbin:"
-                                              "/usr/bin:/sbin:/bin"));
+    /* A fixed PATH, not the agent's: directories only root can write to. */
+    strv_push(env, kv("PATH", FG_JOB_PATH));
     strv_push(env, kv("HOME", home));
     if (user) {
         strv_push(env, kv("USER", user));
@@ -569,77 +573,53 @@ static void build_env(const fg_launch_t *l, const char *home, const char *user, 
     strv_push(env, kv("FAIRGPU_MASTER_PORT", num));
 }
 
-/* Writes a small value into a cgroup control file; 0 or -1. */
-static int cg_write(const char *dir, const char *file, const char *val)
+_Static_assert(FG_CG_MAXDIRS <= FG_MON_CG_MAX, "the monitor takes every cgroup of a job");
+
+/* Makes the job's cgroups (l->cgroup_name, limits from l) into pp's descriptors and
+ * p->cgroup. 0, or -1 with err set when the node is isolated and they cannot be made
+ * (unisolated: a warning, and the job runs without limits). */
+static int cg_setup(const fg_launch_t *l, const fg_dev_t *devs, int ndevs, fg_mon_prep_t *pp,
+                    fg_proc_t *p, char *err, size_t errlen)
 {
-    char path[600];
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
+    const fg_iso_t *iso = l->iso;
+    if (!iso || iso->cg.version == FG_CG_NONE || !l->cgroup_name)
+        return 0;
+    fg_cg_limits_t lim = {.cpus = l->cpus,
+                          .memory_mb = l->memory_mb,
+                          .pids_max = iso->pids_max,
+                          .devs = devs,
+                          .ndevs = ndevs};
+    char msg[400];
+    int n = fg_cg_create(&iso->cg, l->cgroup_name, &lim, pp->cg_fds, p->cgroup, sizeof p->cgroup,
+                         msg, sizeof msg);
+    if (n >= 0) {
+        pp->ncg = n;
+        return 0;
+    }
+    if (iso->required) {
+        snprintf(err, errlen, "%s", msg);
         return -1;
-    ssize_t n = write(fd, val, strlen(val));
-    close(fd);
-    return n == (ssize_t)strlen(val) ? 0 : -1;
+    }
+    char w[460];
+    snprintf(w, sizeof w, "%s; limits not applied", msg);
+    warn(p, w);
+    return 0;
 }
 
-/*
- * Creates the job's cgroup v2 directory with its limits and opens its cgroup.procs.
- * Returns the fd or -1 (then a warning was recorded).
- */
-static int cg_setup(const fg_launch_t *l, fg_proc_t *p)
+/* The job's device list as the monitor's "MAJOR MINOR NAME\n" lines (malloc'd), and
+ * the list itself in devs[0..*ndevs). */
+static char *dev_lines(const fg_launch_t *l, fg_dev_t *devs, int *ndevs)
 {
-    char parent[512], msg[600];
-    snprintf(parent, sizeof parent, "%s", l->cgroup_dir);
-    char *slash = strrchr(parent, '/');
-    if (!slash || slash == parent) {
-        warn(p, "cgroup: bad cgroup directory; cpu/memory limits not applied");
-        return -1;
-    }
-    *slash = '\0';
-    char root[512];
-    snprintf(root, sizeof root, "%s", parent);
-    slash = strrchr(root, '/');
-    if (slash && slash != root)
-        *slash = '\0';
-    /* Enable the controllers for the fairgpu parent and inside it (errors are checked by
-     * the limit writes below). */
-    if (mkdir(parent, 0755) != 0 && errno != EEXIST) {
-        snprintf(msg, sizeof msg, "cgroup v2 not writable (%s: %s); cpu/memory limits not applied",
-                 parent, strerror(errno));
-        warn(p, msg);
-        return -1;
-    }
-    cg_write(root, "cgroup.subtree_control", "+cpu +memory");
-    cg_write(parent, "cgroup.subtree_control", "+cpu +memory");
-    if (mkdir(l->cgroup_dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(msg, sizeof msg, "cgroup: cannot create %s (%s); limits not applied",
-                 l->cgroup_dir, strerror(errno));
-        warn(p, msg);
-        return -1;
-    }
-    char val[64];
-    if (l->cpus > 0) {
-        snprintf(val, sizeof val, "%lld 100000", (long long)l->cpus * 100000);
-        if (cg_write(l->cgroup_dir, "cpu.max", val) != 0)
-            warn(p, "cgroup: cpu.max not writable; CPU limit not applied");
-    }
-    if (l->memory_mb > 0) {
-        snprintf(val, sizeof val, "%lld", (long long)l->memory_mb * 1024 * 1024);
-        if (cg_write(l->cgroup_dir, "memory.max", val) != 0)
-            warn(p, "cgroup: memory.max not writable; memory limit not applied");
-    }
-    char procs[600];
-    fg_fmt(procs, sizeof procs, "%s/cgroup.procs", l->cgroup_dir);
-    int fd = open(procs, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) {
-        fg_fmt(msg, sizeof msg, "cgroup: cannot open %s (%s); limits not applied", procs,
-               strerror(errno));
-        warn(p, msg);
-        rmdir(l->cgroup_dir);
-        return -1;
-    }
-    snprintf(p->cgroup, sizeof p->cgroup, "%s", l->cgroup_dir);
-    return fd;
+    *ndevs = l->iso ? fg_iso_job_devs(l->iso, l->gpu_minors, l->gpu_minors ? l->ngpu_minors : 0,
+                                      devs, FG_ISO_MAXDEVS)
+                    : 0;
+    size_t cap = (size_t)*ndevs * 72 + 1, n = 0;
+    char *s = fg_xmalloc(cap);
+    s[0] = '\0';
+    for (int i = 0; i < *ndevs; i++)
+        n += (size_t)snprintf(s + n, cap - n, "%u %u %s\n", devs[i].major, devs[i].minor,
+                              devs[i].name);
+    return s;
 }
 
 /* Makes dir (0700) and gives it to uid/gid when switching users, following no symbolic
@@ -726,9 +706,12 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
     p->life_fd = -1;
     fg_mon_prep_t pp;
     memset(&pp, 0, sizeof pp);
-    pp.life_w = pp.log_fd = pp.null_fd = pp.cg_fd = -1;
+    pp.life_w = pp.log_fd = pp.null_fd = -1;
     strv_t argv = {0}, env = {0};
     char *exec_path = NULL;
+    fg_dev_t devs[FG_ISO_MAXDEVS];
+    int ndevs = 0;
+    char *devtext = dev_lines(l, devs, &ndevs);
     int life[2] = {-1, -1};
     int rc = -1;
 
@@ -811,8 +794,11 @@ int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen
              "\n[fairgpu: log truncated: limit of %lld bytes reached, further output "
              "discarded]\n",
              (long long)pp.log_limit);
-    if (l->cgroup_dir)
-        pp.cg_fd = cg_setup(l, p);
+    if (cg_setup(l, devs, ndevs, &pp, p, err, errlen) != 0)
+        goto out;
+    pp.isolate = l->iso && l->iso->ns;
+    pp.devs = devtext;
+    pp.ckpt_dir = l->checkpoint_dir;
 
     /* Command and environment. */
     if (l->argv && l->argv[0]) {
@@ -891,10 +877,13 @@ out:
         close(pp.log_fd);
     if (pp.null_fd >= 0)
         close(pp.null_fd);
-    if (pp.cg_fd >= 0)
-        close(pp.cg_fd);
-    if (rc != 0 && p->cgroup[0])
-        rmdir(p->cgroup);
+    for (int i = 0; i < pp.ncg; i++)
+        close(pp.cg_fds[i]);
+    if (rc != 0 && p->cgroup[0]) {
+        fg_cg_remove(p->cgroup);
+        p->cgroup[0] = '\0';
+    }
+    free(devtext);
     free(exec_path);
     strv_free(&argv);
     strv_free(&env);
@@ -934,7 +923,7 @@ void fg_proc_signal(const fg_proc_t *p, int sig)
     if (p->pgid > 0)
         kill(-p->pgid, sig);
     if (sig == SIGKILL && p->cgroup[0])
-        cg_write(p->cgroup, "cgroup.kill", "1");
+        fg_cg_kill(p->cgroup);
 }
 
 /* Reads "pid (comm) S ppid pgrp" from /proc/PID/stat: state and pgrp. 0 or -1. */
@@ -1020,8 +1009,10 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
         close(p->life_fd);
         p->life_fd = -1;
     }
+    int oom = 0;
     if (p->cgroup[0]) {
-        rmdir(p->cgroup);
+        oom = fg_cg_oom_killed(p->cgroup);
+        fg_cg_remove(p->cgroup);
         p->cgroup[0] = '\0';
     }
     char line[80];
@@ -1050,8 +1041,22 @@ int fg_proc_reap(fg_proc_t *p, fg_exit_t *ex)
                  "could not switch to the job's Unix account (%s): the job did not run",
                  strerror((int)num));
     } else {
+        oom = 0;
         snprintf(ex->error, sizeof ex->error, "could not start the job: %s",
                  n >= 2 ? strerror((int)num) : "unknown error");
+    }
+    if (oom) {
+        /* Said in the job's log too (the user reads that): its last line. */
+        snprintf(ex->error, sizeof ex->error,
+                 "out of memory: the job exceeded its memory limit and the kernel killed it");
+        int fd = open(p->log_path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            char note[200];
+            int k = snprintf(note, sizeof note, "\n[fairgpu: %s]\n", ex->error);
+            if (write(fd, note, (size_t)k) != k)
+                fg_log(FG_LOG_WARN, "cannot note the OOM kill in %s", p->log_path);
+            close(fd);
+        }
     }
     return 0;
 }

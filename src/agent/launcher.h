@@ -5,8 +5,10 @@
  * Shape: the agent forks a small *monitor* process (no exec; async-signal-safe code only)
  * in its own session. The monitor forks the job, which becomes the leader of a new
  * session and process group (so one kill(-pgid) reaches all of its processes), joins the
- * job's cgroup when there is one, switches to the job's Unix user when asked, and execs
- * the command. The monitor copies the job's stdout+stderr (one pipe, so in order) into the
+ * job's cgroups when there are some, switches to the job's Unix user when asked, and execs
+ * the command. Isolated (fg_launch_t.iso->ns), that first process is instead pid 1 of
+ * the job's own PID and mount namespaces, which runs the command as its child (see
+ * monitor.c). The monitor copies the job's stdout+stderr (one pipe, so in order) into the
  * rank's log file, up to the log limit followed by a truncation marker; when the job's
  * main process ends it kills what is left of the group, records the exit status (the
  * log's attribute FG_MON_EXIT_XATTR, else the status file) and exits. The agent learns
@@ -23,6 +25,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+struct fg_iso;
+
+/* The PATH every job starts with (its own env may set another). */
+#define FG_JOB_PATH "/usr/local/bin:/usr/bin:/bin"
 
 typedef struct fg_launch {
     const char *job_id; /* [A-Za-z0-9_.-]{1,64} */
@@ -47,13 +54,16 @@ typedef struct fg_launch {
     const char *unix_user;      /* the job's account (never root nor the agent's own: refused);
                                    NULL: the agent's own user, only with run_as_agent */
     int run_as_agent;           /* 1: no unix_user is fine (agent not root, or switching off) */
-    const char *cgroup_dir;     /* NULL: no cgroup; else a cgroup v2 dir to create */
-    int64_t cpus;               /* cgroup cpu.max in CPUs; <= 0: no limit */
-    int64_t memory_mb;          /* cgroup memory.max; <= 0: no limit */
-    int64_t log_limit_bytes;    /* <= 0: default 64 MiB */
-    int async_pgid;             /* 1: return before the job's pid is known (see below) */
-    const char *spare_dir;      /* with run_name: recycled logs come from here (see
-                                   fg_file_recycle); NULL: a new file per rank */
+    const struct fg_iso *iso;   /* how to isolate the job (isolate.h); NULL: not at all */
+    const char *cgroup_name;    /* NULL: no cgroup; else the job's cgroup name (cgroup.h) */
+    int64_t cpus;               /* CPU quota in CPUs; <= 0: no limit */
+    int64_t memory_mb;          /* memory limit; <= 0: no limit */
+    const int *gpu_minors;      /* device minors of the job's GPUs (its /dev/nvidiaN) */
+    int ngpu_minors;
+    int64_t log_limit_bytes; /* <= 0: default 64 MiB */
+    int async_pgid;          /* 1: return before the job's pid is known (see below) */
+    const char *spare_dir;   /* with run_name: recycled logs come from here (see
+                                fg_file_recycle); NULL: a new file per rank */
 } fg_launch_t;
 
 typedef struct fg_proc {
@@ -64,7 +74,7 @@ typedef struct fg_proc {
     int child;      /* 1: the monitor is our child (waitpid it) */
     char log_path[512];
     char status_path[512];
-    char cgroup[512];   /* "" if none */
+    char cgroup[1024];  /* the job's cgroup directories, ':'-separated; "" if none */
     char warnings[512]; /* what could not be applied, "; "-separated; "" if none */
     int launch_err;     /* errno: the zygote could not start the monitor; 0: none */
     int setup_failed;   /* fg_launch_start failed: the job's Unix identity was refused */
@@ -74,7 +84,8 @@ typedef struct fg_exit {
     int code;   /* exit status 0..255, or -1 */
     int signal; /* terminating signal, or 0 */
     int64_t end_ms;
-    char error[160];  /* "" or why the job could not run at all */
+    char error[160];  /* "" or why the job could not run at all, or that it ran out of
+                         memory (killed by the OOM killer: the status says how it ended) */
     int setup_failed; /* 1: its Unix identity could not be set up (it never ran) */
 } fg_exit_t;
 
@@ -117,9 +128,11 @@ int fg_shell_is_plain(const char *cmd);
  * Starts the rank described by l. On success returns 0 with *p filled (the caller owns
  * p->life_fd and closes it through fg_proc_reap). On failure returns -1 with err set and
  * nothing left running (p->setup_failed says when the job's Unix identity was refused).
- * Warnings (cgroup refused, a chown refused) go to p->warnings and to the agent log; the
- * job still runs. A user switch that fails in the job's process ends the rank with
- * fg_exit_t.setup_failed before the job's command runs.
+ * Warnings (a chown refused, or on an unisolated node a cgroup refused) go to
+ * p->warnings and to the agent log; the job still runs. On an isolated node
+ * (iso->required) a job whose cgroups cannot be made does not start. A user switch that
+ * fails in the job's process ends the rank with fg_exit_t.setup_failed before the job's
+ * command runs.
  */
 int fg_launch_start(const fg_launch_t *l, fg_proc_t *p, char *err, size_t errlen);
 

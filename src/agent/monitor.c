@@ -16,10 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -158,16 +160,19 @@ static int switch_user(const fg_mon_prep_t *pp)
     return 0;
 }
 
-/* The job: the grandchild of the agent, run in a vfork child (so: system calls on its own
- * descriptors and attributes only; the one write to the monitor's memory is *setup_err,
- * which the monitor reads after vfork returned, as posix_spawn does). Never returns. */
-static void job_exec(const fg_mon_prep_t *pp, int pipe_w, volatile int *setup_err)
+/* The job's command: the grandchild of the agent (or, isolated, the child of the
+ * namespace's init), run in a vfork child (so: system calls on its own descriptors and
+ * attributes only; the one write to the parent's memory is *setup_err, which the parent
+ * reads after vfork returned, as posix_spawn does). own_group: it leads a new process
+ * group and joins the cgroups itself (not isolated). Never returns. */
+static void job_exec(const fg_mon_prep_t *pp, int pipe_w, int own_group, volatile int *setup_err)
 {
-    setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
-    if (pp->cg_fd >= 0) {
+    if (own_group) {
+        setpgid(0, 0); /* its own process group (the monitor does the same: no race) */
         /* "0" moves the writing process into the cgroup. */
-        if (write(FG_MON_CG, "0", 1) != 1)
-            s_puts(pipe_w, "fairgpu: warning: could not join the job's cgroup\n");
+        for (int i = 0; i < pp->ncg; i++)
+            if (write(FG_MON_CG + i, "0", 1) != 1)
+                s_puts(pipe_w, "fairgpu: warning: could not join the job's cgroup\n");
     }
     dup2(FG_MON_NULL, 0);
     dup2(pipe_w, 1);
@@ -187,6 +192,8 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w, volatile int *setup_er
             _exit(126);
         }
     }
+    /* No setuid or file-capability program gives the job more rights than it has. */
+    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     if (chdir(pp->job_dir) != 0) {
         s_puts(2, "fairgpu: warning: cannot enter the job directory; running in /\n");
         if (chdir("/") != 0)
@@ -210,6 +217,227 @@ static void job_exec(const fg_mon_prep_t *pp, int pipe_w, volatile int *setup_er
     s_puts(2, s_errname(e));
     s_puts(2, "\n");
     _exit(e == ENOENT ? 127 : 126);
+}
+
+/* ------------------------------------------------------- the isolated job's init */
+
+/* What the namespace's init tells the monitor: that the command runs (NS_RUNS, its pid
+ * in the namespace), then when it ends its wait status (NS_ENDED); or instead why the
+ * job could not be isolated (NS_FAILED, an errno) or its user switch failed (NS_SETUP,
+ * an errno: the command never ran). One write each. */
+enum { NS_ENDED = 0, NS_FAILED = 1, NS_RUNS = 2, NS_SETUP = 3 };
+typedef struct ns_rec {
+    int32_t kind, value;
+} ns_rec_t;
+
+/* Creates the directories of path (absolute) that do not exist, mode 0755. 0 or -1. */
+static int s_mkdirs(const char *path)
+{
+    char buf[1024];
+    size_t n = s_len(path);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        char c = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return -1;
+        buf[i] = c;
+    }
+    return 0;
+}
+
+/* "/proc/self/fd/N" for descriptor fd into buf (>= 40 bytes). */
+static const char *s_fd_path(char *buf, int fd)
+{
+    char num[24];
+    const char *pre = "/proc/self/fd/";
+    size_t n = s_len(pre);
+    memcpy(buf, pre, n);
+    s_fmt_i64(num, fd);
+    memcpy(buf + n, num, s_len(num) + 1);
+    return buf;
+}
+
+/* 1 if path lies under /tmp (or is it). */
+static int under_tmp(const char *path)
+{
+    return path && !strncmp(path, "/tmp", 4) && (path[4] == '/' || path[4] == '\0');
+}
+
+/* Mounts what was the directory fd (opened before /tmp was replaced) at path again. */
+static int rebind(const char *path, int fd)
+{
+    char src[48];
+    if (fd < 0 || s_mkdirs(path) != 0)
+        return -1;
+    return mount(s_fd_path(src, fd), path, NULL, MS_BIND | MS_REC, NULL);
+}
+
+/* Parses one unsigned decimal at *p; advances past it and one blank. */
+static unsigned s_uint(const char **p)
+{
+    unsigned v = 0;
+    while (**p >= '0' && **p <= '9')
+        v = v * 10 + (unsigned)(*(*p)++ - '0');
+    if (**p == ' ')
+        (*p)++;
+    return v;
+}
+
+/* Fills the private /dev (a fresh tmpfs): the devices of pp->devs, a new devpts
+ * instance, its own /dev/shm, the usual symbolic links. 0 or -1 (*what says where). */
+static int fill_dev(const fg_mon_prep_t *pp, const char **what)
+{
+    const char *p = pp->devs ? pp->devs : "";
+    while (*p) {
+        unsigned maj = s_uint(&p), min = s_uint(&p);
+        char path[80] = "/dev/";
+        size_t n = 5;
+        while (*p && *p != '\n' && n + 1 < sizeof path)
+            path[n++] = *p++;
+        path[n] = '\0';
+        while (*p && *p != '\n')
+            p++;
+        if (*p == '\n')
+            p++;
+        *what = "mknod in /dev";
+        if (mknod(path, S_IFCHR | 0666, makedev(maj, min)) != 0 && errno != EEXIST)
+            return -1;
+    }
+    *what = "mount /dev/pts";
+    if (mkdir("/dev/pts", 0755) != 0 || mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                                              "newinstance,ptmxmode=0666,mode=0620") != 0)
+        return -1;
+    *what = "mount /dev/shm";
+    if (mkdir("/dev/shm", 01777) != 0 ||
+        mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+        return -1;
+    symlink("/proc/self/fd", "/dev/fd");
+    symlink("/proc/self/fd/0", "/dev/stdin");
+    symlink("/proc/self/fd/1", "/dev/stdout");
+    symlink("/proc/self/fd/2", "/dev/stderr");
+    return 0;
+}
+
+/* The job's mount namespace: private propagation, a private /tmp (the job's own
+ * directories under /tmp mounted back in place), a private /dev and a /proc of its PID
+ * namespace. 0 or -1 with errno set and *what naming the step. */
+static int ns_mounts(const fg_mon_prep_t *pp, const char **what)
+{
+    *what = "make / private";
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        return -1;
+    int jfd = under_tmp(pp->job_dir) ? open(pp->job_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    int cfd = under_tmp(pp->ckpt_dir) ? open(pp->ckpt_dir, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
+    *what = "mount /tmp";
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+        return -1;
+    *what = "keep the job's directories under /tmp";
+    if ((jfd >= 0 && rebind(pp->job_dir, jfd) != 0) || (cfd >= 0 && rebind(pp->ckpt_dir, cfd) != 0))
+        return -1;
+    if (jfd >= 0)
+        close(jfd);
+    if (cfd >= 0)
+        close(cfd);
+    *what = "mount /dev";
+    if (mount("tmpfs", "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755") != 0)
+        return -1;
+    mode_t um = umask(0);
+    int rc = fill_dev(pp, what);
+    umask(um);
+    if (rc != 0)
+        return -1;
+    *what = "mount /proc";
+    if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+/*
+ * The isolated job's first process: pid 1 of the job's PID namespace, in its own mount
+ * namespace, the leader of the job's process group. It joins the cgroups, sets up the
+ * mounts, vforks the command (in its group: the agent's group signals reach the command
+ * and its children, not this init, which the kernel shields from signals it has no
+ * handler for except SIGKILL), reaps whatever is orphaned in the namespace, and when the
+ * command ends sends its wait status on st_w and exits: the kernel then kills every
+ * other process of the namespace. Never returns.
+ */
+static void ns_init(const fg_mon_prep_t *pp, int out_w, int st_w)
+{
+    ns_rec_t rec = {NS_FAILED, 0};
+    const char *what = "join the job's cgroup";
+    setpgid(0, 0);
+    close(FG_MON_LIFE);
+    close(FG_MON_LOG);
+    for (int i = 0; i < pp->ncg; i++)
+        if (write(FG_MON_CG + i, "0", 1) != 1)
+            goto fail;
+    for (int i = 0; i < pp->ncg; i++) /* (unused numbers may hold out_w and st_w) */
+        close(FG_MON_CG + i);
+    if (ns_mounts(pp, &what) != 0)
+        goto fail;
+    volatile int setup_err = 0; /* set by the command's process when its user switch failed */
+    pid_t cmd = vfork();
+    if (cmd == 0)
+        job_exec(pp, out_w, 0, &setup_err);
+    what = "start the command";
+    if (cmd < 0)
+        goto fail;
+    if (setup_err) { /* it never ran: the monitor records "setup ERRNO" */
+        rec.kind = NS_SETUP;
+        rec.value = setup_err;
+        s_write_all(st_w, (const char *)&rec, sizeof rec);
+        _exit(126);
+    }
+    /* The command runs (vfork returns after its exec): now the monitor tells the agent
+     * the group, so no stop signal can come while only this init is there to ignore it. */
+    rec.kind = NS_RUNS;
+    rec.value = cmd;
+    s_write_all(st_w, (const char *)&rec, sizeof rec);
+    close(out_w);
+    close(FG_MON_NULL);
+    for (;;) {
+        int st;
+        pid_t r = waitpid(-1, &st, 0);
+        if (r == cmd) {
+            rec.kind = NS_ENDED;
+            rec.value = st;
+            s_write_all(st_w, (const char *)&rec, sizeof rec);
+            _exit(0);
+        }
+        if (r < 0 && errno != EINTR)
+            _exit(1);
+    }
+fail:
+    rec.value = errno;
+    s_puts(out_w, "fairgpu: cannot isolate the job: ");
+    s_puts(out_w, what);
+    s_puts(out_w, ": ");
+    s_puts(out_w, s_errname(rec.value));
+    s_puts(out_w, "\n");
+    s_write_all(st_w, (const char *)&rec, sizeof rec);
+    _exit(126);
+}
+
+/* Starts the isolated job: a fork (no shared memory: it outlives its setup) whose child
+ * is pid 1 of new PID and mount namespaces. The child never returns; the parent gets
+ * its pid (in our namespace) or -1. */
+static pid_t start_ns_init(const fg_mon_prep_t *pp, int out_r, int out_w, int st_r, int st_w)
+{
+    /* Raw clone: like fork (the child runs on a copy of this stack), without the C
+     * library's fork handlers, which must not run in memory shared with the zygote. */
+    long r = syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | CLONE_NEWNS | SIGCHLD), 0UL, NULL,
+                     NULL, 0UL);
+    if (r == 0) {
+        close(out_r);
+        close(st_r);
+        ns_init(pp, out_w, st_w);
+    }
+    return (pid_t)r;
 }
 
 /* Records "kind num end_ms\n": as the extended attribute FG_MON_EXIT_XATTR of the log
@@ -265,11 +493,14 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     /* Orphans of the job are re-parented to us (not init), so we can reap them all. */
     prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     /* Descriptors to fixed numbers, everything else closed. */
-    int fds[4] = {pp->life_w, pp->log_fd, pp->null_fd, pp->cg_fd};
-    int high[4];
-    for (int i = 0; i < 4; i++)
+    enum { NF = 3 + FG_MON_CG_MAX };
+    int fds[NF] = {pp->life_w, pp->log_fd, pp->null_fd};
+    for (int i = 0; i < FG_MON_CG_MAX; i++)
+        fds[3 + i] = i < pp->ncg ? pp->cg_fds[i] : -1;
+    int high[NF];
+    for (int i = 0; i < NF; i++)
         high[i] = fds[i] >= 0 ? fcntl(fds[i], F_DUPFD, 256) : -1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < NF; i++) {
         if (high[i] >= 0) {
             dup2(high[i], FG_MON_LIFE + i);
         } else {
@@ -293,21 +524,39 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
         monitor_status(pp, "error", errno);
         _exit(1);
     }
-    /* vfork: the job borrows the monitor's memory until its execve (no copy of the page
+    /* Isolated: the job's init in new namespaces (st: its report at the end). Else
+     * vfork: the job borrows the monitor's memory until its execve (no copy of the page
      * tables, which a trivial job pays for twice with fork: at the copy and at exec).
      * job_exec only makes system calls on its own descriptors and process attributes and
      * never returns; the monitor is single-threaded, so nothing else runs meanwhile. */
     volatile int setup_err = 0; /* set by the job's process when its user switch failed */
-    pid_t job = vfork();
-    if (job == 0) {
-        close(pfd[0]);
-        job_exec(pp, pfd[1], &setup_err);
+    int st[2] = {-1, -1};
+    pid_t job;
+    if (pp->isolate) {
+        job = pipe(st) == 0 ? start_ns_init(pp, pfd[0], pfd[1], st[0], st[1]) : -1;
+    } else {
+        job = vfork();
+        if (job == 0) {
+            close(pfd[0]);
+            job_exec(pp, pfd[1], 1, &setup_err);
+        }
     }
+    int job_errno = errno;
     close(pfd[1]);
+    if (st[1] >= 0)
+        close(st[1]);
+    /* Isolated: the agent learns the job's group once its command runs (see ns_init). */
+    ns_rec_t first = {NS_RUNS, 0};
+    if (job > 0 && st[0] >= 0) {
+        ssize_t r;
+        while ((r = read(st[0], &first, sizeof first)) < 0 && errno == EINTR)
+            ;
+        if (r != (ssize_t)sizeof first)
+            first.kind = NS_RUNS; /* the init died: its status says how */
+    }
     if (job < 0) {
-        int e = errno;
         s_write_all(FG_MON_LIFE, (const char *)&rec, sizeof rec);
-        monitor_status(pp, "error", e);
+        monitor_status(pp, "error", job_errno);
         _exit(1);
     }
     /* Both sides set the group, so it exists before the agent learns the pgid. */
@@ -370,6 +619,21 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
+    if (st[0] >= 0) {
+        /* The init's report: the command's status, or why isolation or the user switch
+         * failed. None: the init itself was killed (SIGKILL), which is then the job's
+         * end. */
+        ns_rec_t nr = first;
+        if (first.kind == NS_FAILED || first.kind == NS_SETUP ||
+            (WIFEXITED(status) && read(st[0], &nr, sizeof nr) == (ssize_t)sizeof nr)) {
+            if (nr.kind != NS_ENDED) {
+                monitor_status(pp, nr.kind == NS_SETUP ? "setup" : "error", nr.value);
+                _exit(0);
+            }
+            status = nr.value;
+        }
+        close(st[0]);
+    }
     if (setup_err)
         monitor_status(pp, "setup", setup_err);
     else if (WIFSIGNALED(status))
@@ -409,12 +673,12 @@ int fg_mon_write_full(int fd, const void *buf, size_t n)
     return 0;
 }
 
-/* Sends n bytes with up to 3 descriptors attached. */
+/* Sends n bytes with up to FG_MON_MAXFDS descriptors attached. */
 int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = n};
     union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
+        char buf[CMSG_SPACE(FG_MON_MAXFDS * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -445,7 +709,7 @@ int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds)
         fds[i] = -1;
     struct iovec iov = {.iov_base = buf, .iov_len = n};
     union {
-        char buf[CMSG_SPACE(4 * sizeof(int))];
+        char buf[CMSG_SPACE(FG_MON_MAXFDS * sizeof(int))];
         struct cmsghdr align;
     } u;
     struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
@@ -581,6 +845,8 @@ static pid_t spawn_monitor(const fg_mon_prep_t *pp, int sock, const char *strs, 
     b->pp.status_path = REBASE(pp->status_path);
     b->pp.unix_user = REBASE(pp->unix_user);
     b->pp.shell = REBASE(pp->shell);
+    b->pp.devs = REBASE(pp->devs);
+    b->pp.ckpt_dir = REBASE(pp->ckpt_dir);
     for (int i = 0; i < argc; i++)
         argv[i] = REBASE(pp->argv[i]);
     argv[argc] = NULL;
@@ -635,8 +901,8 @@ void fg_mon_zygote_main(int sock)
         if (poll(&pf, 1, 1000) == 0)
             continue;
         fg_mon_req_t rq;
-        int fds[4]; /* log, /dev/null, the life pipe's write end, the cgroup (has_cg) */
-        if (fg_mon_recv_fds(sock, &rq, sizeof rq, fds, 4) != 0)
+        int fds[FG_MON_MAXFDS]; /* log, /dev/null, the life pipe's write end, cgroups */
+        if (fg_mon_recv_fds(sock, &rq, sizeof rq, fds, FG_MON_MAXFDS) != 0)
             _exit(0); /* the agent is gone */
         char *strs = malloc(rq.len + 1);
         if (!strs || rq.len > (64u << 20) || fg_mon_read_full(sock, strs, rq.len) != 0)
@@ -650,10 +916,13 @@ void fg_mon_zygote_main(int sock)
         pp.unix_user = buf_take(&p, end);
         const char *marker = buf_take(&p, end);
         pp.shell = buf_take(&p, end);
+        pp.devs = buf_take(&p, end);
+        pp.ckpt_dir = buf_take(&p, end);
         char **argv = calloc((size_t)rq.argc + 1, sizeof *argv);
         char **envp = calloc((size_t)rq.envc + 1, sizeof *envp);
         int okp = pp.exec_path && pp.job_dir && pp.status_path && pp.unix_user && marker &&
-                  pp.shell && argv && envp && rq.argc > 0 && rq.ngroups >= 0 && rq.ngroups <= 64;
+                  pp.shell && pp.devs && pp.ckpt_dir && argv && envp && rq.argc > 0 &&
+                  rq.ngroups >= 0 && rq.ngroups <= 64 && rq.ncg >= 0 && rq.ncg <= FG_MON_CG_MAX;
         for (int i = 0; okp && i < rq.argc; i++)
             okp = (argv[i] = (char *)buf_take(&p, end)) != NULL;
         for (int i = 0; okp && i < rq.envc; i++)
@@ -661,6 +930,8 @@ void fg_mon_zygote_main(int sock)
         /* No reply: the agent made the life pipe and reads the monitor's record (its pid
          * and the job's) from it. If no monitor starts, the record says why. */
         int err = 0;
+        for (int i = 0; okp && i < rq.ncg; i++)
+            okp = fds[3 + i] >= 0;
         if (!okp || fds[0] < 0 || fds[1] < 0 || fds[2] < 0) {
             err = EINVAL;
         } else {
@@ -676,7 +947,10 @@ void fg_mon_zygote_main(int sock)
             pp.log_fd = fds[0];
             pp.null_fd = fds[1];
             pp.life_w = fds[2];
-            pp.cg_fd = rq.has_cg ? fds[3] : -1;
+            pp.ncg = rq.ncg;
+            for (int i = 0; i < rq.ncg; i++)
+                pp.cg_fds[i] = fds[3 + i];
+            pp.isolate = rq.isolate;
 #if FG_MON_SHARED_VM
             pid_t mon = spawn_monitor(&pp, sock, strs, rq.len, rq.argc, rq.envc);
 #else
@@ -693,7 +967,7 @@ void fg_mon_zygote_main(int sock)
             fg_mon_life_t rec = {0, -err};
             fg_mon_write_full(fds[2], &rec, sizeof rec);
         }
-        for (int i = 0; i < 4; i++)
+        for (int i = 0; i < FG_MON_MAXFDS; i++)
             if (fds[i] >= 0)
                 close(fds[i]);
         free(argv);

@@ -16,7 +16,14 @@
 #include <sys/types.h>
 
 /* Fixed descriptor numbers inside the monitor. */
-enum { FG_MON_LIFE = 3, FG_MON_LOG = 4, FG_MON_NULL = 5, FG_MON_CG = 6, FG_MON_FIRST_FREE = 7 };
+enum {
+    FG_MON_LIFE = 3,
+    FG_MON_LOG = 4,
+    FG_MON_NULL = 5,
+    FG_MON_CG = 6, /* FG_MON_CG .. FG_MON_CG + FG_MON_CG_MAX - 1: the cgroups' cgroup.procs */
+    FG_MON_CG_MAX = 4,
+    FG_MON_FIRST_FREE = 10
+};
 
 /* The log's extended attribute that holds the exit status ("kind num end_ms\n"); the
  * status file when the file system refuses it. */
@@ -39,13 +46,18 @@ typedef struct fg_mon_prep {
                           /bin/sh -c SHELL if that exec fails; "" or NULL: none */
     int64_t log_limit;
     char marker[200];
-    int life_w, log_fd, null_fd, cg_fd;
+    int life_w, log_fd, null_fd;
+    int cg_fds[FG_MON_CG_MAX]; /* the job's cgroups (cgroup.procs, open for writing) */
+    int ncg;
+    int isolate;          /* 1: PID + mount namespaces, private /tmp, /proc and /dev */
+    const char *devs;     /* with isolate: the job's /dev, "MAJOR MINOR NAME\n" lines */
+    const char *ckpt_dir; /* the job's checkpoint directory (kept visible under /tmp) */
 } fg_mon_prep_t;
 
 /* The request: fixed header, then the strings, NUL-separated. */
 typedef struct fg_mon_req {
     uint32_t len; /* bytes of strings that follow */
-    int32_t switch_user, uid, gid, ngroups, argc, envc, has_cg;
+    int32_t switch_user, uid, gid, ngroups, argc, envc, ncg, isolate;
     gid_t groups[64];
     int64_t log_limit;
 } fg_mon_req_t;
@@ -63,17 +75,20 @@ typedef struct fg_mon_life {
 void fg_mon_monitor_main(const fg_mon_prep_t *pp);
 
 /* The zygote's loop on socket `sock`: one request (fg_mon_req_t + strings; the log,
- * /dev/null, the life pipe's write end and the cgroup by SCM_RIGHTS) -> start a monitor.
+ * /dev/null, the life pipe's write end and the cgroups by SCM_RIGHTS) -> start a monitor.
  * No reply: the agent does not wait (the monitor's life record tells it the pids).
  * Reaps finished monitors. Exits when the socket closes. Never returns. */
 void fg_mon_zygote_main(int sock);
+
+/* Descriptors per request: log, /dev/null, life pipe, cgroups. */
+#define FG_MON_MAXFDS (3 + FG_MON_CG_MAX)
 
 /* Closes every descriptor >= first. */
 void fg_mon_close_from(int first);
 /* Reads/writes exactly n bytes (EINTR retried); 0 or -1. */
 int fg_mon_read_full(int fd, void *buf, size_t n);
 int fg_mon_write_full(int fd, const void *buf, size_t n);
-/* Sends n bytes with up to 4 descriptors attached; 0 or -1. */
+/* Sends n bytes with up to FG_MON_MAXFDS descriptors attached; 0 or -1. */
 int fg_mon_send_fds(int sock, const void *buf, size_t n, const int *fds, int nfds);
 /* Receives exactly n bytes; descriptors that came with them go to fds (-1 if none). */
 int fg_mon_recv_fds(int sock, void *buf, size_t n, int *fds, int maxfds);

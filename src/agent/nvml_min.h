@@ -34,6 +34,8 @@ typedef fg_nvmlReturn_t (*fg_nvmlDeviceGetMemoryInfo_fn)(fg_nvmlDevice_t device,
                                                          fg_nvmlMemory_t *memory);
 typedef fg_nvmlReturn_t (*fg_nvmlDeviceGetUtilizationRates_fn)(fg_nvmlDevice_t device,
                                                                fg_nvmlUtilization_t *util);
+typedef fg_nvmlReturn_t (*fg_nvmlDeviceGetMinorNumber_fn)(fg_nvmlDevice_t device,
+                                                          unsigned int *minor);
 typedef const char *(*fg_nvmlErrorString_fn)(fg_nvmlReturn_t result);
 
 #endif

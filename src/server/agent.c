@@ -91,15 +91,21 @@ int h_agent_register(srv_req_t *r)
     json_t *b = srv_body_object(r);
     if (!b)
         return SRV_YES;
-    const char *node, *inst, *addr, *gtype;
+    const char *node, *inst, *addr, *gtype, *iso;
     long long cpus = 0, mem = 0;
     bool has;
     if (!v_string(r, b, "node", true, 64, &node) || !v_string(r, b, "instance", true, 64, &inst) ||
         !v_string(r, b, "addr", false, 255, &addr) ||
         !v_string(r, b, "gpu_type", false, FG_NAME_MAX, &gtype) ||
         !v_int(r, b, "cpus", false, 0, 1 << 20, &cpus, &has) ||
-        !v_int(r, b, "memory_mb", false, 0, (long long)1 << 40, &mem, &has))
+        !v_int(r, b, "memory_mb", false, 0, (long long)1 << 40, &mem, &has) ||
+        !v_string(r, b, "isolation", false, 1024, &iso))
         goto bad;
+    json_t *isolated = json_object_get(b, "isolated");
+    if (isolated && !json_is_boolean(isolated)) {
+        srv_reply_error(r, 400, "invalid_argument", "isolated", "isolated must be a boolean");
+        goto bad;
+    }
     if (!srv_node_name_ok(node)) {
         srv_reply_error(r, 400, "invalid_argument", "node", "node must match [A-Za-z0-9_.-]{1,64}");
         goto bad;

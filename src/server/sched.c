@@ -903,6 +903,18 @@ static void do_register(sctx_t *c, srv_msg_t *m)
     snprintf(n->addr, sizeof n->addr, "%s", srv_jstr(b, "addr", "127.0.0.1"));
     n->cpus = (int)json_integer_value(json_object_get(b, "cpus"));
     n->memory_mb = json_integer_value(json_object_get(b, "memory_mb"));
+    /* An agent that does not say is not known to isolate its jobs. */
+    n->isolated = json_is_true(json_object_get(b, "isolated"));
+    const char *iso = srv_jstr(b, "isolation", "");
+    snprintf(n->isolation, sizeof n->isolation, "%s", iso);
+    if (strlen(iso) >= sizeof n->isolation) { /* cut: drop a partial UTF-8 character */
+        size_t k = strlen(n->isolation);
+        while (k > 0 && ((unsigned char)n->isolation[k - 1] & 0xC0) == 0x80)
+            k--;
+        if (k > 0 && ((unsigned char)n->isolation[k - 1] & 0x80))
+            k--;
+        n->isolation[k] = '\0';
+    }
     const char *gtype = srv_jstr(b, "gpu_type", "");
     json_t *gpus = json_object_get(b, "gpus");
     int ng = (int)json_array_size(gpus);
@@ -1778,11 +1790,12 @@ static json_t *node_json_locked(srv_t *s, srv_node_t *n)
                       G->mem_used_mb < 0 ? json_null() : json_integer(G->mem_used_mb), "job_id",
                       holder ? json_string(jid) : json_null()));
     }
-    return json_pack(
-        "{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o}", "name", n->name, "state", node_state_name(n, s),
-        "addr", n->addr, "cpus", n->cpus, "memory_mb", (json_int_t)n->memory_mb, "gpu_type",
-        n->gpu_type, "gpus", gpus, "last_heartbeat",
-        n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null());
+    return json_pack("{s:s,s:s,s:s,s:i,s:I,s:s,s:o,s:o,s:b,s:s}", "name", n->name, "state",
+                     node_state_name(n, s), "addr", n->addr, "cpus", n->cpus, "memory_mb",
+                     (json_int_t)n->memory_mb, "gpu_type", n->gpu_type, "gpus", gpus,
+                     "last_heartbeat",
+                     n->last_heartbeat_ms ? json_integer(n->last_heartbeat_ms / 1000) : json_null(),
+                     "isolated", n->isolated, "isolation", n->isolation);
 }
 
 json_t *srv_node_json(srv_t *s, srv_node_t *n)

@@ -192,6 +192,8 @@ typedef struct srv_node {
     bool registered;       /* registered with this epoch */
     int cpus;
     int64_t memory_mb;
+    bool isolated;       /* the agent isolates its jobs (register's "isolated") */
+    char isolation[160]; /* the agent's words on it ("" if it said nothing) */
     int ngpus;
     srv_gpu_t gpus[FG_MAX_NODE_GPUS];
     int64_t last_heartbeat_ms;

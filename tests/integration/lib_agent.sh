@@ -1,8 +1,8 @@
 # lib_agent.sh - what the agent end-to-end tests share: argument and tool checks, a
 # temporary directory, cleanup of every process started (by PID), check helpers, a real
 # server on a free loopback port, users root (admin, made with the setup token:
-# create_admin) and alice with their tokens, a
-# user map sending jobs to 'nobody', and wait_for.
+# create_admin) and alice with their tokens, a user map sending jobs to 'nobody',
+# wait_for, and host_pid (a job's pid as we see it).
 #
 # usage, at the top of a test:  FG_TEST_NAME=test_x; SERVER_EXTRA=(flags...);
 #                               source "$(dirname "$0")/lib_agent.sh"
@@ -14,7 +14,9 @@ case "$FG" in /*) ;; *) FG="$PWD/$FG" ;; esac
 for tool in curl jq; do
     command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/fg_$FG_TEST_NAME.XXXXXX")
+# Not under /tmp: isolated jobs get a private /tmp, and the tests' jobs read files the
+# test writes (go signals) in $TMP.
+TMP=$(mktemp -d "${FG_TEST_TMPDIR:-/var/tmp}/fg_$FG_TEST_NAME.XXXXXX")
 chmod 711 "$TMP"
 SERVER_PID=
 AGENT_PIDS=()
@@ -92,6 +94,14 @@ ALICE=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"alice","password":"a
 ROOT=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"root","password":"root-password-1"}' | jq -r .token)
 [ -n "$ALICE" ] && [ "$ALICE" != null ] || { echo "FAIL: cannot log in"; cat "$TMP/server.log"; exit 1; }
 
+# An agent that is not root cannot isolate its jobs (developer mode) and refuses to start
+# unless told: tests pass ${AGENT_ISO[@]} to every agent.
+AGENT_ISO=()
+if [ "$(id -u)" != 0 ]; then
+    AGENT_ISO=(--allow-unisolated)
+    echo "note: not root: agents run with --allow-unisolated (their jobs are not isolated)"
+fi
+
 # Jobs run as the mapped account when the agent is root: map everyone to nobody.
 echo "* nobody" >"$TMP/usermap"
 
@@ -104,4 +114,23 @@ wait_for() {
         sleep 0.1
     done
     return 1
+}
+
+# host_pid NSPID ARGS: the pid, as this shell sees it, of the job process that calls
+# itself NSPID (what `$!` said inside the job: isolated jobs have their own PID
+# namespace) and whose command line is ARGS (its words, blank-separated). Prints NSPID
+# itself when there is no such process (unisolated jobs share our PID namespace).
+host_pid() {
+    local f p ns
+    for f in /proc/[0-9]*/status; do
+        ns=$(sed -n 's/^NSpid:[[:space:]]*//p' "$f" 2>/dev/null)
+        [ "${ns##*[[:space:]]}" = "$1" ] || continue
+        p=${f#/proc/}
+        p=${p%/status}
+        if [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$2 " ]; then
+            echo "$p"
+            return 0
+        fi
+    done
+    echo "$1"
 }

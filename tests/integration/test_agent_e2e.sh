@@ -15,7 +15,7 @@ source "$(dirname "$0")/lib_agent.sh"
 start_agent() { # start_agent NAME
     "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
         --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
-        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit \
+        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
         >>"$TMP/agent-$1.log" 2>&1 &
     AGENT_PIDS+=($!)
 }
@@ -133,7 +133,7 @@ check "logs with an offset" test "$(api GET "/v1/jobs/$L/logs?offset=7")" = "$(p
 C=$(submit '{"name":"spawner","gpus":2,"command":"sleep 300 & echo KID=$!; sleep 300 & echo KID=$!; wait"}')
 has_kids() { [ "$(api GET "/v1/jobs/$C/logs" | grep -c '^KID=')" = 2 ]; }
 check "the spawner runs and reports its children" wait_for 15 has_kids
-KIDS=$(api GET "/v1/jobs/$C/logs" | sed -n 's/^KID=//p')
+KIDS=$(for k in $(api GET "/v1/jobs/$C/logs" | sed -n 's/^KID=//p'); do host_pid "$k" "sleep 300"; done)
 for k in $KIDS; do check "child $k is alive before the cancel" bash -c "! $(declare -f pid_gone); ! pid_gone $k"; done
 api POST "/v1/jobs/$C/cancel" >/dev/null
 check "the cancelled job becomes CANCELLED" wait_for 15 is_state "$C" CANCELLED
@@ -141,9 +141,11 @@ for k in $KIDS; do check "child $k is gone after the cancel" wait_for 5 pid_gone
 
 # ------------------------------------------------------------- 5. time limit --
 
-T=$(submit '{"name":"slow","gpus":1,"time_limit_s":2,"command":"sleep 300 & echo KID=$!; wait"}')
+T=$(submit '{"name":"slow","gpus":1,"time_limit_s":5,"command":"sleep 299 & echo KID=$!; wait"}')
+t_kid() { api GET "/v1/jobs/$T/logs" | grep -q '^KID='; }
+check "the slow job reports its child" wait_for 15 t_kid
+KID=$(host_pid "$(api GET "/v1/jobs/$T/logs" | sed -n 's/^KID=//p')" "sleep 299")
 check "the job over its time limit ends as TIMEOUT" wait_for 20 is_state "$T" TIMEOUT
-KID=$(api GET "/v1/jobs/$T/logs" | sed -n 's/^KID=//p')
 check "its child $KID is gone" wait_for 5 pid_gone "${KID:-1}"
 api GET "/v1/jobs/$T/attempts" >"$TMP/att.json"
 check "the attempt's end cause is timeout" \

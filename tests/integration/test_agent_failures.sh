@@ -27,7 +27,7 @@ declare -A AGENT_OF
 start_agent() { # start_agent NAME
     "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
         --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
-        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit \
+        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
         >>"$TMP/agent-$1.log" 2>&1 &
     AGENT_PIDS+=($!)
     AGENT_OF[$1]=$!
@@ -102,7 +102,7 @@ KCMD='if [ $FAIRGPU_ATTEMPT = 1 ]; then sleep 300 & echo KID=$!; wait; else echo
 K=$(submit "{\"name\":\"survivor\",\"gpus\":8,\"max_retries\":1,\"command\":\"$KCMD\"}")
 first_kid() { api GET "/v1/jobs/$K/logs?attempt=1" | grep -q '^KID='; }
 check "the job runs its first attempt" wait_for 15 first_kid
-KID=$(api GET "/v1/jobs/$K/logs?attempt=1" | sed -n 's/^KID=//p')
+KID=$(host_pid "$(api GET "/v1/jobs/$K/logs?attempt=1" | sed -n 's/^KID=//p')" "sleep 300")
 VICTIM=$(api GET "/v1/jobs/$K" | jq -r .node)
 VPID=${AGENT_OF[$VICTIM]:-}
 check "the job's node ($VICTIM) is one of ours" test -n "$VPID"
@@ -127,14 +127,15 @@ check "the completed job stays COMPLETED" is_state "$K" COMPLETED
 
 # ------------------------------------------------ 3. a gang job loses a node --
 
-GG='sleep 300 & echo KID=$!; wait'
+GG='sleep 31$FAIRGPU_NODE_RANK & echo KID=$!; wait'
 G=$(submit "{\"name\":\"gang-lost\",\"gpus\":16,\"max_retries\":0,\"command\":\"$GG\"}")
 both_kids() { [ "$(api GET "/v1/jobs/$G/logs" | grep -c 'KID=')" = 2 ]; }
 check "the 16-GPU job runs on two nodes" wait_for 15 both_kids
 api GET "/v1/jobs/$G" >"$TMP/g.json"
 R0=$(jq -r '.nodes[0]' "$TMP/g.json")
 R1=$(jq -r '.nodes[1]' "$TMP/g.json")
-K1=$(api GET "/v1/jobs/$G/logs?rank=1" | sed -n 's/^KID=//p')
+K1=$(host_pid "$(api GET "/v1/jobs/$G/logs?rank=1" | sed -n 's/^KID=//p')" "sleep 311")
+K0=$(host_pid "$(api GET "/v1/jobs/$G/logs?rank=0" | sed -n 's/^KID=//p')" "sleep 310")
 kill -9 "${AGENT_OF[$R0]}"
 wait "${AGENT_OF[$R0]}" 2>/dev/null
 gang_ended() { local s; s=$(state "$G"); [ "$s" = FAILED ] || [ "$s" = PENDING ]; }
@@ -142,7 +143,6 @@ check "losing rank 0's node ends the gang attempt ($(state "$G"))" wait_for 20 g
 check "the surviving rank on $R1 is stopped (peer_failed)" wait_for 10 pid_gone "$K1"
 api POST "/v1/jobs/$G/cancel" >/dev/null
 start_agent "$R0" # reconcile kills rank 0's stale process
-K0=$(api GET "/v1/jobs/$G/logs?rank=0" | sed -n 's/^KID=//p')
 check "rank 0's stale process is killed after the agent restarts" wait_for 15 pid_gone "${K0:-1}"
 
 # ------------------------------------------------ 4. preemption with notice --

@@ -13,7 +13,7 @@ SERVER_EXTRA=(--retry-backoff 1s)
 source "$(dirname "$0")/lib_agent.sh"
 "$FG" agent --server "$URL" --token "$(cat "$TMP/data/agent.token")" --name sim --fake-nodes 4 \
     --gpu-type h100 --work-dir "$TMP/w" --heartbeat 1 --user-map "$TMP/usermap" \
-    --stop-jobs-on-exit >>"$TMP/agent.log" 2>&1 &
+    --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} >>"$TMP/agent.log" 2>&1 &
 AGENT_PIDS+=($!)
 
 nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 4 ]; }

@@ -33,7 +33,7 @@ if ! command -v "$CC" >/dev/null || ! "$CC" -shared -fPIC -o "$TMP/libnvidia-ml-
 fi
 "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name gpu0 \
     --nvml-lib "$TMP/libnvidia-ml-standin.so" --work-dir "$TMP/w" --heartbeat 1 \
-    --user-map "$TMP/usermap" --stop-jobs-on-exit >>"$TMP/agent.log" 2>&1 &
+    --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} >>"$TMP/agent.log" 2>&1 &
 AGENT_PIDS+=($!)
 
 nodes_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 1 ]; }

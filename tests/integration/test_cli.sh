@@ -402,9 +402,10 @@ has out '"account": "vision"'
 if "$FG" agent --help 2>&1 | grep -qi 'not implemented'; then
     echo "NOTE: 'fairgpu agent' is not implemented in this build: logs checks skipped"
 else
+    # --no-cgroups leaves jobs unisolated: this test checks the CLI, so --allow-unisolated.
     "$FG" agent --server "$FAIRGPU_URL" --token-file "$TMP/data/agent.token" --name n1 \
         --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/agent" --no-switch-user --no-cgroups \
-        --stop-jobs-on-exit --grace 1 >"$TMP/agent.log" 2>&1 &
+        --allow-unisolated --stop-jobs-on-exit --grace 1 >"$TMP/agent.log" 2>&1 &
     AGENT_PID=$!
     for _ in $(seq 1 100); do
         "$FG" nodes >"$TMP/out" 2>/dev/null

@@ -29,9 +29,11 @@ for _ in $(seq 200); do
     sleep 0.05
 done
 
+# --no-cgroups (and --no-switch-user) leave jobs unisolated: these tests check the
+# protocol, so they say --allow-unisolated (test_agent_isolation.sh checks isolation).
 start_agent() { # name
     "$BIN" agent --server "$url" --token-file "$tmp/data/agent.token" --name "$1" --fake-gpus 8 \
-        --gpu-type h100 --work-dir "$tmp/agent-$1" --no-switch-user --no-cgroups --grace 1 \
+        --gpu-type h100 --work-dir "$tmp/agent-$1" --no-switch-user --no-cgroups --allow-unisolated --grace 1 \
         --heartbeat 1 --poll-wait 5 >>"$tmp/agent-$1.log" 2>&1 &
     agent_pid[$1]=$!
 }

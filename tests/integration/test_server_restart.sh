@@ -41,8 +41,9 @@ start_server() {
 }
 
 start_server
+# --no-cgroups leaves jobs unisolated: this test checks restarts, so --allow-unisolated.
 "$BIN" agent --server "$url" --token-file "$tmp/data/agent.token" --name n1 --fake-gpus 8 \
-    --gpu-type h100 --work-dir "$tmp/agent" --no-switch-user --no-cgroups --grace 1 \
+    --gpu-type h100 --work-dir "$tmp/agent" --no-switch-user --no-cgroups --allow-unisolated --grace 1 \
     --heartbeat 1 --poll-wait 5 >"$tmp/agent.log" 2>&1 &
 agent_pid=$!
 

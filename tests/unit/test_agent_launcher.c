@@ -3,6 +3,7 @@
  * its own process group, a log with a cap and a marker, and stopping that leaves no
  * process behind (including children the job spawned).
  */
+#include "agent/isolate.h"
 #include "agent/launcher.h"
 
 #include <errno.h>
@@ -178,6 +179,50 @@ static void job_gets_its_environment_and_directory(void **state)
     assert_int_equal(sb.st_mode & 0777, 0700);
     assert_int_equal(stat(l.job_dir, &sb), 0);
     assert_int_equal(sb.st_mode & 0777, 0700);
+}
+
+/* Isolated (PID + mount namespaces, as root): exit codes and signals come back as
+ * before, the command is pid 2 of its namespace (its init is 1), its directory under
+ * /tmp stays reachable though /tmp is private, and a stop signal to the group ends it. */
+static void isolated_job_keeps_exit_codes_signals_and_stops(void **state)
+{
+    (void)state;
+    if (geteuid() != 0)
+        skip();
+    static fg_iso_t iso = {.ns = 1};
+    char bufs[900];
+    fg_launch_t l;
+    base_launch(&l, "iso1", bufs);
+    l.iso = &iso;
+    l.shell = "echo PID=$$; pwd; ls /tmp | wc -l; exit 3";
+    fg_proc_t p;
+    char err[256] = "";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    fg_exit_t ex;
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.code, 3);
+    char want[400];
+    snprintf(want, sizeof want, "PID=2\n%s/jobs/iso1\n1\n", g_root);
+    assert_string_equal(slurp(p.log_path, NULL), want);
+
+    base_launch(&l, "iso2", bufs);
+    l.iso = &iso;
+    l.shell = "kill -USR1 $$";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(wait_end(&p, 10000));
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.signal, SIGUSR1);
+
+    base_launch(&l, "iso3", bufs);
+    l.iso = &iso;
+    l.shell = "sleep 30";
+    assert_int_equal(fg_launch_start(&l, &p, err, sizeof err), 0);
+    assert_true(p.pgid > 0);
+    fg_proc_signal(&p, SIGTERM);
+    assert_true(wait_end(&p, 10000));
+    assert_int_equal(fg_proc_reap(&p, &ex), 0);
+    assert_int_equal(ex.signal, SIGTERM);
 }
 
 /* A string command runs through /bin/sh -c; the exit code comes back. */
@@ -648,6 +693,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(job_gets_its_environment_and_directory),
         cmocka_unit_test(exit_code_and_missing_program),
+        cmocka_unit_test(isolated_job_keeps_exit_codes_signals_and_stops),
         cmocka_unit_test(stop_kills_job_and_its_children),
         cmocka_unit_test(sigkill_after_grace_for_a_job_ignoring_sigterm),
         cmocka_unit_test(no_orphan_survives_the_main_process),
