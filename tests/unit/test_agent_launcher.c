@@ -448,8 +448,9 @@ static void runs_as_the_mapped_unix_account(void **state)
  * starts its own zygote without them and launches a job as nobody. 0 when the rank
  * ended with setup_failed and the command never ran, else a code saying what went
  * wrong. */
-static int refused_setuid_child(void)
+static int refused_setuid_child(int isolated)
 {
+    static fg_iso_t iso = {.ns = 1};
     fg_launcher_shutdown(); /* the parent's zygote still has the capabilities */
     struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct d[2];
@@ -467,6 +468,8 @@ static int refused_setuid_child(void)
     l.shell = "echo UID=$(id -u)";
     l.unix_user = "nobody";
     l.run_as_agent = 0;
+    if (isolated)
+        l.iso = &iso; /* the switch fails in the command's process under the namespace init */
     fg_proc_t p;
     char err[256];
     if (fg_launch_start(&l, &p, err, sizeof err) != 0)
@@ -485,7 +488,8 @@ static int refused_setuid_child(void)
 }
 
 /* A user switch the kernel refuses ends the rank before its command runs, with
- * setup_failed: the job never runs as the agent's user (root) instead. */
+ * setup_failed: the job never runs as the agent's user (root) instead; isolated (in
+ * its PID and mount namespaces) or not. */
 static void refused_setuid_never_runs_the_job(void **state)
 {
     (void)state;
@@ -493,14 +497,16 @@ static void refused_setuid_never_runs_the_job(void **state)
         skip();
         return;
     }
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(refused_setuid_child());
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    for (int isolated = 0; isolated <= 1; isolated++) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+            _exit(refused_setuid_child(isolated));
+        int st = 0;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
 }
 
 /* Without a Unix account, the launcher refuses unless told the agent's user is fine. */
