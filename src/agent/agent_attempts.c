@@ -219,6 +219,18 @@ static int64_t jint(json_t *o, const char *k, int64_t dflt)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
 }
 
+/* A job's default CPUs or memory when it asks for none (the API's rule): the node's
+ * total divided by its GPUs, times the job's GPUs (at least 1), so that a job without
+ * a request is still limited by its cgroup. 0 (no limit) when the total is unknown. */
+static int64_t node_share(int64_t total, const json_t *gpus, int node_gpus)
+{
+    int64_t g = json_is_array(gpus) ? (int64_t)json_array_size(gpus) : 0;
+    if (total <= 0 || node_gpus <= 0 || g <= 0)
+        return 0;
+    int64_t v = total * g / node_gpus;
+    return v > 0 ? v : 1;
+}
+
 /* Marks a as ended without running (launch failure). Under ag->mu. */
 static void fail_attempt(fg_attempt_t *a, const char *why)
 {
@@ -410,8 +422,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .cgroup_name = cg[0] ? cg : NULL,
             .gpu_minors = minors,
             .ngpu_minors = nminors,
-            .cpus = jint(msg, "cpus", 0),
-            .memory_mb = jint(msg, "memory_mb", 0),
+            .cpus = jint(msg, "cpus", node_share(cfg->cpus, gpus, n->ngpus)),
+            .memory_mb = jint(msg, "memory_mb", node_share(cfg->memory_mb, gpus, n->ngpus)),
             .log_limit_bytes = jint(msg, "log_limit_bytes", cfg->log_limit),
             .async_pgid = 1, /* the supervisor learns the pid: launches do not wait */
             .spare_dir = spare,

@@ -91,9 +91,8 @@ const char *fg_job_state_name(fg_job_state_t s)
 
 const char *fg_end_cause_name(fg_end_cause_t c)
 {
-    static const char *const n[] = {"completed", "failed",    "cancelled",
-                                    "timeout",   "preempted", "node_lost",
-                                    "user_setup_failed",      "not_started"};
+    static const char *const n[] = {"completed", "failed",    "cancelled",         "timeout",
+                                    "preempted", "node_lost", "user_setup_failed", "not_started"};
     return (unsigned)c <= FG_END_CAUSE_MAX ? n[c] : "?";
 }
 

@@ -300,8 +300,8 @@ static bool metrics_allowed(srv_req_t *r)
          * with X-Forwarded-For): the proxy's clients are not local, even when the
          * proxy runs on this host */
         uint32_t peer = r->conn ? hd_peer_addr(r->conn) : 0;
-        bool proxied = peer && peer == s->cfg.trusted_proxy_addr &&
-                       srv_header(r, "X-Forwarded-For") != NULL;
+        bool proxied =
+            peer && peer == s->cfg.trusted_proxy_addr && srv_header(r, "X-Forwarded-For") != NULL;
         bool local = (ntohl(peer) >> 24) == 127 && !proxied;
         if (!local)
             srv_reply_error(r, 403, "forbidden", NULL,

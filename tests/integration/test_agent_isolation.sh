@@ -32,7 +32,8 @@ if ! "$FG" agent --help 2>&1 | grep -q -- --fake-gpu-dev-dir; then
     for i in 0 1 2 3; do mknod -m 666 "$DEVDIR/nvidia$i" c 195 "$i"; done
 fi
 PATH="$TMP/agent-only-bin:$PATH" "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" \
-    --name iso1 --fake-gpus 4 --gpu-type h100 --work-dir "$TMP/w-iso1" --heartbeat 1 \
+    --name iso1 --fake-gpus 4 --gpu-type h100 --cpus 8 --memory-mb 4096 \
+    --work-dir "$TMP/w-iso1" --heartbeat 1 \
     --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_FLAGS[@]+"${AGENT_FLAGS[@]}"} \
     >>"$TMP/agent-iso1.log" 2>&1 &
 AGENT_PIDS+=($!)
@@ -127,6 +128,16 @@ touch "$TMP/go-l"
 check "the limited job completes" wait_for 20 is_state "$L" COMPLETED
 gone() { [ -z "$(cg_dirs "$1")" ]; }
 check "its cgroups are removed when it ends" wait_for 10 gone "$L"
+# A job that asks for no CPUs or memory gets its GPUs' share of the node (8 CPUs and
+# 4096 MiB over 4 GPUs): it is limited all the same.
+D=$(submit "{\"name\":\"defaults\",\"gpus\":2,\"command\":\"echo D-UP; while [ ! -e $TMP/go-d ]; do sleep 0.2; done\"}")
+check "the job without requests runs" wait_for 20 log_has "$D" D-UP
+quota=$(cg_file "$D" cpu.max || cg_file "$D" cpu.cfs_quota_us)
+check "its CPU quota is its GPUs' share, 4 CPUs (got '$quota')" bash -c "[ '$quota' = '400000 100000' ] || [ '$quota' = 400000 ]"
+mem=$(cg_file "$D" memory.max || cg_file "$D" memory.limit_in_bytes)
+check "its memory limit is its GPUs' share, 2048 MiB (got '$mem')" test "$mem" = $((2048 * 1024 * 1024))
+touch "$TMP/go-d"
+check "the job without requests completes" wait_for 20 is_state "$D" COMPLETED
 
 # ------------------------------------------------------ 5. out of memory --
 
