@@ -59,7 +59,7 @@ pid_gone() {
 
 # ------------------------------------------------------------------- 1. drain --
 
-S='sleep 4'
+S='sleep 8' # long enough that all three run at once on a loaded machine
 D=()
 for _ in 1 2 3; do D+=("$(submit "{\"name\":\"fill\",\"gpus\":8,\"command\":\"$S\"}")"); done
 check "three 8-GPU jobs fill the three nodes" wait_for 15 all_state RUNNING "${D[@]}"
@@ -70,8 +70,8 @@ AS=$ROOT api POST /v1/nodes/n1/drain >/dev/null
 node_state() { AS=$ROOT api GET /v1/nodes | jq -r --arg n "$1" '.items[] | select(.name==$n) | .state'; }
 check "n1 is draining while its job runs (state $(node_state n1))" \
     bash -c "[ \"\$1\" = draining ] || [ \"\$1\" = drained ]" _ "$(node_state n1)"
-check "the job on the draining node completes normally" wait_for 20 is_state "$ON_N1" COMPLETED
-check "every fill job completes" wait_for 20 all_state COMPLETED "${D[@]}"
+check "the job on the draining node completes normally" wait_for 30 is_state "$ON_N1" COMPLETED
+check "every fill job completes" wait_for 30 all_state COMPLETED "${D[@]}"
 check "n1 is drained once idle" wait_for 10 bash -c "[ \"\$($(declare -f api node_state); URL=$URL ROOT=$ROOT node_state n1)\" = drained ]"
 E=()
 # The jobs hold their nodes until the test says go, so the waiting one can only start on
