@@ -6,10 +6,11 @@
  * v1: one parent per controller (ROOT/cpu/fairgpu, ...); a job's cgroups get
  * cpu.cfs_quota_us, memory.limit_in_bytes (+ memory.memsw.limit_in_bytes when swap is
  * accounted), pids.max and a devices allow list (devices.deny "a", then one
- * devices.allow line per device). The device filter on v2 is the job's private /dev
- * (monitor.c); no eBPF device program is loaded.
+ * devices.allow line per device). On v2 the same list is an eBPF device program
+ * attached to the job's cgroup (devfilter.c).
  */
 #include "agent/cgroup.h"
+#include "agent/devfilter.h"
 #include "agent/launcher.h"
 #include "common/xalloc.h"
 
@@ -115,6 +116,11 @@ static void probe_v2(const char *root, fg_cg_host_t *h)
             missing(h, m);
         }
     }
+    char why[300];
+    if (fg_devfilter_probe(why, sizeof why) == 0)
+        h->devices = 1;
+    else
+        missing(h, why);
 }
 
 /* Probes cgroup v1 hierarchies under root. */
@@ -169,6 +175,19 @@ static int limit(const char *dir, const char *file, const char *val, char *err, 
     return -1;
 }
 
+/* Attaches the v2 device filter for lim's devices and the ptys (136:*, as on v1) to dir. */
+static int devfilter(const char *dir, const fg_cg_limits_t *lim, char *err, size_t errlen)
+{
+    assert(lim->ndevs >= 0 && (lim->ndevs == 0 || lim->devs));
+    fg_dev_t *devs = fg_xcalloc((size_t)lim->ndevs + 1, sizeof *devs);
+    if (lim->ndevs > 0)
+        memcpy(devs, lim->devs, (size_t)lim->ndevs * sizeof *devs);
+    devs[lim->ndevs] = (fg_dev_t){.major = 136, .minor = FG_DEVFILTER_ANY, .name = "pts"};
+    int rc = fg_devfilter_attach(dir, devs, lim->ndevs + 1, err, errlen);
+    free(devs);
+    return rc;
+}
+
 /* Applies lim to the job's cgroup dir of v1 controller i (or v2 when i < 0). */
 static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limits_t *lim,
                  char *err, size_t errlen)
@@ -202,6 +221,8 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
         if (limit(dir, "pids.max", v, err, errlen))
             return -1;
     }
+    if (v2 && devfilter(dir, lim, err, errlen) != 0)
+        return -1;
     if (i == V1_DEV) {
         if (limit(dir, "devices.deny", "a", err, errlen) ||
             limit(dir, "devices.allow", "c 136:* rwm", err, errlen)) /* its own ptys */
