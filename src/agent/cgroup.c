@@ -194,7 +194,13 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
 {
     char v[64];
     int v2 = i < 0;
-    if ((v2 || i == V1_CPU) && lim->cpus > 0) {
+    /* v2 with controllers missing (an unisolated node, warned at start): the limits of
+     * those are skipped, as a missing v1 hierarchy is; the device filter still applies. */
+    int partial = v2 && h->missing[0];
+    int cpu = v2 ? !partial || cg_has(dir, "cpu.max") : i == V1_CPU;
+    int mem = v2 ? !partial || cg_has(dir, "memory.max") : i == V1_MEM;
+    int pids = v2 ? !partial || cg_has(dir, "pids.max") : i == V1_PIDS;
+    if (cpu && lim->cpus > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->cpus * 100000);
         if (v2) {
             snprintf(v, sizeof v, "%lld 100000", (long long)lim->cpus * 100000);
@@ -205,7 +211,7 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
             return -1;
         }
     }
-    if ((v2 || i == V1_MEM) && lim->memory_mb > 0) {
+    if (mem && lim->memory_mb > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->memory_mb * 1024 * 1024);
         if (limit(dir, v2 ? "memory.max" : "memory.limit_in_bytes", v, err, errlen))
             return -1;
@@ -216,7 +222,7 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
     }
     if (v2 && cg_has(dir, "memory.oom.group"))
         cg_write(dir, "memory.oom.group", "1"); /* an OOM kill takes the whole job */
-    if ((v2 || i == V1_PIDS) && lim->pids_max > 0) {
+    if (pids && lim->pids_max > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->pids_max);
         if (limit(dir, "pids.max", v, err, errlen))
             return -1;
