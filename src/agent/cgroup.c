@@ -6,10 +6,11 @@
  * v1: one parent per controller (ROOT/cpu/fairgpu, ...); a job's cgroups get
  * cpu.cfs_quota_us, memory.limit_in_bytes (+ memory.memsw.limit_in_bytes when swap is
  * accounted), pids.max and a devices allow list (devices.deny "a", then one
- * devices.allow line per device). The device filter on v2 is the job's private /dev
- * (monitor.c); no eBPF device program is loaded.
+ * devices.allow line per device). On v2 the same list is an eBPF device program
+ * attached to the job's cgroup (devfilter.c).
  */
 #include "agent/cgroup.h"
+#include "agent/devfilter.h"
 #include "agent/launcher.h"
 #include "common/xalloc.h"
 
@@ -115,6 +116,11 @@ static void probe_v2(const char *root, fg_cg_host_t *h)
             missing(h, m);
         }
     }
+    char why[300];
+    if (fg_devfilter_probe(why, sizeof why) == 0)
+        h->devices = 1;
+    else
+        missing(h, why);
 }
 
 /* Probes cgroup v1 hierarchies under root. */
@@ -169,13 +175,32 @@ static int limit(const char *dir, const char *file, const char *val, char *err, 
     return -1;
 }
 
+/* Attaches the v2 device filter for lim's devices and the ptys (136:*, as on v1) to dir. */
+static int devfilter(const char *dir, const fg_cg_limits_t *lim, char *err, size_t errlen)
+{
+    assert(lim->ndevs >= 0 && (lim->ndevs == 0 || lim->devs));
+    fg_dev_t *devs = fg_xcalloc((size_t)lim->ndevs + 1, sizeof *devs);
+    if (lim->ndevs > 0)
+        memcpy(devs, lim->devs, (size_t)lim->ndevs * sizeof *devs);
+    devs[lim->ndevs] = (fg_dev_t){.major = 136, .minor = FG_DEVFILTER_ANY, .name = "pts"};
+    int rc = fg_devfilter_attach(dir, devs, lim->ndevs + 1, err, errlen);
+    free(devs);
+    return rc;
+}
+
 /* Applies lim to the job's cgroup dir of v1 controller i (or v2 when i < 0). */
 static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limits_t *lim,
                  char *err, size_t errlen)
 {
     char v[64];
     int v2 = i < 0;
-    if ((v2 || i == V1_CPU) && lim->cpus > 0) {
+    /* v2 with controllers missing (an unisolated node, warned at start): the limits of
+     * those are skipped, as a missing v1 hierarchy is; the device filter still applies. */
+    int partial = v2 && h->missing[0];
+    int cpu = v2 ? !partial || cg_has(dir, "cpu.max") : i == V1_CPU;
+    int mem = v2 ? !partial || cg_has(dir, "memory.max") : i == V1_MEM;
+    int pids = v2 ? !partial || cg_has(dir, "pids.max") : i == V1_PIDS;
+    if (cpu && lim->cpus > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->cpus * 100000);
         if (v2) {
             snprintf(v, sizeof v, "%lld 100000", (long long)lim->cpus * 100000);
@@ -186,7 +211,7 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
             return -1;
         }
     }
-    if ((v2 || i == V1_MEM) && lim->memory_mb > 0) {
+    if (mem && lim->memory_mb > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->memory_mb * 1024 * 1024);
         if (limit(dir, v2 ? "memory.max" : "memory.limit_in_bytes", v, err, errlen))
             return -1;
@@ -197,11 +222,13 @@ static int apply(const fg_cg_host_t *h, int i, const char *dir, const fg_cg_limi
     }
     if (v2 && cg_has(dir, "memory.oom.group"))
         cg_write(dir, "memory.oom.group", "1"); /* an OOM kill takes the whole job */
-    if ((v2 || i == V1_PIDS) && lim->pids_max > 0) {
+    if (pids && lim->pids_max > 0) {
         snprintf(v, sizeof v, "%lld", (long long)lim->pids_max);
         if (limit(dir, "pids.max", v, err, errlen))
             return -1;
     }
+    if (v2 && devfilter(dir, lim, err, errlen) != 0)
+        return -1;
     if (i == V1_DEV) {
         if (limit(dir, "devices.deny", "a", err, errlen) ||
             limit(dir, "devices.allow", "c 136:* rwm", err, errlen)) /* its own ptys */

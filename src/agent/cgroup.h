@@ -1,8 +1,8 @@
 /*
- * cgroup.h - per-job control groups: CPU quota, memory limit, process count limit and,
- * on cgroup v1, a device allow list, on either a pure cgroup v2 host (one hierarchy) or a
- * cgroup v1 / hybrid host (one hierarchy per controller). A job's cgroups are named
- * ROOT/fairgpu/NAME (v2) or ROOT/CONTROLLER/fairgpu/NAME (v1), and remembered as one
+ * cgroup.h - per-job control groups: CPU quota, memory limit, process count limit and a
+ * device allow list (v1 devices controller, v2 eBPF device program), on either a pure cgroup v2
+ * host (one hierarchy) or a cgroup v1 / hybrid host (one hierarchy per controller). A job's cgroups
+ * are named ROOT/fairgpu/NAME (v2) or ROOT/CONTROLLER/fairgpu/NAME (v1), and remembered as one
  * string, the directories separated by ':' (so the cgroup root may not contain ':').
  */
 #ifndef FG_AGENT_CGROUP_H
@@ -28,7 +28,7 @@ typedef struct fg_cg_host {
     /* v2: [0] is ROOT/fairgpu; v1: the fairgpu parents of cpu, memory, pids, devices in
      * that order ("" where the controller is missing). */
     char parent[FG_CG_MAXDIRS][300];
-    int devices;       /* 1: a device allow list is applied (v1 devices controller) */
+    int devices;       /* 1: a device allow list is applied (v1 devices, v2 eBPF) */
     int memsw;         /* v1: memory.memsw.limit_in_bytes exists (swap counted) */
     char missing[200]; /* "" when cpu, memory and pids limits all work; else what not */
 } fg_cg_host_t;
@@ -39,15 +39,15 @@ typedef struct fg_cg_limits {
     int64_t memory_mb; /* memory (and swap) limit */
     int64_t pids_max;  /* processes and threads */
     const fg_dev_t *devs;
-    int ndevs; /* the allowed character devices (v1 devices controller only) */
+    int ndevs; /* the allowed character devices (all others denied; ptys always allowed) */
 } fg_cg_limits_t;
 
 /*
  * Finds the cgroup hierarchy under root (v2 when root/cgroup.controllers exists, else
  * v1 controllers in root/cpu, root/memory, root/pids, root/devices), creates the fairgpu
- * parents and enables the controllers. Returns 0 when cpu, memory and pids limits can be
- * applied, else -1 with h->missing saying what is missing (h->version may still be set:
- * partial limits).
+ * parents and enables the controllers. Returns 0 when cpu, memory and pids limits (and on
+ * v2 the eBPF device filter) can be applied, else -1 with h->missing saying what is
+ * missing (h->version may still be set: partial limits).
  */
 int fg_cg_probe(const char *root, fg_cg_host_t *h);
 

@@ -4,7 +4,8 @@
 #
 #   1. job B does not see job A's command (ps ax, /proc) nor a file A wrote to /tmp;
 #   2. a job opens its own GPU's device node (ENXIO: allowed, no driver) but not another
-#      GPU's (ENOENT in its private /dev; EPERM through the device cgroup elsewhere);
+#      GPU's (ENOENT in its private /dev; EPERM through the device cgroup elsewhere:
+#      v1 devices controller or v2 eBPF device filter);
 #   3. no_new_privs is set and PATH is the fixed one, not the agent's;
 #   4. the CPU quota, memory limit and pids limit are written (read back from the
 #      agent's side) and the job's cgroups are removed when it ends;
@@ -97,7 +98,8 @@ check "the job can open the shared control node /dev/nvidiactl" \
     grep -qx 'CTL_DEV=No such device or address' "$TMP/b.log"
 check "another job's GPU node is not in the job's /dev" \
     grep -qxE 'OTHER_DEV=(No such file or directory|Operation not permitted)' "$TMP/b.log"
-if [ -d /sys/fs/cgroup/devices ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
+if [ -d /sys/fs/cgroup/devices ] || [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+    # v1 devices controller, or v2 eBPF device program
     check "the device cgroup denies another GPU's node outside /dev (EPERM)" \
         grep -qx 'OTHER_HOSTDEV=Operation not permitted' "$TMP/b.log"
 fi
