@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include <sodium.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -219,6 +221,16 @@ static int64_t jint(json_t *o, const char *k, int64_t dflt)
     return json_is_integer(v) ? (int64_t)json_integer_value(v) : dflt;
 }
 
+/* 8 hex digits that tell this node's work dir from any other's on the host: two agents
+ * (of two clusters, or tests) whose nodes and jobs share names never share a cgroup,
+ * while a restarted agent keeps its names. */
+static void work_dir_tag(const char *work_dir, char tag[9])
+{
+    unsigned char h[crypto_generichash_BYTES_MIN];
+    crypto_generichash(h, sizeof h, (const unsigned char *)work_dir, strlen(work_dir), NULL, 0);
+    sodium_bin2hex(tag, 9, h, 4);
+}
+
 /* A job's default CPUs or memory when it asks for none (the API's rule): the node's
  * total divided by its GPUs, times the job's GPUs (at least 1), so that a job without
  * a request is still limited by its cgroup. 0 (no limit) when the total is unknown. */
@@ -391,8 +403,11 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             setup_failed = 1;
         }
     }
-    if (cfg->use_cgroups) /* ROOT[/CONTROLLER]/fairgpu/NODE-KEY (cgroup.h) */
-        snprintf(cg, sizeof cg, "%s-%s", n->name, key);
+    if (cfg->use_cgroups) { /* ROOT[/CONTROLLER]/fairgpu/NODE-KEY-TAG (cgroup.h) */
+        char tag[9];
+        work_dir_tag(n->work_dir, tag);
+        snprintf(cg, sizeof cg, "%s-%s-%s", n->name, key, tag);
+    }
     int64_t limit = jint(msg, "time_limit_s", 0);
 
     fg_proc_t proc;

@@ -260,8 +260,11 @@ int fg_cg_create(const fg_cg_host_t *h, const char *name, const fg_cg_limits_t *
             list[used] = '\0';
             goto fail;
         }
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-            snprintf(err, errlen, "cgroup: cannot create %s: %s", dir, strerror(errno));
+        /* the rank's own: one left by a crash is empty and goes; one in use is not ours */
+        if (mkdir(dir, 0755) != 0 &&
+            (errno != EEXIST || rmdir(dir) != 0 || mkdir(dir, 0755) != 0)) {
+            snprintf(err, errlen, "cgroup: cannot create %s: %s", dir,
+                     errno == EBUSY ? "in use by other processes" : strerror(errno));
             list[used] = '\0';
             goto fail;
         }

@@ -112,7 +112,7 @@ check "A could write to its own /tmp" bash -c "! grep -q 'cannot create' '$TMP/a
 # cgroup file NAME-of-the-job FILE: the limit as the agent wrote it (v1 or v2 layout).
 cg_file() {
     local f
-    for f in /sys/fs/cgroup/fairgpu/"iso1-$1.1.0"/"$2" /sys/fs/cgroup/*/fairgpu/"iso1-$1.1.0"/"$2"; do
+    for f in /sys/fs/cgroup/fairgpu/"iso1-$1.1.0-"*/"$2" /sys/fs/cgroup/*/fairgpu/"iso1-$1.1.0-"*/"$2"; do
         [ -r "$f" ] && { cat "$f"; return 0; }
     done
     return 1
