@@ -288,8 +288,9 @@ fail:
     return -1;
 }
 
-/* Calls fn on each directory of the ':'-separated list. */
-static void each_dir(const char *list, void (*fn)(const char *dir))
+/* Calls fn on each directory of the ':'-separated list until one returns non-zero;
+ * returns that value, or 0. */
+static int each_dir(const char *list, int (*fn)(const char *dir))
 {
     const char *p = list;
     while (p && *p) {
@@ -299,10 +300,13 @@ static void each_dir(const char *list, void (*fn)(const char *dir))
         if (n > 0 && n < sizeof dir) {
             memcpy(dir, p, n);
             dir[n] = '\0';
-            fn(dir);
+            int rc = fn(dir);
+            if (rc)
+                return rc;
         }
         p = e ? e + 1 : NULL;
     }
+    return 0;
 }
 
 /* SIGKILLs every pid listed in dir/cgroup.procs. */
@@ -321,11 +325,12 @@ static void kill_listed(const char *dir)
     fclose(f);
 }
 
-/* Kills the processes of one cgroup directory. */
-static void kill_dir(const char *dir)
+/* Kills the processes of one cgroup directory. Always 0 (each_dir goes on). */
+static int kill_dir(const char *dir)
 {
     if (cg_write(dir, "cgroup.kill", "1") != 0)
         kill_listed(dir);
+    return 0;
 }
 
 void fg_cg_kill(const char *list)
@@ -333,27 +338,21 @@ void fg_cg_kill(const char *list)
     each_dir(list, kill_dir);
 }
 
+/* 1 if the OOM killer killed a process of one cgroup directory (v2 memory.events or
+ * v1 memory.oom_control), else 0. */
+static int oom_killed_dir(const char *dir)
+{
+    char buf[512];
+    if (fg_cg_read(dir, "memory.events", buf, sizeof buf) != 0 &&
+        fg_cg_read(dir, "memory.oom_control", buf, sizeof buf) != 0)
+        return 0;
+    const char *k = strstr(buf, "oom_kill ");
+    return k && strtol(k + 9, NULL, 10) > 0;
+}
+
 int fg_cg_oom_killed(const char *list)
 {
-    const char *p = list;
-    while (p && *p) {
-        const char *e = strchr(p, ':');
-        size_t n = e ? (size_t)(e - p) : strlen(p);
-        char dir[600];
-        if (n > 0 && n < sizeof dir) {
-            memcpy(dir, p, n);
-            dir[n] = '\0';
-            char buf[512];
-            if (fg_cg_read(dir, "memory.events", buf, sizeof buf) == 0 ||
-                fg_cg_read(dir, "memory.oom_control", buf, sizeof buf) == 0) {
-                const char *k = strstr(buf, "oom_kill ");
-                if (k && strtol(k + 9, NULL, 10) > 0)
-                    return 1;
-            }
-        }
-        p = e ? e + 1 : NULL;
-    }
-    return 0;
+    return each_dir(list, oom_killed_dir);
 }
 
 /*
@@ -371,13 +370,14 @@ static int g_nrm;
 static pthread_once_t g_rm_once = PTHREAD_ONCE_INIT;
 static int g_rm_thread; /* 1: the worker runs */
 
-/* Removes one job cgroup directory, retrying briefly while it is busy. */
-static void remove_dir(const char *dir)
+/* Removes one job cgroup directory, retrying briefly while it is busy. Always 0. */
+static int remove_dir(const char *dir)
 {
     for (int i = 0; i < 20 && rmdir(dir) != 0 && errno == EBUSY; i++) {
         struct timespec ts = {0, 20 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
+    return 0;
 }
 
 /* The removal worker: takes lists off the queue and removes their directories. */

@@ -829,15 +829,7 @@ static void respond_error(hd_conn_t *c, unsigned status)
                       : status == 505 ? "only HTTP/1.0 and HTTP/1.1 are served"
                       : status == 501 ? "only the chunked transfer coding is supported"
                                       : "malformed HTTP request";
-    char body[256];
-    int n = snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}\n", code,
-                     msg);
-    c->close_after = true;
-    c->q.keep_alive = false;
-    if (!c->q.method)
-        c->q.method = (char *)"";
-    hd_respond(c, status, "application/json; charset=utf-8", NULL, body, (size_t)n, false);
-    c->st = ST_WRITE;
+    respond_refusal(c, status, code, msg, NULL);
 }
 
 /* ---- connections */
