@@ -568,4 +568,32 @@ void fg__order_free(fg__order_t *o);
  * comes after (bk, and on a tie when `tie`); INT64_MAX if none within 2^40 of p0 */
 int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
+/* cross-file helpers (to be sorted) */
+/* tenants.c */
+void fg__usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now);
+/* tenants.c */
+void fg__usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran);
+/* tenants.c */
+bool fg__name_ok(const char *name);
+/* tenants.c */
+uint64_t fg__name_hash(const char *p);
+/* tenants.c */
+int fg__account_of(const fg_sched_t *s, const char *name, uint64_t h);
+/* tenants.c */
+int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
+/* jobs.c */
+int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);
+/* jobs.c */
+void fg__pending_add(fg_sched_t *s, int32_t slot);
+/* jobs.c */
+void fg__run_list_add(fg_sched_t *s, int32_t slot);
+/* order.c */
+void fg__acct_sort(fg__hk_t *ah, int32_t n);
+/* order.c */
+void fg__acct_order_begin(fg__order_t *o, int32_t n);
+/* order.c */
+double fg__acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a);
+/* order.c */
+int32_t fg__acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m);
+
 #endif

@@ -1,0 +1,264 @@
+/*
+ * ondemand.c - TODO banner
+ */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ the pass */
+
+/* Estimates on demand (fg_sched_set_estimates_on_demand). An estimate-only claim (not
+ * protected, not for a preemption candidate) changes nothing but later estimate-only
+ * claims: it reserves nothing, and placement treats a node it touched like any other.
+ * Such claims come after every protecting or candidate claim of the walk, so the walk
+ * may queue them and make them later, in the same order, on the same plan: before a
+ * preemption changes the plan (fg__plan_settle), when the walk started jobs (another
+ * walk follows; the starts are taken back and made again in between: deferred_replay),
+ * or when one of them is asked for after the pass
+ * (fg__plan_ask). The plan then stays in the trees until the next event or pass
+ * (fg__plan_close), which drops the claims never asked for. */
+static void deferred_replay(fg_sched_t *s, size_t upto);
+static void deferred_run(fg_sched_t *s, size_t upto)
+{
+    if (s->ndsnap && upto > s->dhead) { /* estimates queued before a start */
+        deferred_replay(s, upto);
+        return;
+    }
+    while (s->dhead < upto) {
+        fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
+        fg__lazy_fix(s, j); /* its reason before the claim writes r_a */
+        j->est = fg__plan_claim(s, j, s->plan_now, false);
+    }
+}
+
+/* A start with estimates queued (walk) does not make them first: it leaves a mark in
+ * the queue and the nodes it changes as they were, so that the estimates are made only
+ * if someone needs them (a walk that started something is followed by another walk of
+ * the same pass, which makes them moot: plan_next_walk; only the last walk a pass may
+ * make keeps them, fg__plan_settle). To make them, the starts are taken back, newest first, and the
+ * queue is replayed in its order: each estimate on the plan as it was then, each start
+ * made again (fg__job_take_gpus), so the plan ends as the walk left it. The estimates
+ * from deferred[upto] on are not made (moot, or dropped by fg__plan_close). Between
+ * the first queued estimate and the end of the walk only starts change the nodes (a
+ * walk's reserving and candidate claims come before its estimate-only ones, and a walk
+ * that started something preempts nothing). */
+static void deferred_replay(fg_sched_t *s, size_t upto)
+{
+    for (size_t k = s->ndsnap; k-- > 0;) {
+        const fg__node_snap_t *sn = &s->dsnap[k];
+        fg__node_t *nd = &s->nodes[sn->node];
+        nd->nfree = sn->nfree;
+        nd->free_mask = sn->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->gpu_job[i] = sn->gpu_job[i];
+            nd->avail[i] = sn->avail[i];
+        }
+        fg__node_changed(s, sn->node);
+    }
+    s->ndsnap = 0;
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        int32_t e = s->deferred[k];
+        if (e < 0) {
+            fg__job_t *j = &s->jobs[-1 - e];
+            fg__job_take_gpus(s, -1 - e, fg__job_allocs(j), j->nallocs,
+                              s->plan_now + j->time_limit);
+        } else if (k < upto) {
+            fg__job_t *j = &s->jobs[e];
+            fg__lazy_fix(s, j);
+            j->est = fg__plan_claim(s, j, s->plan_now, false);
+        }
+    }
+    s->dhead = s->ndeferred;
+}
+
+/* Job `slot` starts on al[0..n) while estimates are queued: its mark and the nodes as
+ * they were (deferred_replay). */
+void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n)
+{
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = -1 - slot;
+    if (s->ndsnap + (size_t)n > s->dsnap_cap)
+        s->dsnap = fg__grow(s->dsnap, &s->dsnap_cap, s->ndsnap + (size_t)n, sizeof *s->dsnap);
+    for (int32_t k = 0; k < n; k++) {
+        const fg__node_t *nd = &s->nodes[al[k].node];
+        fg__node_snap_t *sn = &s->dsnap[s->ndsnap++];
+        sn->node = al[k].node;
+        sn->nfree = nd->nfree;
+        sn->free_mask = nd->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            sn->gpu_job[i] = nd->gpu_job[i];
+            sn->avail[i] = nd->avail[i];
+        }
+    }
+}
+
+static void walk_tail(fg_sched_t *s);
+
+/* Makes the walk's queued estimate-only claims now (and walks what it left first). Inside a
+ * walk (before its preemption changes the plan: fg__node_changed) another walk follows, as
+ * after every preemption, unless it is the last a pass may make: what the walk left is
+ * then moot and dropped (the pass shows what its last walk leaves). */
+void fg__plan_settle(fg_sched_t *s)
+{
+    if (s->in_walk && !s->walk_last) {
+        s->tail_on = false;
+        s->nlazy = 0;
+        s->dhead = s->ndeferred = s->ndsnap = 0;
+        return;
+    }
+    walk_tail(s);
+    fg__lazy_flush(s);
+    deferred_run(s, s->ndeferred);
+}
+
+/* The rest of a walk that stopped with no GPU free (walk): every claim that decisions
+ * depend on is made (the first blocked jobs' reservations and preemption candidates),
+ * nothing can start (no GPU is free and the walk starts nothing), and no pending job waits
+ * out a backoff (so none of them moves next_wake). What is left up to the walk's end, its
+ * first estimate_depth jobs, only gets reasons and queued estimates, on a plan that only
+ * estimate-only claims change until the next event or pass: walked here, as the walk
+ * would have walked it, when someone asks about a job it did not reach yet
+ * (fg__plan_ask), before a preemption of the walk (fg__plan_settle) and before an
+ * account, member or turn changes (fg__plan_finish_walk); dropped at the next event or
+ * pass (fg__plan_close). */
+static void walk_tail(fg_sched_t *s)
+{
+    if (!s->tail_on)
+        return;
+    s->tail_on = false;
+    const fg_time_t now = s->tail_now;
+    const bool window = s->tail_window;
+    fg__order_t *o = s->tail_o;
+    int64_t left = s->tail_left;
+    int32_t slot;
+    while (left > 0 && (slot = fg__order_next(s, o)) >= 0) {
+        fg__job_t *j = &s->jobs[slot];
+        /* (the backfill window counts every job the order gives; the first K, pending ones) */
+        left -= window || j->state == FG_JOB_PENDING;
+        if (j->state != FG_JOB_PENDING)
+            continue;
+        if (s->wout)
+            s->wout->scanned++;
+        fg__reason_clear(s, j);
+        if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
+            j->reason = FG_REASON_RETRY_BACKOFF;
+            j->est = j->eligible_time;
+        } else if (fg__reason_account_or_fit(s, j, &s->accounts[j->account])) {
+            /* (set) */
+        } else if (s->tail_head) { /* no backfill: behind the first blocked job */
+            j->reason = FG_REASON_PRIORITY;
+            j->r_job = s->tail_head;
+            fg__estimate(s, j, now);
+        } else if (window) { /* past the first K: a reason only (lazy_fix) */
+            if (s->no_reasons) {
+                j->reason = FG__REASON_LAZY;
+                continue;
+            }
+            j->reason = fg__blocked_reason_memo(s, j);
+            if (j->reason == FG_REASON_RESERVATION)
+                j->r_b = j->r_a;
+        } else { /* blocked_reason with no GPU free */
+            j->reason = FG_REASON_RESOURCES;
+            fg__estimate(s, j, now);
+        }
+    }
+}
+
+/* Could walk_tail reach pending job j? (Not if the walk's order already gave it, or if
+ * more of its member's jobs come before it than walk_tail has looks left.) */
+static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
+{
+    const int32_t slot = (int32_t)(j - s->jobs);
+    const fg__order_t *o = s->tail_o;
+    const int64_t left = s->tail_left; /* jobs it looks at at most */
+    if (o->band < 0 || o->band >= FG__NBANDS || j->band > o->band)
+        return true;
+    if (j->band < o->band)
+        return false; /* its band was walked: the order gave it */
+    /* its place in its member's queue (sorted by submit time, then id) */
+    const fg__queue_t *q = &s->members[j->member].q[j->band];
+    int32_t lo = q->head, hi = q->len;
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        const fg__job_t *x = &s->jobs[q->v[mid]];
+        if (x->submit_time < j->submit_time || (x->submit_time == j->submit_time && x->id < j->id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo >= q->len || q->v[lo] != slot)
+        return true; /* (not found: cannot happen; the safe answer) */
+    const int32_t cur = o->cursor[j->member];
+    return lo >= cur && lo - cur < left;
+}
+
+void fg__plan_finish_walk(fg_sched_t *s)
+{
+    walk_tail(s);
+}
+
+/* Drops the pass-local view: leaves go back to the real state. */
+void fg__plan_restore(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->ntouched; k++) {
+        int32_t n = s->touched_nodes[k];
+        s->nodes[n].touched = -1;
+        fg__node_leaf_restore(s, n);
+    }
+    s->ntouched = 0;
+    s->plan_alive = false;
+    s->tail_on = false;
+}
+
+void fg__plan_close(fg_sched_t *s)
+{
+    /* estimates and lazy reasons not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    if (s->plan_alive)
+        fg__plan_restore(s);
+}
+
+void fg__plan_ask(fg_sched_t *s, int32_t slot)
+{
+    if (!s->plan_alive)
+        return;
+    fg__job_t *j = &s->jobs[slot];
+    if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
+        walk_tail(s);
+    if (j->reason == FG__REASON_LAZY && j->reason_walk == s->walk_no)
+        fg__lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
+    for (size_t k = s->dhead; k < s->ndeferred; k++)
+        if (s->deferred[k] == slot) {
+            deferred_run(s, k + 1);
+            return;
+        }
+}
+
+void fg__sched_set_plain(fg_sched_t *s, bool on)
+{
+    s->plain = on;
+    s->feas_any = 0;
+}
+
+void fg__sched_set_max_walks(fg_sched_t *s, int32_t n)
+{
+    s->max_walks = n > 0 && n < FG__MAX_WALKS ? n : 0;
+}
+
+void fg_sched_set_estimates_on_demand(fg_sched_t *s, bool on)
+{
+    fg__plan_close(s);
+    s->est_on_demand = on;
+}
+
+void fg_sched_set_no_reasons(fg_sched_t *s, bool on)
+{
+    fg__plan_close(s);
+    s->no_reasons = on;
+}

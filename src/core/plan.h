@@ -1,0 +1,148 @@
+/*
+ * plan.h - TODO
+ */
+#ifndef FG_CORE_PLAN_H
+#define FG_CORE_PLAN_H
+
+#include "internal.h"
+
+#include <string.h>
+
+typedef struct ent_calc {
+    double *ent_a, *ent_m;
+    double *d, *w, *om;
+    int32_t *idx, *ms;
+    bool *m_done; /* per account: its members' entitlements are in ent_m */
+    bool done;
+} ent_calc_t;
+
+/* ondemand.c */
+void fg__plan_restore(fg_sched_t *s);
+void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n);
+/* place.c */
+bool fg__place_now(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al);
+bool fg__place_single(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al);
+bool fg__place_whole(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al);
+fg_time_t fg__plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool protect);
+fg__fail_t *fg__fail_memo_fill(fg_sched_t *s, size_t ts);
+bool fg__feasible_fill(fg_sched_t *s, const fg__job_t *j, fg__feas_memo_t *m);
+bool fg__feasible_count(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why);
+/* preempt.c */
+void fg__serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out);
+void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, fg_decisions_t *out,
+                     fg_time_t *wake);
+bool fg__preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e);
+/* reasons.c */
+void fg__lazy_fix(fg_sched_t *s, fg__job_t *j);
+void fg__lazy_flush(fg_sched_t *s);
+fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m);
+/* walk.c */
+void fg__push_start(fg_decisions_t *d, const fg__job_t *j, const fg_alloc_t *al, int32_t n);
+void fg__push_preempt(fg_decisions_t *d, const fg__job_t *v, fg_preempt_why_t why,
+                      fg_job_id_t for_job);
+
+static inline bool fg__type_matches(const fg__job_t *j, int32_t t)
+{
+    return j->type < 0 || j->type == t;
+}
+
+static inline bool fg__is_touched(const fg_sched_t *s, int32_t n)
+{
+    return s->nodes[n].touched == s->walk_no;
+}
+
+static inline fg__fail_t *fg__fail_memo(fg_sched_t *s, size_t ts)
+{
+    if (ts < s->fail_cap && s->fail[ts].walk == s->walk_no)
+        return &s->fail[ts];
+    return fg__fail_memo_fill(s, ts);
+}
+
+/* Did a job of no more GPUs than j, ending no later than `end`, already fail to fit? */
+static inline bool fg__fail_known(const fg__fail_t *f, const fg__job_t *j, fg_time_t end)
+{
+    if (j->gpus <= FG_WHOLE_NODE_GPUS)
+        return f->single[j->gpus] != FG__INF && f->single[j->gpus] <= end;
+    for (int32_t k = 0; k < f->nwhole; k++)
+        if (f->whole_k[k] <= j->gpus / FG_WHOLE_NODE_GPUS && f->whole_end[k] <= end)
+            return true;
+    return false;
+}
+
+/* Could j ever run on the cluster as it is (ignoring what runs)? Sets *why. The same
+ * size and type get the same answer until a node is added or changes state; the sizes
+ * of one node and any type found feasible are also a bit mask, read first. */
+static inline bool fg__feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *why)
+{
+    if (j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && (s->feas_any >> j->gpus & 1))
+        return true;
+    fg__feas_memo_t *m = &s->feas_memo[(j->gpus + 7 * (j->type + 1)) & 15];
+    if (m->gen != s->node_gen || m->gpus != j->gpus || m->type != j->type)
+        fg__feasible_fill(s, j, m);
+    if (!m->ok)
+        *why = m->why;
+    return m->ok;
+}
+
+/* A pending job looked at in this pass: no estimate or numbers yet. */
+static inline void fg__reason_clear(const fg_sched_t *s, fg__job_t *j)
+{
+    j->reason_walk = s->walk_no;
+    j->est = FG_TIME_NEVER;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+}
+
+/* The reasons that depend on neither the plan nor the order, in the order every walk
+ * tests them: the account's budget, its quota, no node that could ever run it. Sets the
+ * reason and returns true when one applies. */
+static inline bool fg__reason_account_or_fit(fg_sched_t *s, fg__job_t *j, const fg__account_t *a)
+{
+    fg_reason_t why;
+    if (a->budget_exhausted) {
+        j->reason = FG_REASON_BUDGET;
+    } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
+        j->reason = FG_REASON_QUOTA;
+        j->r_a = a->running;
+        j->r_b = a->quota;
+    } else if (!fg__feasible(s, j, &why)) {
+        j->reason = why;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* blocked_reason through the walk's memo: the same job size and type get the same
+ * answer while the plan is unchanged (plan_ver). */
+static inline fg_reason_t fg__blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
+{
+    fg__why_memo_t *m =
+        &s->why_memo[(j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : 8 + j->gpus / FG_WHOLE_NODE_GPUS) &
+                     15];
+    if (m->walk == s->walk_no && m->ver == s->plan_ver && m->gpus == j->gpus &&
+        m->type == j->type && m->r_job != j->id) {
+        j->r_b = m->r_b;
+        if (m->reason == FG_REASON_RESERVATION) {
+            j->r_job = m->r_job;
+            j->r_a = m->r_a;
+        }
+        return m->reason;
+    }
+    return fg__blocked_reason_fill(s, j, m);
+}
+
+/* j's estimate, from the plan as it is, or queued until asked for. */
+static inline fg_time_t fg__estimate(fg_sched_t *s, fg__job_t *j, fg_time_t now)
+{
+    if (!s->est_on_demand)
+        return fg__plan_claim(s, j, now, false);
+    if (s->ndeferred == s->deferred_cap)
+        s->deferred =
+            fg__grow(s->deferred, &s->deferred_cap, s->ndeferred + 1, sizeof *s->deferred);
+    s->deferred[s->ndeferred++] = (int32_t)(j - s->jobs);
+    s->plan_now = now;
+    return FG_TIME_NEVER;
+}
+
+#endif

@@ -1,0 +1,185 @@
+/*
+ * reasons.c - TODO banner
+ */
+#include "plan.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Why a job that could not start waits: reserved GPUs, fragmentation or resources. */
+static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
+{
+    int32_t free_any = 0;
+    for (size_t ti = 0; ti < s->ntypes; ti++)
+        if (fg__type_matches(j, (int32_t)ti))
+            free_any += s->types[ti].free_gpus;
+    j->r_b = free_any;
+    if (free_any < j->gpus)
+        return FG_REASON_RESOURCES;
+    /* Free GPUs that would fit it but are held for another job? */
+    for (size_t k = 0; k < s->ntouched; k++) {
+        const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
+        if (nd->state != FG_NODE_UP || !fg__type_matches(j, nd->type))
+            continue;
+        bool fits = j->gpus <= FG_WHOLE_NODE_GPUS ? nd->nfree >= j->gpus : nd->nfree == nd->gpus;
+        if (!fits)
+            continue;
+        for (int i = 0; i < nd->gpus; i++)
+            if (nd->gpu_job[i] < 0 && nd->res_job[i] && nd->res_job[i] != j->id) {
+                j->r_job = nd->res_job[i];
+                j->r_a = nd->res_from[i];
+                return FG_REASON_RESERVATION;
+            }
+    }
+    return FG_REASON_FRAGMENTATION;
+}
+
+/* blocked_reason_memo when the memo does not hold the answer: makes it and keeps it. */
+fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m)
+{
+    fg_job_id_t r_job = j->r_job;
+    int64_t r_a = j->r_a;
+    fg_reason_t r = blocked_reason(s, j);
+    m->walk = s->walk_no;
+    m->ver = s->plan_ver;
+    m->gpus = j->gpus;
+    m->type = j->type;
+    m->reason = r;
+    m->r_b = j->r_b;
+    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
+    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    return r;
+}
+
+/* Lazy reasons (estimates on demand only). Once a walk has made every claim that
+ * decisions depend on (its first blocked jobs' reservations and preemption candidates)
+ * and a job is known not to fit (no free GPU, or a failed placement of the walk proves
+ * it: see fg__fail_t), what the walk leaves on that job is its blocked reason and, within
+ * the first estimate_depth jobs, a queued estimate. The reason depends only on the job's
+ * size, type and id and on what blocked_reason reads: the free GPUs, and the touched
+ * nodes' free GPUs and reservations. Until the walk's next start or preemption, or the
+ * next event, only estimate-only claims change the plan, and they reserve nothing and
+ * only add touched nodes without reservations at the end of the list: the answer is the
+ * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
+ * asked for (fg__plan_ask), or before a start or a preemption of the walk (lazy_flush);
+ * one not asked for before the next walk, event or pass stays unknown (the job shows as
+ * not reached). */
+void fg__lazy_fix(fg_sched_t *s, fg__job_t *j)
+{
+    if (j->reason != FG__REASON_LAZY || s->no_reasons)
+        return;
+    j->r_job = 0;
+    j->r_a = j->r_b = 0;
+    j->reason = fg__blocked_reason_memo(s, j);
+    if (j->reason == FG_REASON_RESERVATION)
+        j->r_b = j->r_a; /* as the walk writes it (no claim in between) */
+}
+
+void fg__lazy_flush(fg_sched_t *s)
+{
+    for (size_t k = 0; k < s->nlazy; k++)
+        fg__lazy_fix(s, &s->jobs[s->lazy[k]]);
+    s->nlazy = 0;
+}
+
+/* ------------------------------------------------------------------ explain */
+
+static int fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static int fmt(char *buf, size_t n, const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    int r = vsnprintf(buf, n, f, ap);
+    va_end(ap);
+    return r;
+}
+
+static void when(char *b, size_t n, fg_time_t t, fg_time_t now)
+{
+    if (t == FG_TIME_NEVER)
+        fmt(b, n, "no estimate yet");
+    else if (t <= now)
+        fmt(b, n, "expected now");
+    else
+        fmt(b, n, "expected at t=%" PRId64 " (in %" PRId64 " s)", t, t - now);
+}
+
+int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+{
+    fg__job_t *j = fg__job_by_id(s, id);
+    if (!j)
+        return FG_ENOENT;
+    if (!buf || !n)
+        return FG_EINVAL;
+    fg__plan_ask(s, (int32_t)(j - s->jobs));
+    if (j->state == FG_JOB_RUNNING) {
+        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
+        return FG_REASON_NONE;
+    }
+    const fg__account_t *a = &s->accounts[j->account];
+    char w[96];
+    when(w, sizeof w, j->est, now);
+    if (j->reason_walk != s->walk_no || j->reason == FG__REASON_LAZY) {
+        /* not reached by the last pass (or its reason was left to be made when asked
+         * for, and nobody asked before the next event): count the jobs before it in plan order */
+        fg__order_t tmp = {0};
+        fg__order_prepare(s, &tmp, now);
+        int64_t ahead = 0;
+        int32_t slot;
+        while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
+            ahead++;
+        fg__order_free(&tmp);
+        fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
+            ahead, fg_policy_name(s->cfg.policy));
+        return FG_REASON_PRIORITY;
+    }
+    switch (j->reason) {
+    case FG_REASON_PRIORITY:
+        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", j->r_job,
+            fg_policy_name(s->cfg.policy), w);
+        break;
+    case FG_REASON_RESOURCES:
+        if (j->r_job)
+            fmt(buf, n,
+                "waiting for %d GPUs (%" PRId64 " free); preempting job %" PRIu64 " to make room",
+                j->gpus, j->r_b, j->r_job);
+        else
+            fmt(buf, n, "waiting for %d free GPUs%s (%" PRId64 " free now); node %s; %s", j->gpus,
+                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", j->r_b,
+                j->est != FG_TIME_NEVER ? s->nodes[j->r_a].name : "?", w);
+        break;
+    case FG_REASON_FRAGMENTATION:
+        fmt(buf, n, "%" PRId64 " GPUs free but not %d %s; %s", j->r_b, j->gpus,
+            j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node", w);
+        break;
+    case FG_REASON_RESERVATION:
+        fmt(buf, n, "the free GPUs it fits are reserved for job %" PRIu64 " from t=%" PRId64 "; %s",
+            j->r_job, j->r_b, w);
+        break;
+    case FG_REASON_QUOTA:
+        fmt(buf, n, "account %s at its quota: %" PRId64 "/%" PRId64 " GPUs in use, needs %d",
+            a->name, j->r_a, j->r_b, j->gpus);
+        break;
+    case FG_REASON_BUDGET:
+        fmt(buf, n, "account %s has exhausted its budget", a->name);
+        break;
+    case FG_REASON_RETRY_BACKOFF:
+        fmt(buf, n, "retry %d of %d after a failure; eligible at t=%" PRId64 " (in %" PRId64 " s)",
+            j->retries_used, j->max_retries, j->eligible_time, j->eligible_time - now);
+        break;
+    case FG_REASON_GPU_TYPE:
+        fmt(buf, n, "no node has %d GPUs of type %s", j->gpus,
+            j->type >= 0 ? s->types[j->type].name : "any");
+        break;
+    case FG_REASON_NODES_DOWN:
+        fmt(buf, n, "every node that can hold its %d GPUs is down or draining", j->gpus);
+        break;
+    default:
+        fmt(buf, n, "waiting for the next scheduling pass");
+        break;
+    }
+    return (int)j->reason;
+}
