@@ -13,6 +13,7 @@
 #define FG_CORE_INTERNAL_H
 
 #include "fairgpu/core.h"
+#include "shortcuts.h"
 
 #include <math.h>
 
@@ -403,16 +404,18 @@ struct fg_sched {
     int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
     int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
-    /* tests only (fg__sched_set_plain): the shortcuts that leave out work no decision
-     * depends on are off, so that a twin without them checks them */
-    bool plain;
-    int32_t max_walks; /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
-    int64_t walks_cut; /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
+    uint32_t sc_off;     /* bit k: shortcut k (shortcuts.h) is off; tests only */
+    int32_t max_walks;   /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
+    int64_t walks_cut;   /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
 };
 
-/* pass.c: turns the shortcuts listed at fg_sched_t.plain off (true) or on (default);
- * for the randomized tests (tests/unit/test_core_shortcuts.c) */
-void fg__sched_set_plain(fg_sched_t *s, bool on);
+/* shortcuts (shortcuts.h): turns shortcut `name` ("all": every one) on or off, for the
+ * randomized tests; FG_EINVAL for an unknown name */
+int fg__shortcut_set(fg_sched_t *s, const char *name, bool on);
+static inline bool fg__sc(const fg_sched_t *s, fg__shortcut_t k)
+{
+    return !(s->sc_off >> k & 1);
+}
 /* pass.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
  * of a pass whose last walk still starts jobs */
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);

@@ -177,7 +177,7 @@ static int64_t peek_find(fg_sched_t *s, const fg__order_t *o, int64_t limit, con
         fg__queue_t *qq = &s->members[mem[i]].q[o->band];
         /* (read once: the summaries' fill writes only their contents) */
         fg__qblk_t *const blk = qq->blk;
-        const bool plain = s->plain;
+        const bool plain = !fg__sc(s, FG__SC_QUEUE_RUNS);
         for (; q < cap && pk < stop; q++) {
             /* the jobs it refuses without asking: a loop with no call, its bounds kept;
              * a run of FG__QBLK entries at once when its summary refuses them all and the

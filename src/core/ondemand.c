@@ -240,10 +240,26 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
         }
 }
 
-void fg__sched_set_plain(fg_sched_t *s, bool on)
+const char *fg__shortcut_name(int k)
 {
-    s->plain = on;
-    s->feas_any = 0;
+    static const char *const names[] = {
+#define FG__SC_NAME(e, name, what) name,
+        FG__SHORTCUTS(FG__SC_NAME)
+#undef FG__SC_NAME
+    };
+    return k >= 0 && k < FG__SC_COUNT ? names[k] : NULL;
+}
+
+int fg__shortcut_set(fg_sched_t *s, const char *name, bool on)
+{
+    int found = -1;
+    for (int k = 0; k < FG__SC_COUNT; k++)
+        if (!strcmp(name, "all") || !strcmp(name, fg__shortcut_name(k))) {
+            s->sc_off = on ? s->sc_off & ~(UINT32_C(1) << k) : s->sc_off | (UINT32_C(1) << k);
+            found = k;
+        }
+    s->feas_any = 0; /* (the mask may have been filled with "feasible-mask" on) */
+    return found >= 0 ? FG_OK : FG_EINVAL;
 }
 
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n)

@@ -177,9 +177,9 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
         group_members(s, o);
     /* the members with pending jobs are read only with an account of two members or
      * more (below and band_begin; the tests' plain hook reads them all) */
-    if (s->act_m.n && !o->grp_alone)
+    if (s->act_m.n && (!o->grp_alone || !fg__sc(s, FG__SC_ONE_MEMBER)))
         memcpy(o->act_m, s->act_m.list, sizeof *o->act_m * s->act_m.n);
-    if (s->plain) { /* (tests: every entry, as if all had pending jobs) */
+    if (!fg__sc(s, FG__SC_ACTIVE_SETS)) { /* (tests: every entry, as if all had pending jobs) */
         for (size_t i = 0; i < s->naccounts; i++)
             o->act_a[i] = (int32_t)i;
         for (size_t i = 0; i < s->nmembers; i++)
@@ -195,7 +195,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     /* the accounts with pending jobs copied as they are read (their list may change
      * during the walk; no list when the set never had a member, and none is read) */
     const int32_t nact = o->nact_a; /* (a local: the memo's stores might alias it) */
-    const int32_t *const act = s->plain ? o->act_a : s->act_a.list;
+    const int32_t *const act = !fg__sc(s, FG__SC_ACTIVE_SETS) ? o->act_a : s->act_a.list;
     for (int32_t k = 0; k < nact; k++) {
         const int32_t i = act[k];
         o->act_a[k] = i;
@@ -208,10 +208,10 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     /* a member's key is compared only in a heap of two or more members: never for the
      * only member of its account (its usage term, weight and GPUs walked are left unset;
      * with no account of two members or more, no member's is read) */
-    for (int32_t k = 0; k < o->nact_m && (!o->grp_alone || s->plain); k++) {
+    for (int32_t k = 0; k < o->nact_m && (!o->grp_alone || !fg__sc(s, FG__SC_ONE_MEMBER)); k++) {
         const int32_t i = o->act_m[k];
         const fg__member_t *m = &s->members[i];
-        if (o->mh_n[m->account] == 1 && !s->plain)
+        if (o->mh_n[m->account] == 1 && fg__sc(s, FG__SC_ONE_MEMBER))
             continue;
         o->m_picked[i] = 0;
         o->m_base[i] = base_at(s, &mo->m_memo[i], &mo->a_memo[m->account], m->usage, m->usage_at,
@@ -359,7 +359,7 @@ static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
  * through fg__order_next_any, which keeps every member's counts too). */
 int32_t fg__acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m)
 {
-    return o->mh_n[a] == 1 && !s->plain ? m : -1;
+    return o->mh_n[a] == 1 && fg__sc(s, FG__SC_ONE_MEMBER) ? m : -1;
 }
 
 /* band_begin: member i's cursor on its queue of band b, counted into its account's jobs
@@ -381,12 +381,17 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
     const bool wfq = s->cfg.policy == FG_POLICY_WFQ;
     if (s->cfg.policy == FG_POLICY_RR)
         o->rr_pos = s->nmembers ? (int32_t)((size_t)s->rr_next % s->nmembers) : 0;
-    if (wfq && o->grp_alone && !s->plain) {
+    if (wfq && o->grp_alone && fg__sc(s, FG__SC_ONE_MEMBER)) {
         /* every account of one member at most: the loops below in one, each account
          * with pending jobs through its member (who has them all) */
         int32_t nah = 0; /* (a local: the stores below might alias o->nah) */
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
-            const int32_t a = o->act_a[ka], m = o->members_by_acct[o->mh_off[a]];
+            const int32_t a = o->act_a[ka];
+            if (o->mh_n[a] == 0) { /* (no member: only with "active-sets" off) */
+                o->a_left[a] = 0;
+                continue;
+            }
+            const int32_t m = o->members_by_acct[o->mh_off[a]];
             /* (member_begin, without the member's own count and heap: `one` below) */
             const fg__queue_t *q = &s->members[m].q[b];
             const int32_t n = q->len - q->head;
@@ -417,7 +422,8 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
     if (wfq) {
         const uint64_t *act_m = s->act_m.bits;
         const size_t act_m_cap = s->act_m.words;
-        const bool all = s->plain; /* (tests: as if every member had pending jobs) */
+        const bool all =
+            !fg__sc(s, FG__SC_ACTIVE_SETS); /* (tests: as if every member had pending jobs) */
         for (int32_t ka = 0; ka < o->nact_a; ka++) {
             const int32_t a = o->act_a[ka];
             if (!o->a_left[a]) { /* (none of its members has a job in the band) */
@@ -429,7 +435,7 @@ static int64_t band_begin(fg_sched_t *s, fg__order_t *o, int b)
                 h[0] = (fg__hk_t){0.0, o->members_by_acct[o->mh_off[a]], -1};
                 o->mh_cnt[a] = 1;
                 o->ah[o->nah++] =
-                    (fg__hk_t){fg__acct_key(s, o, a), a, all ? -1 : h[0].id}; /* acct_one */
+                    (fg__hk_t){fg__acct_key(s, o, a), a, fg__acct_one(s, o, a, h[0].id)};
                 continue;
             }
             int32_t n = 0;

@@ -380,7 +380,7 @@ bool fg__feasible_fill(fg_sched_t *s, const fg__job_t *j, fg__feas_memo_t *m)
     m->gen = s->node_gen;
     m->gpus = j->gpus;
     m->type = j->type;
-    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && !s->plain)
+    if (m->ok && j->type < 0 && j->gpus <= FG_WHOLE_NODE_GPUS && fg__sc(s, FG__SC_FEASIBLE_MASK))
         s->feas_any |= 1u << j->gpus;
     return m->ok;
 }

@@ -38,7 +38,7 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
     e->m_done = (bool *)(e->ms + n);
     memset(e->m_done, 0, sizeof(bool) * (na + 1));
     const double cap = (double)fg_sched_gpus_up(s);
-    if (s->plain) {
+    if (!fg__sc(s, FG__SC_WATERFILL_KEPT)) {
         double *d = e->d, *w = e->w;
         for (size_t i = 0; i < na; i++) {
             d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
@@ -70,7 +70,7 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
          * was added (a member never leaves nor changes account); under
          * fg__sched_set_plain, every member is read. */
         const size_t na = s->naccounts, nm = s->nmembers;
-        if (!s->plain && (s->ent_mem_na != na || s->ent_mem_nm != nm)) {
+        if (fg__sc(s, FG__SC_MEMBER_LISTS) && (s->ent_mem_na != na || s->ent_mem_nm != nm)) {
             free(s->ent_mem);
             s->ent_mem = fg__alloc(sizeof(int32_t) * (na + 1 + nm));
             int32_t *first = s->ent_mem, *list = first + na + 1;
@@ -88,11 +88,11 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
             s->ent_mem_nm = nm;
         }
         const int32_t *list = s->ent_mem + na + 1;
-        const size_t from = s->plain ? 0 : (size_t)s->ent_mem[a];
-        const size_t to = s->plain ? nm : (size_t)s->ent_mem[a + 1];
+        const size_t from = !fg__sc(s, FG__SC_MEMBER_LISTS) ? 0 : (size_t)s->ent_mem[a];
+        const size_t to = !fg__sc(s, FG__SC_MEMBER_LISTS) ? nm : (size_t)s->ent_mem[a + 1];
         size_t c = 0;
         for (size_t k = from; k < to; k++) {
-            const size_t i = s->plain ? k : (size_t)list[k];
+            const size_t i = !fg__sc(s, FG__SC_MEMBER_LISTS) ? k : (size_t)list[k];
             const fg__member_t *mb = &s->members[i];
             if (mb->account != a)
                 continue;
@@ -348,9 +348,10 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
         if (why == FG_PREEMPT_FAIR_SHARE && s->accounts[a].last_start < now &&
             ((int32_t)a != j->account ? (double)s->accounts[a].running <= e->ent_a[a] + 1e-9
                                       : s->members[j->member].running == s->accounts[a].running) &&
-            !s->plain)
+            fg__sc(s, FG__SC_VICTIM_SKIP))
             continue;
-        const int over = why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != j->account && !s->plain
+        const int over = why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != j->account &&
+                                 fg__sc(s, FG__SC_VICTIM_SKIP)
                              ? !((double)s->accounts[a].running <= e->ent_a[a] + 1e-9)
                              : -1;
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
@@ -405,7 +406,7 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
      * no job being preempted, nfree + cand_vict bounds it, and a node under the target
      * by that bound has no room (most candidates: their other GPUs run other jobs). Such
      * nodes are no candidates (unmarked: the order below reads the marks). */
-    if (s->npreempting == 0 && !s->plain) {
+    if (s->npreempting == 0 && fg__sc(s, FG__SC_CANDIDATE_BOUND)) {
         size_t k = 0;
         for (size_t ci = 0; ci < ncand; ci++) {
             fg__node_t *nd = &s->nodes[cand[ci]];

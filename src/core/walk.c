@@ -480,7 +480,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
             /* With no GPU free nothing else in this walk can start (a placement takes free
              * GPUs, and only a walk that started nothing preempts), and the rest of a
              * walk that another follows is moot: it ends here. */
-            if (moot && free_now == 0 && !s->plain) {
+            if (moot && free_now == 0 && fg__sc(s, FG__SC_WALK_CUT)) {
                 s->walks_cut++;
                 break;
             }

@@ -1,0 +1,55 @@
+/*
+ * shortcuts.h - the core's speed shortcuts, each by name.
+ *
+ * A shortcut leaves out work that no decision, reason or estimate depends on: the
+ * decisions with it are the same as without it. Each one is a named flag, on by
+ * default, that tests turn off one at a time (fg__shortcut_set, like SQLite's
+ * optimisation flags); tests/unit/test_core_shortcuts.c drives twin schedulers through
+ * random sequences, one with a shortcut off, and compares every decision, reason and
+ * estimate. Code reads a flag with fg__sc(s, FG__SC_NAME) beside the work it skips.
+ *
+ * Example: with "walk-cut" off, a walk that another walk follows goes on after a start
+ * left no GPU free (it finds nothing more to start, only the same moot reasons).
+ */
+#ifndef FG_CORE_SHORTCUTS_H
+#define FG_CORE_SHORTCUTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* X(ENUM, "name", "what it leaves out"), grouped by the file that reads it */
+#define FG__SHORTCUTS(X)                                                                           \
+    /* order.c */                                                                                  \
+    X(ACTIVE_SETS, "active-sets",                                                                  \
+      "the wfq order sets up only the accounts and members with pending jobs")                     \
+    X(ONE_MEMBER, "one-member",                                                                    \
+      "an account's only member keeps no counts or heap of its own in the wfq order")              \
+    /* lookahead.c */                                                                              \
+    X(QUEUE_RUNS, "queue-runs",                                                                    \
+      "the look ahead passes a run of queue entries at once when its summary refuses all")         \
+    /* place.c */                                                                                  \
+    X(FEASIBLE_MASK, "feasible-mask",                                                              \
+      "a size of one node, any type, found feasible is a bit read before the memo")                \
+    /* preempt.c */                                                                                \
+    X(WATERFILL_KEPT, "waterfill-kept",                                                            \
+      "the accounts' water fill stays sorted from one preemption search to the next")              \
+    X(MEMBER_LISTS, "member-lists",                                                                \
+      "a member's entitlement reads only its account's members, from a list")                      \
+    X(VICTIM_SKIP, "victim-skip",                                                                  \
+      "the victim scan skips the running lists of accounts within their entitlement")              \
+    X(CANDIDATE_BOUND, "candidate-bound",                                                          \
+      "a preemption search drops candidate nodes that a bound shows have no room")                 \
+    /* walk.c */                                                                                   \
+    X(WALK_CUT, "walk-cut", "a walk that another follows ends when a start leaves no GPU free")
+
+typedef enum fg__shortcut {
+#define FG__SC_ENUM(e, name, what) FG__SC_##e,
+    FG__SHORTCUTS(FG__SC_ENUM)
+#undef FG__SC_ENUM
+        FG__SC_COUNT
+} fg__shortcut_t;
+
+/* The shortcut's name ("walk-cut"), NULL past the last. */
+const char *fg__shortcut_name(int k);
+
+#endif
