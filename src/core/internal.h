@@ -13,6 +13,7 @@
 #define FG_CORE_INTERNAL_H
 
 #include "fairgpu/core.h"
+#include "fairgpu/fairshare.h"
 #include "shortcuts.h"
 
 #include <math.h>
@@ -451,12 +452,7 @@ static inline void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time
         *at = now;
         return;
     }
-    if (s->tau <= 0.0) {
-        *usage = 0.0;
-    } else {
-        double d = exp(-(double)(now - *at) / s->tau);
-        *usage = *usage * d + (double)running * s->tau * (1.0 - d);
-    }
+    *usage = fg_fair_decayed(*usage, now - *at, running, s->tau);
     *at = now;
 }
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
@@ -554,8 +550,8 @@ static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *
                 o->mh_cnt[a] = 0;
                 o->nah = --o->nfast;
             } else if (o->nfast > 1) { /* (the key of an order of one is never compared) */
-                const double x = o->a_base[a] + (double)o->a_picked[a];
-                fg__acct_sink(o->ah, o->nfast, o->a_w[a] == 1.0 ? x : x / o->a_w[a]); /* acct_key */
+                fg__acct_sink(o->ah, o->nfast,
+                              fg_fair_key(o->a_base[a], o->a_picked[a], o->a_w[a]));
             }
             return slot;
         }

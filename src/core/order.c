@@ -342,15 +342,13 @@ void fg__acct_order_begin(fg__order_t *o, int32_t n)
 double fg__acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a)
 {
     (void)s;
-    double x = o->a_base[a] + (double)o->a_picked[a];
-    return o->a_w[a] == 1.0 ? x : x / o->a_w[a];
+    return fg_fair_key(o->a_base[a], o->a_picked[a], o->a_w[a]);
 }
 
 static double member_key(const fg_sched_t *s, const fg__order_t *o, int32_t m)
 {
     (void)s;
-    double x = o->m_base[m] + (double)o->m_picked[m];
-    return o->m_w[m] == 1.0 ? x : x / o->m_w[m];
+    return fg_fair_key(o->m_base[m], o->m_picked[m], o->m_w[m]);
 }
 
 /* The account order's `one` for account a with member m (jobs left in the band): m when

@@ -54,7 +54,7 @@ fg_sched_t *fg_sched_new(const fg_config_t *cfg)
     if (!s)
         return NULL;
     s->cfg = *cfg;
-    s->tau = cfg->half_life_s > 0 ? (double)cfg->half_life_s / M_LN2 : 0.0;
+    s->tau = fg_fair_tau(cfg->half_life_s);
     s->last_now = INT64_MIN;
     s->max_eligible = INT64_MIN;
     s->node_gen = 1;

@@ -1,0 +1,55 @@
+/*
+ * fairshare.h - fair share as one set of formulas, used by the scheduler core (plan
+ * order, preemption), the simulator (fair share received) and the controller (the
+ * fair-share view): decayed usage, the wfq key, and the share factor shown to users.
+ *
+ * Decayed usage, half-life h, τ = h / ln 2, R GPUs running over Δ seconds:
+ *   U(t + Δ) = U(t)·e^(-Δ/τ) + R·τ·(1 - e^(-Δ/τ))
+ * U/τ tends to R: it is the recent average GPU count. Without memory (h = 0) U = 0.
+ *
+ * The wfq key of an account or member: (U/τ + α·R + P) / w, with P the GPUs of its
+ * jobs already walked in this pass and w its weight; the smallest key goes first.
+ * Worked example, half-life 0 (α = 1): A (w = 2) runs 2 GPUs, B (w = 1) runs 1: keys
+ * 2/2 = 1 and 1/1 = 1, a tie, broken by index; after A's next 1-GPU job, A's key is
+ * 3/2 and B goes next.
+ */
+#ifndef FAIRGPU_FAIRSHARE_H
+#define FAIRGPU_FAIRSHARE_H
+
+#include <math.h>
+#include <stdint.h>
+
+/* τ for a half-life of h seconds (0: no memory) */
+static inline double fg_fair_tau(int64_t half_life_s)
+{
+    return half_life_s > 0 ? (double)half_life_s / log(2.0) : 0.0;
+}
+
+/* usage U brought forward dt > 0 seconds with `running` GPUs meanwhile (the formula
+ * above); 0 without memory (tau <= 0) */
+static inline double fg_fair_decayed(double usage, int64_t dt, int32_t running, double tau)
+{
+    if (tau <= 0.0)
+        return 0.0;
+    const double d = exp(-(double)dt / tau);
+    return usage * d + (double)running * tau * (1.0 - d);
+}
+
+/* the wfq key: (base + picked) / weight, base = U/τ + α·R (x / 1.0 is x: the test only
+ * saves a division) */
+static inline double fg_fair_key(double base, int64_t picked, double weight)
+{
+    const double x = base + (double)picked;
+    return weight == 1.0 ? x : x / weight;
+}
+
+/* The fair-share factor shown to users (Slurm's classic form): 2^(-u/s) of a usage
+ * share u (its part of its siblings' usage, 0..1) and a normalized share s (its weight
+ * over its siblings'): 1 unused, 0.5 exactly at its share, towards 0 far over it; 1
+ * when nobody used anything or s is 0. */
+static inline double fg_fair_share_factor(double usage, double siblings_usage, double share)
+{
+    return siblings_usage > 0 && share > 0 ? pow(2.0, -(usage / siblings_usage) / share) : 1.0;
+}
+
+#endif
