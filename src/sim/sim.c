@@ -146,12 +146,28 @@ static double now_s(void)
 static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t interval,
                         char *err, size_t errlen);
 
-int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
-                    fg_jobrec_t **recs_out, char *err, size_t errlen)
+/* One replay: the trace, the core it drives, and what it keeps per job. */
+typedef struct replay {
+    const fg_trace_t *t;
+    const fg_sim_opts_t *o;
+    fg_sched_t *s;
+    size_t n;          /* trace jobs */
+    fg_jobrec_t *recs; /* per job: what the metrics read */
+    jstate_t *js;      /* per job: the replay's own state */
+    heap_t heap;       /* completions */
+    fg_decisions_t d;
+    fg_fair_t fair;
+    int64_t gpus, nodes, t0;
+    int32_t uniform; /* GPUs per node when all nodes have as many, else 0 */
+    size_t next_arr, done, skipped;
+    int64_t preemptions, lost, passes;
+    char *err;
+    size_t errlen;
+} replay_t;
+
+/* Checks the options; 0 or -1 with err set. */
+static int options_check(const fg_sim_opts_t *o, char *err, size_t errlen)
 {
-    memset(r, 0, sizeof *r);
-    if (recs_out)
-        *recs_out = NULL;
     const char *msg = NULL;
     if (fg_config_check(&o->cfg, &msg) != FG_OK) {
         snprintf(err, errlen, "bad scheduler configuration: %s", msg ? msg : "?");
@@ -165,286 +181,317 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
         snprintf(err, errlen, "time limit factor must be >= 1, checkpoint interval >= 0");
         return -1;
     }
-    double t_begin = now_s();
-    fg_sched_t *s = fg_sched_new(&o->cfg);
-    if (!s) {
-        snprintf(err, errlen, "fg_sched_new failed");
-        return -1;
-    }
-    /* only the arrivals' estimates are read (right after the passes at their submit
-     * time): the core makes those and skips the others */
-    fg_sched_set_estimates_on_demand(s, true);
-    fg_sched_set_no_reasons(s, true); /* the replay reads no reasons */
-    int rc = -1;
-    int64_t gpus = 0, nodes = 0;
-    int32_t uniform = o->groups[0].gpus;
+    return 0;
+}
+
+/* Adds the cluster's nodes (n<group>-<k>) and the tenants (one account of one member
+ * each) to the core. */
+static int cluster_add(replay_t *p)
+{
+    const fg_sim_opts_t *o = p->o;
+    p->uniform = o->groups[0].gpus;
     for (size_t g = 0; g < o->ngroups; g++) {
         for (int32_t k = 0; k < o->groups[g].count; k++) {
             char name[FG_NAME_MAX];
             snprintf(name, sizeof name, "n%zu-%d", g, k);
-            int e = fg_sched_node_add(s, name, o->groups[g].gpus,
+            int e = fg_sched_node_add(p->s, name, o->groups[g].gpus,
                                       o->groups[g].gpu_type[0] ? o->groups[g].gpu_type : "gpu",
                                       FG_NODE_UP);
             if (e < 0) {
-                snprintf(err, errlen, "node %s: %s", name, fg_strerror(e));
-                fg_sched_free(s);
+                snprintf(p->err, p->errlen, "node %s: %s", name, fg_strerror(e));
                 return -1;
             }
-            gpus += o->groups[g].gpus;
-            nodes++;
+            p->gpus += o->groups[g].gpus;
+            p->nodes++;
         }
-        if (o->groups[g].gpus != uniform)
-            uniform = 0;
+        if (o->groups[g].gpus != p->uniform)
+            p->uniform = 0;
     }
-    if (gpus <= 0) {
-        snprintf(err, errlen, "no GPUs in the cluster");
-        fg_sched_free(s);
+    if (p->gpus <= 0) {
+        snprintf(p->err, p->errlen, "no GPUs in the cluster");
         return -1;
     }
-    int32_t ntenants = (int32_t)t->ntenants;
-    for (int32_t u = 0; u < ntenants; u++) {
-        double w = o->weights ? o->weights[u] : 1.0;
-        int e = fg_sched_account_set(s, t->tenants[u], w, -1);
+    for (size_t u = 0; u < p->t->ntenants; u++) {
+        const char *name = p->t->tenants[u];
+        int e = fg_sched_account_set(p->s, name, o->weights ? o->weights[u] : 1.0, -1);
         if (e >= 0)
-            e = fg_sched_member_set(s, t->tenants[u], t->tenants[u], 1.0);
+            e = fg_sched_member_set(p->s, name, name, 1.0);
         if (e < 0) {
-            snprintf(err, errlen, "tenant %s: %s", t->tenants[u], fg_strerror(e));
-            fg_sched_free(s);
+            snprintf(p->err, p->errlen, "tenant %s: %s", name, fg_strerror(e));
             return -1;
         }
     }
+    return 0;
+}
 
-    size_t n = t->njobs;
-    /* (huge pages where the kernel has them: xalloc.h) */
-    fg_jobrec_t *recs = fg_xcalloc_big(n, sizeof *recs);
-    jstate_t *js = fg_xcalloc_big(n, sizeof *js);
-    heap_t heap = {NULL, 0, 0};
-    fg_job_info_t info;
-    fg_decisions_t d;
-    fg_decisions_init(&d);
-    fg_fair_t fair;
-    int64_t t0 = n ? t->jobs[0].submit : 0;
-    {
-        double *w = fg_xmalloc((ntenants ? (size_t)ntenants : 1) * sizeof *w);
-        for (int32_t u = 0; u < ntenants; u++)
-            w[u] = o->weights ? o->weights[u] : 1.0;
-        fg_fair_init(&fair, ntenants, w, (double)gpus, t0);
-        free(w);
-    }
-    if (o->share_series) /* at most ~64M floats of samples in memory */
-        fg_fair_sample(&fair, o->share_interval_s > 0 ? o->share_interval_s : 3600,
+/* The fair-share tracker, weighted as the accounts, on the cluster's GPUs. */
+static void fair_setup(replay_t *p)
+{
+    const int32_t ntenants = (int32_t)p->t->ntenants;
+    double *w = fg_xmalloc((ntenants ? (size_t)ntenants : 1) * sizeof *w);
+    for (int32_t u = 0; u < ntenants; u++)
+        w[u] = p->o->weights ? p->o->weights[u] : 1.0;
+    fg_fair_init(&p->fair, ntenants, w, (double)p->gpus, p->t0);
+    free(w);
+    if (p->o->share_series) /* at most ~64M floats of samples in memory */
+        fg_fair_sample(&p->fair, p->o->share_interval_s > 0 ? p->o->share_interval_s : 3600,
                        ((size_t)1 << 26) / (ntenants ? (size_t)ntenants : 1));
+}
 
-    size_t next_arr = 0, done = 0, skipped = 0;
+/* The next event time: the next arrival, the next live completion, or the core's wake;
+ * FG_TIME_NEVER when none is left. Drops the completions of preempted attempts. */
+static int64_t next_event(replay_t *p, int64_t wake)
+{
+    int64_t tn = p->next_arr < p->n ? p->t->jobs[p->next_arr].submit : FG_TIME_NEVER;
+    while (p->heap.n) {
+        const event_t *top = &p->heap.v[0];
+        const jstate_t *j = &p->js[top->job];
+        if (j->state == J_RUNNING && j->attempt == top->attempt)
+            break;
+        heap_pop(&p->heap); /* a preempted attempt's completion */
+    }
+    if (p->heap.n && p->heap.v[0].time < tn)
+        tn = p->heap.v[0].time;
+    return wake < tn ? wake : tn;
+}
+
+/* Reports every completion at `now` to the core. */
+static int complete_at(replay_t *p, int64_t now)
+{
+    while (p->heap.n && p->heap.v[0].time == now) {
+        event_t e = heap_pop(&p->heap);
+        jstate_t *j = &p->js[e.job];
+        if (j->state != J_RUNNING || j->attempt != e.attempt)
+            continue;
+        fg_attempt_t a;
+        int er = fg_sched_attempt_ended(p->s, (fg_job_id_t)e.job + 1, e.attempt, FG_END_COMPLETED,
+                                        now, &a);
+        if (er != FG_OK) {
+            snprintf(p->err, p->errlen, "job %u completion at %lld: %s", e.job + 1, (long long)now,
+                     fg_strerror(er));
+            return -1;
+        }
+        fg_jobrec_t *rec = &p->recs[e.job];
+        rec->gpu_seconds += a.gpu_seconds;
+        rec->end = now;
+        rec->ends++;
+        int64_t span = now - rec->submit;
+        rec->n_avg = span > 0 ? (double)(p->fair.n_integral - j->i_submit) / (double)span
+                              : (double)p->fair.with_demand;
+        fg_fair_running(&p->fair, rec->tenant, -rec->gpus);
+        fg_fair_demand(&p->fair, rec->tenant, -rec->gpus);
+        j->state = J_DONE;
+        p->done++;
+    }
+    return 0;
+}
+
+/* The core's spec of trace job i: time limit = duration x factor, checkpoints as set. */
+static fg_job_spec_t job_spec(const replay_t *p, size_t i)
+{
+    const fg_trace_job_t *tj = &p->t->jobs[i];
+    double lim = (double)tj->duration * p->o->time_limit_factor;
+    return (fg_job_spec_t){
+        .id = (fg_job_id_t)i + 1,
+        .account = p->t->tenants[tj->tenant],
+        .user = p->t->tenants[tj->tenant],
+        .gpus = tj->gpus,
+        .gpu_type = NULL,
+        .time_limit_s = lim < 1.0    ? 1
+                        : lim > 4e18 ? (int64_t)4e18
+                                     : (int64_t)lim,
+        .prio = FG_PRIO_NORMAL,
+        .max_retries = 0,
+        .checkpoint_interval_s = p->o->checkpoint_interval_s,
+        .submit_time = tj->submit,
+    };
+}
+
+/* Submits every arrival at `now`. A job no node of the cluster could ever hold is
+ * skipped and counted (the core would accept it and let it wait forever, as nodes may
+ * join later). */
+static int arrive_at(replay_t *p, int64_t now)
+{
+    while (p->next_arr < p->n && p->t->jobs[p->next_arr].submit == now) {
+        size_t i = p->next_arr++;
+        const fg_trace_job_t *tj = &p->t->jobs[i];
+        fg_jobrec_t *rec = &p->recs[i];
+        rec->submit = tj->submit;
+        rec->start = rec->end = rec->estimate = -1;
+        rec->duration = tj->duration;
+        rec->gpus = tj->gpus;
+        rec->tenant = tj->tenant;
+        fg_job_spec_t spec = job_spec(p, i);
+        bool fits = fg_sched_check_fit(p->s, tj->gpus, NULL) == FG_OK;
+        int er = fits ? fg_sched_submit(p->s, &spec, now) : FG_ENOFIT;
+        if (er == FG_ENOFIT || er == FG_EQUOTA) {
+            p->js[i].state = J_SKIPPED;
+            p->skipped++;
+            continue;
+        }
+        if (er != FG_OK) {
+            snprintf(p->err, p->errlen, "%s:%lld: submit refused: %s", p->t->name,
+                     (long long)tj->line, fg_strerror(er));
+            return -1;
+        }
+        p->js[i].state = J_PENDING;
+        p->js[i].i_submit = p->fair.n_integral;
+        fg_fair_demand(&p->fair, tj->tenant, tj->gpus);
+    }
+    return 0;
+}
+
+/* Applies a pass's start: the job runs until its remaining work is done. */
+static int apply_start(replay_t *p, const fg_start_t *st, int64_t now)
+{
+    size_t i = (size_t)(st->job - 1);
+    if (st->job == 0 || i >= p->n || p->js[i].state != J_PENDING) {
+        snprintf(p->err, p->errlen, "pass at %lld started job %llu that is not pending",
+                 (long long)now, (unsigned long long)st->job);
+        return -1;
+    }
+    jstate_t *j = &p->js[i];
+    fg_jobrec_t *rec = &p->recs[i];
+    j->state = J_RUNNING;
+    j->attempt = st->attempt;
+    j->run_start = now;
+    if (++rec->attempts > FG_SIM_MAX_ATTEMPTS) {
+        snprintf(p->err, p->errlen,
+                 "replay aborted at t=%lld: job %zu (%s:%lld) started %d times "
+                 "without finishing (preemption livelock in the core?)",
+                 (long long)now, i + 1, p->t->name, (long long)p->t->jobs[i].line,
+                 FG_SIM_MAX_ATTEMPTS);
+        return -1;
+    }
+    if (rec->start < 0)
+        rec->start = now;
+    fg_fair_running(&p->fair, rec->tenant, rec->gpus);
+    heap_push(&p->heap, (event_t){now + (rec->duration - j->progress), (uint32_t)i, st->attempt});
+    return 0;
+}
+
+/* Applies a pass's preemption at once: the job rolls back to its last checkpoint and
+ * waits again. */
+static int apply_preempt(replay_t *p, const fg_preempt_t *pr, int64_t now)
+{
+    size_t i = (size_t)(pr->job - 1);
+    if (pr->job == 0 || i >= p->n || p->js[i].state != J_RUNNING) {
+        snprintf(p->err, p->errlen, "pass at %lld preempted job %llu that is not running",
+                 (long long)now, (unsigned long long)pr->job);
+        return -1;
+    }
+    fg_attempt_t a;
+    int er = fg_sched_attempt_ended(p->s, pr->job, pr->attempt, FG_END_PREEMPTED, now, &a);
+    if (er != FG_OK) {
+        snprintf(p->err, p->errlen, "job %llu preemption at %lld: %s", (unsigned long long)pr->job,
+                 (long long)now, fg_strerror(er));
+        return -1;
+    }
+    jstate_t *j = &p->js[i];
+    fg_jobrec_t *rec = &p->recs[i];
+    int64_t ran = now - j->run_start;
+    int64_t lost_s = rec->gpus ? a.lost_gpu_seconds / rec->gpus : 0;
+    if (lost_s < 0)
+        lost_s = 0;
+    if (lost_s > ran)
+        lost_s = ran;
+    j->progress += ran - lost_s;
+    rec->gpu_seconds += a.gpu_seconds;
+    p->lost += (int64_t)rec->gpus * lost_s;
+    p->preemptions++;
+    j->state = J_PENDING;
+    fg_fair_running(&p->fair, rec->tenant, -rec->gpus);
+    return 0;
+}
+
+/* Passes at `now` until one decides no preemption and does not ask to run again at
+ * `now` (next_wake == now: it stopped walking with work left); *wake: the core's next. */
+static int passes_at(replay_t *p, int64_t now, int64_t *wake)
+{
+    fg_decisions_t *d = &p->d;
+    for (int round = 0;; round++) {
+        int er = fg_sched_pass(p->s, now, d);
+        p->passes++;
+        if (er != FG_OK) {
+            snprintf(p->err, p->errlen, "pass at %lld: %s", (long long)now, fg_strerror(er));
+            return -1;
+        }
+        for (size_t k = 0; k < d->nstarts; k++)
+            if (apply_start(p, &d->starts[k], now) < 0)
+                return -1;
+        for (size_t k = 0; k < d->npreempts; k++)
+            if (apply_preempt(p, &d->preempts[k], now) < 0)
+                return -1;
+        if ((d->npreempts == 0 && d->next_wake > now) || round >= 1000)
+            break;
+    }
+    *wake = d->next_wake > now ? d->next_wake : FG_TIME_NEVER;
+    return 0;
+}
+
+/* The estimate each arrival of [from, to) got at its submission: now if it started,
+ * else what the passes left (on demand: the core makes only these). */
+static void record_estimates(replay_t *p, size_t from, size_t to, int64_t now)
+{
+    fg_job_info_t info;
+    for (size_t i = from; i < to; i++) {
+        if (p->js[i].state == J_RUNNING)
+            p->recs[i].estimate = now;
+        else if (p->js[i].state == J_PENDING &&
+                 fg_sched_job_info(p->s, (fg_job_id_t)i + 1, &info) == FG_OK &&
+                 info.estimated_start != FG_TIME_NEVER)
+            p->recs[i].estimate = info.estimated_start;
+    }
+}
+
+/* The event loop (see the banner): until every job is done or skipped. */
+static int replay_events(replay_t *p, double t_begin)
+{
     int64_t wake = FG_TIME_NEVER;
-    int64_t preemptions = 0, lost = 0, passes = 0;
     double last_progress = t_begin;
     uint64_t iter = 0;
-    bool show = o->progress;
-
-    while (done + skipped < n) {
-        int64_t tn = FG_TIME_NEVER;
-        if (next_arr < n)
-            tn = t->jobs[next_arr].submit;
-        while (heap.n) {
-            const event_t *top = &heap.v[0];
-            const jstate_t *j = &js[top->job];
-            if (j->state == J_RUNNING && j->attempt == top->attempt)
-                break;
-            heap_pop(&heap); /* a preempted attempt's completion */
+    while (p->done + p->skipped < p->n) {
+        const int64_t now = next_event(p, wake);
+        if (now == FG_TIME_NEVER) {
+            snprintf(p->err, p->errlen, "replay stuck: %zu jobs never started (core bug?)",
+                     p->n - p->done - p->skipped);
+            return -1;
         }
-        if (heap.n && heap.v[0].time < tn)
-            tn = heap.v[0].time;
-        if (wake < tn)
-            tn = wake;
-        if (tn == FG_TIME_NEVER) {
-            snprintf(err, errlen, "replay stuck: %zu jobs never started (core bug?)",
-                     n - done - skipped);
-            goto out;
-        }
-        const int64_t now = tn;
-        fg_fair_advance(&fair, now);
-
-        /* completions */
-        while (heap.n && heap.v[0].time == now) {
-            event_t e = heap_pop(&heap);
-            jstate_t *j = &js[e.job];
-            if (j->state != J_RUNNING || j->attempt != e.attempt)
-                continue;
-            fg_attempt_t a;
-            int er = fg_sched_attempt_ended(s, (fg_job_id_t)e.job + 1, e.attempt, FG_END_COMPLETED,
-                                            now, &a);
-            if (er != FG_OK) {
-                snprintf(err, errlen, "job %u completion at %lld: %s", e.job + 1, (long long)now,
-                         fg_strerror(er));
-                goto out;
-            }
-            fg_jobrec_t *rec = &recs[e.job];
-            rec->gpu_seconds += a.gpu_seconds;
-            rec->end = now;
-            rec->ends++;
-            int64_t span = now - rec->submit;
-            rec->n_avg = span > 0 ? (double)(fair.n_integral - j->i_submit) / (double)span
-                                  : (double)fair.with_demand;
-            fg_fair_running(&fair, rec->tenant, -rec->gpus);
-            fg_fair_demand(&fair, rec->tenant, -rec->gpus);
-            j->state = J_DONE;
-            done++;
-        }
-
-        /* arrivals */
-        size_t arr_begin = next_arr;
-        while (next_arr < n && t->jobs[next_arr].submit == now) {
-            size_t i = next_arr++;
-            const fg_trace_job_t *tj = &t->jobs[i];
-            fg_jobrec_t *rec = &recs[i];
-            rec->submit = tj->submit;
-            rec->start = rec->end = rec->estimate = -1;
-            rec->duration = tj->duration;
-            rec->gpus = tj->gpus;
-            rec->tenant = tj->tenant;
-            double lim = (double)tj->duration * o->time_limit_factor;
-            fg_job_spec_t spec = {
-                .id = (fg_job_id_t)i + 1,
-                .account = t->tenants[tj->tenant],
-                .user = t->tenants[tj->tenant],
-                .gpus = tj->gpus,
-                .gpu_type = NULL,
-                .time_limit_s = lim < 1.0    ? 1
-                                : lim > 4e18 ? (int64_t)4e18
-                                             : (int64_t)lim,
-                .prio = FG_PRIO_NORMAL,
-                .max_retries = 0,
-                .checkpoint_interval_s = o->checkpoint_interval_s,
-                .submit_time = tj->submit,
-            };
-            /* a job no node of the cluster could ever hold is skipped and counted (the
-             * core would accept it and let it wait forever, as nodes may join later) */
-            bool fits = fg_sched_check_fit(s, tj->gpus, NULL) == FG_OK;
-            int er = fits ? fg_sched_submit(s, &spec, now) : FG_ENOFIT;
-            if (er == FG_ENOFIT || er == FG_EQUOTA) {
-                js[i].state = J_SKIPPED;
-                skipped++;
-                continue;
-            }
-            if (er != FG_OK) {
-                snprintf(err, errlen, "%s:%lld: submit refused: %s", t->name, (long long)tj->line,
-                         fg_strerror(er));
-                goto out;
-            }
-            js[i].state = J_PENDING;
-            js[i].i_submit = fair.n_integral;
-            fg_fair_demand(&fair, tj->tenant, tj->gpus);
-        }
-
-        /* passes until no preemption */
-        for (int round = 0;; round++) {
-            int er = fg_sched_pass(s, now, &d);
-            passes++;
-            if (er != FG_OK) {
-                snprintf(err, errlen, "pass at %lld: %s", (long long)now, fg_strerror(er));
-                goto out;
-            }
-            for (size_t k = 0; k < d.nstarts; k++) {
-                const fg_start_t *st = &d.starts[k];
-                size_t i = (size_t)(st->job - 1);
-                if (st->job == 0 || i >= n || js[i].state != J_PENDING) {
-                    snprintf(err, errlen, "pass at %lld started job %llu that is not pending",
-                             (long long)now, (unsigned long long)st->job);
-                    goto out;
-                }
-                jstate_t *j = &js[i];
-                fg_jobrec_t *rec = &recs[i];
-                j->state = J_RUNNING;
-                j->attempt = st->attempt;
-                j->run_start = now;
-                if (++rec->attempts > FG_SIM_MAX_ATTEMPTS) {
-                    snprintf(err, errlen,
-                             "replay aborted at t=%lld: job %zu (%s:%lld) started %d times "
-                             "without finishing (preemption livelock in the core?)",
-                             (long long)now, i + 1, t->name, (long long)t->jobs[i].line,
-                             FG_SIM_MAX_ATTEMPTS);
-                    goto out;
-                }
-                if (rec->start < 0)
-                    rec->start = now;
-                fg_fair_running(&fair, rec->tenant, rec->gpus);
-                heap_push(&heap,
-                          (event_t){now + (rec->duration - j->progress), (uint32_t)i, st->attempt});
-            }
-            for (size_t k = 0; k < d.npreempts; k++) {
-                const fg_preempt_t *p = &d.preempts[k];
-                size_t i = (size_t)(p->job - 1);
-                if (p->job == 0 || i >= n || js[i].state != J_RUNNING) {
-                    snprintf(err, errlen, "pass at %lld preempted job %llu that is not running",
-                             (long long)now, (unsigned long long)p->job);
-                    goto out;
-                }
-                fg_attempt_t a;
-                er = fg_sched_attempt_ended(s, p->job, p->attempt, FG_END_PREEMPTED, now, &a);
-                if (er != FG_OK) {
-                    snprintf(err, errlen, "job %llu preemption at %lld: %s",
-                             (unsigned long long)p->job, (long long)now, fg_strerror(er));
-                    goto out;
-                }
-                jstate_t *j = &js[i];
-                fg_jobrec_t *rec = &recs[i];
-                int64_t ran = now - j->run_start;
-                int64_t lost_s = rec->gpus ? a.lost_gpu_seconds / rec->gpus : 0;
-                if (lost_s < 0)
-                    lost_s = 0;
-                if (lost_s > ran)
-                    lost_s = ran;
-                j->progress += ran - lost_s;
-                rec->gpu_seconds += a.gpu_seconds;
-                lost += (int64_t)rec->gpus * lost_s;
-                preemptions++;
-                j->state = J_PENDING;
-                fg_fair_running(&fair, rec->tenant, -rec->gpus);
-            }
-            /* again at the same time while it preempted (the freed GPUs) or asks for it
-             * (next_wake == now: it stopped walking with work left) */
-            if ((d.npreempts == 0 && d.next_wake > now) || round >= 1000)
-                break;
-        }
-        wake = d.next_wake > now ? d.next_wake : FG_TIME_NEVER;
-
-        /* the estimate made at submission: started now, or what the passes left */
-        for (size_t i = arr_begin; i < next_arr; i++) {
-            if (js[i].state == J_RUNNING) {
-                recs[i].estimate = now;
-            } else if (js[i].state == J_PENDING &&
-                       fg_sched_job_info(s, (fg_job_id_t)i + 1, &info) == FG_OK &&
-                       info.estimated_start != FG_TIME_NEVER) {
-                recs[i].estimate = info.estimated_start;
-            }
-        }
-
-        if (show && (++iter & 4095) == 0) {
-            double w = now_s();
-            if (w - last_progress >= 0.5) {
-                last_progress = w;
-                fprintf(stderr, "\rsim %s: %zu/%zu jobs done, t=%.1f days ",
-                        fg_policy_name(o->cfg.policy), done, n, (double)(now - t0) / 86400.0);
-                fflush(stderr);
-            }
+        fg_fair_advance(&p->fair, now);
+        if (complete_at(p, now) < 0)
+            return -1;
+        const size_t arr_begin = p->next_arr;
+        if (arrive_at(p, now) < 0 || passes_at(p, now, &wake) < 0)
+            return -1;
+        record_estimates(p, arr_begin, p->next_arr, now);
+        if (p->o->progress && (++iter & 4095) == 0 && now_s() - last_progress >= 0.5) {
+            last_progress = now_s();
+            fprintf(stderr, "\rsim %s: %zu/%zu jobs done, t=%.1f days ",
+                    fg_policy_name(p->o->cfg.policy), p->done, p->n,
+                    (double)(now - p->t0) / 86400.0);
+            fflush(stderr);
         }
     }
+    return 0;
+}
 
-    /* figures */
-    fg_fair_flush(&fair);
-    /* (it counts the jobs that ended: no copy of their records) */
-    fg_metrics_compute(recs, n, gpus, ntenants, fair.entitled, fair.received, r);
+/* The figures of a finished replay. */
+static void result_fill(replay_t *p, fg_sim_result_t *r, double t_begin)
+{
+    const fg_sim_opts_t *o = p->o;
+    fg_fair_flush(&p->fair);
+    fg_metrics_compute(p->recs, p->n, p->gpus, (int32_t)p->t->ntenants, p->fair.entitled,
+                       p->fair.received, r);
     r->replay_seconds = now_s() - t_begin;
     snprintf(r->policy, sizeof r->policy, "%s", fg_policy_name(o->cfg.policy));
-    r->trace = t->name;
-    r->nodes = nodes;
-    r->gpus_per_node = uniform;
-    r->rounded_up = t->rounded_up;
-    r->skipped_bad = t->skipped_bad;
-    r->skipped_too_big = (int64_t)skipped;
-    r->preemptions = preemptions;
-    r->lost_gpu_seconds = lost;
+    r->trace = p->t->name;
+    r->nodes = p->nodes;
+    r->gpus_per_node = p->uniform;
+    r->rounded_up = p->t->rounded_up;
+    r->skipped_bad = p->t->skipped_bad;
+    r->skipped_too_big = (int64_t)p->skipped;
+    r->preemptions = p->preemptions;
+    r->lost_gpu_seconds = p->lost;
     r->half_life_s = o->cfg.half_life_s;
     r->backfill = o->cfg.backfill && o->cfg.policy != FG_POLICY_FIFO;
     r->preemption = o->cfg.preemption;
@@ -453,25 +500,58 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     r->quantum_s = o->cfg.quantum_s;
     r->checkpoint_interval_s = o->checkpoint_interval_s;
     r->time_limit_factor = o->time_limit_factor;
-    r->passes = passes;
-    if (show)
-        fprintf(stderr, "\rsim %s: %zu/%zu jobs done in %.2f s%20s\n",
-                fg_policy_name(o->cfg.policy), done, n, r->replay_seconds, "");
-    rc = 0;
-    if (o->share_series &&
-        write_series(o->share_series, t, &fair,
-                     o->share_interval_s > 0 ? o->share_interval_s : 3600, err, errlen) < 0)
-        rc = -1;
-out:
-    fg_decisions_free(&d);
-    fg_sched_free(s);
-    fg_fair_free(&fair);
-    free(heap.v);
-    fg_xfree_big(js, n, sizeof *js);
+    r->passes = p->passes;
+}
+
+int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
+                    fg_jobrec_t **recs_out, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    if (recs_out)
+        *recs_out = NULL;
+    if (options_check(o, err, errlen) < 0)
+        return -1;
+    const double t_begin = now_s();
+    replay_t p = {.t = t, .o = o, .n = t->njobs, .err = err, .errlen = errlen};
+    p.s = fg_sched_new(&o->cfg);
+    if (!p.s) {
+        snprintf(err, errlen, "fg_sched_new failed");
+        return -1;
+    }
+    /* only the arrivals' estimates are read (right after the passes at their submit
+     * time): the core makes those and skips the others */
+    fg_sched_set_estimates_on_demand(p.s, true);
+    fg_sched_set_no_reasons(p.s, true); /* the replay reads no reasons */
+    if (cluster_add(&p) < 0) {
+        fg_sched_free(p.s);
+        return -1;
+    }
+    /* (huge pages where the kernel has them: xalloc.h) */
+    p.recs = fg_xcalloc_big(p.n, sizeof *p.recs);
+    p.js = fg_xcalloc_big(p.n, sizeof *p.js);
+    p.t0 = p.n ? t->jobs[0].submit : 0;
+    fg_decisions_init(&p.d);
+    fair_setup(&p);
+    int rc = replay_events(&p, t_begin);
+    if (rc == 0) {
+        result_fill(&p, r, t_begin);
+        if (o->progress)
+            fprintf(stderr, "\rsim %s: %zu/%zu jobs done in %.2f s%20s\n",
+                    fg_policy_name(o->cfg.policy), p.done, p.n, r->replay_seconds, "");
+        if (o->share_series &&
+            write_series(o->share_series, t, &p.fair,
+                         o->share_interval_s > 0 ? o->share_interval_s : 3600, err, errlen) < 0)
+            rc = -1;
+    }
+    fg_decisions_free(&p.d);
+    fg_sched_free(p.s);
+    fg_fair_free(&p.fair);
+    free(p.heap.v);
+    fg_xfree_big(p.js, p.n, sizeof *p.js);
     if (recs_out && rc == 0)
-        *recs_out = recs;
+        *recs_out = p.recs;
     else
-        fg_sim_recs_free(recs, t);
+        fg_sim_recs_free(p.recs, t);
     return rc;
 }
 
