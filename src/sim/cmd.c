@@ -301,15 +301,134 @@ static int bad_opt(const char *opt, const char *val, const char *want)
     return 2;
 }
 
-int fg_cmd_sim(int argc, char **argv)
-{
+/* The command line of `fairgpu sim`, parsed. */
+typedef struct sim_args {
     fg_sim_opts_t o;
-    fg_sim_opts_default(&o);
-    int64_t nodes = 0, gpn = 8, v;
-    const char *cluster_file = NULL, *weights_file = NULL, *json_out = NULL, *jobs_out = NULL;
-    bool compare = false, json = false, markdown = false, progress = false;
-    fg_trace_opts_t topts = {0, 0};
+    int64_t nodes, gpn;
+    const char *cluster_file, *weights_file, *json_out, *jobs_out, *path;
+    bool compare, json, markdown, progress;
+    fg_trace_opts_t topts;
+} sim_args_t;
 
+/* A time option's value into its setting; 0, or the exit status of a bad value. */
+static int time_option(sim_args_t *a, int c, const char *name, const char *arg)
+{
+    int64_t v;
+    if (parse_time(arg, &v))
+        return bad_opt(name, arg, "a time: seconds, or with a suffix s/m/h/d/w");
+    if (c == O_SERIES_INT && v < 1)
+        return bad_opt(name, arg, "a time of at least 1 s");
+    int64_t *to = c == O_HALF      ? &a->o.cfg.half_life_s
+                  : c == O_QUANTUM ? &a->o.cfg.quantum_s
+                  : c == O_PWAIT   ? &a->o.cfg.preempt_wait_s
+                  : c == O_MINRUN  ? &a->o.cfg.min_run_s
+                  : c == O_CKPT    ? &a->o.checkpoint_interval_s
+                                   : &a->o.share_interval_s;
+    *to = v;
+    return 0;
+}
+
+/* A depth option's value into its setting; 0, or the exit status of a bad value. */
+static int depth_option(sim_args_t *a, int c, const char *name, const char *arg)
+{
+    int64_t v;
+    if (parse_count(arg, 0, INT32_MAX, &v))
+        return bad_opt(name, arg, "an integer >= 0");
+    int32_t *to = c == O_BFD   ? &a->o.cfg.backfill_depth
+                  : c == O_RSD ? &a->o.cfg.reserve_depth
+                               : &a->o.cfg.estimate_depth;
+    *to = (int32_t)v;
+    return 0;
+}
+
+/* One option into *a; 0, or the exit status of a bad value. */
+static int sim_option(sim_args_t *a, int c, const char *name, const char *arg)
+{
+    int64_t v;
+    switch (c) {
+    case O_NODES:
+        return parse_count(arg, 1, MAX_NODES, &a->nodes)
+                   ? bad_opt(name, arg, "an integer in [1, 100000]")
+                   : 0;
+    case O_GPN:
+        return parse_count(arg, 1, FG_MAX_NODE_GPUS, &a->gpn)
+                   ? bad_opt(name, arg, "an integer in [1, 64]")
+                   : 0;
+    case O_POLICY: {
+        int p = fg_policy_parse(arg);
+        if (p < 0)
+            return bad_opt(name, arg, "wfq, fifo, priority, round-robin or las");
+        a->o.cfg.policy = (fg_policy_t)p;
+        return 0;
+    }
+    case O_HALF:
+    case O_QUANTUM:
+    case O_PWAIT:
+    case O_MINRUN:
+    case O_CKPT:
+    case O_SERIES_INT:
+        return time_option(a, c, name, arg);
+    case O_BFD:
+    case O_RSD:
+    case O_ESD:
+        return depth_option(a, c, name, arg);
+    case O_TLF:
+        if (parse_double(arg, &a->o.time_limit_factor) || !(a->o.time_limit_factor >= 1.0) ||
+            a->o.time_limit_factor > 1000)
+            return bad_opt(name, arg, "a number in [1, 1000]");
+        return 0;
+    case O_MAXJOBS:
+        if (parse_count(arg, 1, INT64_MAX, &v))
+            return bad_opt(name, arg, "an integer >= 1");
+        a->topts.max_jobs = (size_t)v;
+        return 0;
+    case O_CLUSTER:
+        a->cluster_file = arg;
+        return 0;
+    case O_WEIGHTS:
+        a->weights_file = arg;
+        return 0;
+    case O_JSON_OUT:
+        a->json_out = arg;
+        return 0;
+    case O_SERIES:
+        a->o.share_series = arg;
+        return 0;
+    case O_JOBS_OUT:
+        a->jobs_out = arg;
+        return 0;
+    case O_COMPARE:
+        a->compare = true;
+        return 0;
+    case O_NOBF:
+        a->o.cfg.backfill = false;
+        return 0;
+    case O_NOPRE:
+        a->o.cfg.preemption = false;
+        return 0;
+    case O_SKIP:
+        a->topts.skip_bad = 1;
+        return 0;
+    case O_JSON:
+        a->json = true;
+        return 0;
+    case O_MD:
+        a->markdown = true;
+        return 0;
+    case O_PROGRESS:
+        a->progress = true;
+        return 0;
+    default:
+        return 2;
+    }
+}
+
+/* Parses the command line into *a: -1 to go on, else the exit status (0 after --help). */
+static int sim_args_parse(int argc, char **argv, sim_args_t *a)
+{
+    memset(a, 0, sizeof *a);
+    fg_sim_opts_default(&a->o);
+    a->gpn = 8;
     optind = 1;
     opterr = 0;
     int c;
@@ -318,230 +437,174 @@ int fg_cmd_sim(int argc, char **argv)
         for (const struct option *lo = longopts; lo->name; lo++)
             if (lo->val == c)
                 name = lo->name;
-        switch (c) {
-        case O_NODES:
-            if (parse_count(optarg, 1, MAX_NODES, &nodes))
-                return bad_opt(name, optarg, "an integer in [1, 100000]");
-            break;
-        case O_GPN:
-            if (parse_count(optarg, 1, FG_MAX_NODE_GPUS, &gpn))
-                return bad_opt(name, optarg, "an integer in [1, 64]");
-            break;
-        case O_CLUSTER:
-            cluster_file = optarg;
-            break;
-        case O_POLICY: {
-            int p = fg_policy_parse(optarg);
-            if (p < 0)
-                return bad_opt(name, optarg, "wfq, fifo, priority, round-robin or las");
-            o.cfg.policy = (fg_policy_t)p;
-            break;
-        }
-        case O_COMPARE:
-            compare = true;
-            break;
-        case O_HALF:
-        case O_QUANTUM:
-        case O_PWAIT:
-        case O_MINRUN:
-        case O_CKPT:
-        case O_SERIES_INT:
-            if (parse_time(optarg, &v))
-                return bad_opt(name, optarg, "a time: seconds, or with a suffix s/m/h/d/w");
-            if (c == O_HALF)
-                o.cfg.half_life_s = v;
-            else if (c == O_QUANTUM)
-                o.cfg.quantum_s = v;
-            else if (c == O_PWAIT)
-                o.cfg.preempt_wait_s = v;
-            else if (c == O_MINRUN)
-                o.cfg.min_run_s = v;
-            else if (c == O_CKPT)
-                o.checkpoint_interval_s = v;
-            else if (v < 1)
-                return bad_opt(name, optarg, "a time of at least 1 s");
-            else
-                o.share_interval_s = v;
-            break;
-        case O_NOBF:
-            o.cfg.backfill = false;
-            break;
-        case O_NOPRE:
-            o.cfg.preemption = false;
-            break;
-        case O_BFD:
-        case O_RSD:
-        case O_ESD:
-            if (parse_count(optarg, 0, INT32_MAX, &v))
-                return bad_opt(name, optarg, "an integer >= 0");
-            if (c == O_BFD)
-                o.cfg.backfill_depth = (int32_t)v;
-            else if (c == O_RSD)
-                o.cfg.reserve_depth = (int32_t)v;
-            else
-                o.cfg.estimate_depth = (int32_t)v;
-            break;
-        case O_WEIGHTS:
-            weights_file = optarg;
-            break;
-        case O_TLF:
-            if (parse_double(optarg, &o.time_limit_factor) || !(o.time_limit_factor >= 1.0) ||
-                o.time_limit_factor > 1000)
-                return bad_opt(name, optarg, "a number in [1, 1000]");
-            break;
-        case O_SKIP:
-            topts.skip_bad = 1;
-            break;
-        case O_MAXJOBS:
-            if (parse_count(optarg, 1, INT64_MAX, &v))
-                return bad_opt(name, optarg, "an integer >= 1");
-            topts.max_jobs = (size_t)v;
-            break;
-        case O_JSON:
-            json = true;
-            break;
-        case O_JSON_OUT:
-            json_out = optarg;
-            break;
-        case O_MD:
-            markdown = true;
-            break;
-        case O_SERIES:
-            o.share_series = optarg;
-            break;
-        case O_JOBS_OUT:
-            jobs_out = optarg;
-            break;
-        case O_PROGRESS:
-            progress = true;
-            break;
-        case O_HELP:
-        case 'h':
+        if (c == O_HELP || c == 'h') {
             fputs(usage, stdout);
             return 0;
-        case ':':
+        }
+        if (c == ':') {
             fprintf(stderr, "fairgpu sim: %s needs a value\n", argv[optind - 1]);
             return 2;
-        default:
+        }
+        if (!name) {
             fprintf(stderr, "fairgpu sim: unknown option %s (see fairgpu sim --help)\n",
                     argv[optind - 1]);
             return 2;
         }
+        int rc = sim_option(a, c, name, optarg);
+        if (rc)
+            return rc;
     }
     if (optind != argc - 1) {
         fputs(usage, stderr);
         return 2;
     }
-    const char *path = argv[optind];
+    a->path = argv[optind];
     const char *cmsg = NULL;
-    if (fg_config_check(&o.cfg, &cmsg) != FG_OK) {
+    if (fg_config_check(&a->o.cfg, &cmsg) != FG_OK) {
         fprintf(stderr, "fairgpu sim: bad option: %s\n", cmsg ? cmsg : "configuration");
         return 2;
     }
+    return -1;
+}
 
+/* The tenants' weights (1, or from --weights) and the cluster's node groups (from
+ * --cluster, or --nodes x --gpus-per-node, auto-sized by default) into a->o. */
+static int sim_inputs(sim_args_t *a, const fg_trace_t *t, double *weights, fg_sim_nodes_t *groups)
+{
+    for (size_t u = 0; u < t->ntenants; u++)
+        weights[u] = 1.0;
+    if (a->weights_file) {
+        weights_ctx_t wc = {t, weights, 0};
+        if (read_conf(a->weights_file, weight_line, &wc) < 0)
+            return -1;
+        if (wc.unknown)
+            fprintf(stderr, "fairgpu sim: %s: %d tenants not in the trace (ignored)\n",
+                    a->weights_file, wc.unknown);
+    }
+    a->o.weights = weights;
+    if (a->cluster_file) {
+        cluster_ctx_t cc = {groups, 0, 0};
+        if (read_conf(a->cluster_file, cluster_line, &cc) < 0)
+            return -1;
+        if (cc.n == 0) {
+            fprintf(stderr, "fairgpu sim: %s: no nodes\n", a->cluster_file);
+            return -1;
+        }
+        a->o.ngroups = cc.n;
+    } else {
+        groups[0].count = (int32_t)(a->nodes ? a->nodes : fg_sim_auto_nodes(t, (int32_t)a->gpn));
+        groups[0].gpus = (int32_t)a->gpn;
+        snprintf(groups[0].gpu_type, sizeof groups[0].gpu_type, "gpu");
+        a->o.ngroups = 1;
+    }
+    a->o.groups = groups;
+    a->o.progress = a->progress || isatty(STDERR_FILENO);
+    return 0;
+}
+
+/* Prints a result as a JSON line on stdout (--json) and into jout (--json-out). */
+static void sim_json(const sim_args_t *a, const fg_sim_result_t *r, FILE *jout)
+{
+    if (!a->json && !jout)
+        return;
+    char *s = fg_sim_result_json(r);
+    if (a->json) {
+        printf("%s\n", s);
+        fflush(stdout);
+    }
+    if (jout) {
+        fprintf(jout, "%s\n", s);
+        fflush(jout);
+    }
+    free(s);
+}
+
+/* Runs the --policy policy, or every policy under --compare, into res[]; the share
+ * series and the job records come from the run of the --policy policy. Returns the
+ * number of runs that failed; *nres: the results made. */
+static int sim_runs(sim_args_t *a, const fg_trace_t *t, fg_sim_result_t *res, size_t *nres,
+                    FILE *jout)
+{
+    fg_sim_opts_t *o = &a->o;
+    const char *series = o->share_series;
+    const fg_policy_t series_policy = o->cfg.policy;
+    char err[512];
+    int failed = 0;
+    for (int p = 0; p < FG_POLICY_COUNT; p++) {
+        if (a->compare)
+            o->cfg.policy = (fg_policy_t)p;
+        else if (p > 0)
+            break;
+        const bool own = o->cfg.policy == series_policy;
+        o->share_series = own ? series : NULL;
+        fg_jobrec_t *recs = NULL;
+        if (fg_sim_run_recs(t, o, &res[*nres], a->jobs_out && own ? &recs : NULL, err, sizeof err) <
+            0) {
+            /* under --compare the other policies still run; the exit status says it */
+            fprintf(stderr, "fairgpu sim: %s: %s\n", fg_policy_name(o->cfg.policy), err);
+            failed++;
+            continue;
+        }
+        if (recs && write_jobs(a->jobs_out, t, recs, fg_policy_name(o->cfg.policy)) < 0)
+            failed++;
+        fg_sim_recs_free(recs, t);
+        if (res[*nres].skipped_too_big && *nres == 0)
+            fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
+                    (long long)res[*nres].skipped_too_big);
+        sim_json(a, &res[*nres], jout);
+        (*nres)++;
+    }
+    return failed;
+}
+
+/* The table of results (not under --json): a summary line, then one row per policy. */
+static void sim_table(const sim_args_t *a, const fg_trace_t *t, const fg_sim_result_t *res,
+                      size_t nres)
+{
+    if (a->json || nres == 0)
+        return;
+    if (!a->markdown)
+        printf("trace %s: %lld jobs, %lld nodes, %lld GPUs, %lld sizes rounded up to whole "
+               "nodes, %lld skipped (never fit)\n",
+               t->name, (long long)res[0].jobs, (long long)res[0].nodes, (long long)res[0].gpus,
+               (long long)res[0].rounded_up, (long long)res[0].skipped_too_big);
+    fg_sim_print_table(stdout, res, nres, a->markdown);
+}
+
+int fg_cmd_sim(int argc, char **argv)
+{
+    sim_args_t a;
+    int rc = sim_args_parse(argc, argv, &a);
+    if (rc >= 0)
+        return rc;
     fg_trace_t t;
     char err[512];
-    if (fg_trace_load(path, &topts, &t, err, sizeof err) < 0) {
+    if (fg_trace_load(a.path, &a.topts, &t, err, sizeof err) < 0) {
         fprintf(stderr, "fairgpu sim: %s\n", err);
         return 1;
     }
     if (t.skipped_bad)
         fprintf(stderr, "fairgpu sim: skipped %lld bad rows (first: %s)\n",
                 (long long)t.skipped_bad, t.first_bad);
-
-    int rc = 1;
+    rc = 1;
     fg_sim_nodes_t *groups = fg_xcalloc(MAX_GROUPS, sizeof *groups);
     double *weights = fg_xmalloc((t.ntenants ? t.ntenants : 1) * sizeof *weights);
     fg_sim_result_t *res = fg_xcalloc(FG_POLICY_COUNT, sizeof *res);
-    for (size_t u = 0; u < t.ntenants; u++)
-        weights[u] = 1.0;
-    if (weights_file) {
-        weights_ctx_t wc = {&t, weights, 0};
-        if (read_conf(weights_file, weight_line, &wc) < 0)
-            goto out;
-        if (wc.unknown)
-            fprintf(stderr, "fairgpu sim: %s: %d tenants not in the trace (ignored)\n",
-                    weights_file, wc.unknown);
-    }
-    o.weights = weights;
-    if (cluster_file) {
-        cluster_ctx_t cc = {groups, 0, 0};
-        if (read_conf(cluster_file, cluster_line, &cc) < 0)
-            goto out;
-        if (cc.n == 0) {
-            fprintf(stderr, "fairgpu sim: %s: no nodes\n", cluster_file);
-            goto out;
-        }
-        o.ngroups = cc.n;
-    } else {
-        groups[0].count = (int32_t)(nodes ? nodes : fg_sim_auto_nodes(&t, (int32_t)gpn));
-        groups[0].gpus = (int32_t)gpn;
-        snprintf(groups[0].gpu_type, sizeof groups[0].gpu_type, "gpu");
-        o.ngroups = 1;
-    }
-    o.groups = groups;
-    o.progress = progress || isatty(STDERR_FILENO);
-
     FILE *jout = NULL;
-    if (json_out && !(jout = fopen(json_out, "w"))) {
-        fprintf(stderr, "fairgpu sim: %s: %s\n", json_out, strerror(errno));
+    if (sim_inputs(&a, &t, weights, groups) < 0)
+        goto out;
+    if (a.json_out && !(jout = fopen(a.json_out, "w"))) {
+        fprintf(stderr, "fairgpu sim: %s: %s\n", a.json_out, strerror(errno));
         goto out;
     }
-    /* The share series comes from the run of the --policy policy (wfq by default). */
-    const char *series = o.share_series;
-    fg_policy_t series_policy = o.cfg.policy;
     size_t nres = 0;
-    int failed = 0;
-    for (int p = 0; p < FG_POLICY_COUNT; p++) {
-        if (compare)
-            o.cfg.policy = (fg_policy_t)p;
-        else if (p > 0)
-            break;
-        o.share_series = o.cfg.policy == series_policy ? series : NULL;
-        fg_jobrec_t *recs = NULL;
-        if (fg_sim_run_recs(&t, &o, &res[nres],
-                            jobs_out && o.cfg.policy == series_policy ? &recs : NULL, err,
-                            sizeof err) < 0) {
-            /* under --compare the other policies still run; the exit status says it */
-            fprintf(stderr, "fairgpu sim: %s: %s\n", fg_policy_name(o.cfg.policy), err);
-            failed++;
-            continue;
-        }
-        if (recs && write_jobs(jobs_out, &t, recs, fg_policy_name(o.cfg.policy)) < 0)
-            failed++;
-        fg_sim_recs_free(recs, &t);
-        if (res[nres].skipped_too_big && nres == 0)
-            fprintf(stderr, "fairgpu sim: skipped %lld jobs that can never fit the cluster\n",
-                    (long long)res[nres].skipped_too_big);
-        if (json || jout) {
-            char *s = fg_sim_result_json(&res[nres]);
-            if (json) {
-                printf("%s\n", s);
-                fflush(stdout);
-            }
-            if (jout) {
-                fprintf(jout, "%s\n", s);
-                fflush(jout);
-            }
-            free(s);
-        }
-        nres++;
-    }
+    int failed = sim_runs(&a, &t, res, &nres, jout);
     if (jout && fclose(jout) != 0) {
-        fprintf(stderr, "fairgpu sim: %s: write error\n", json_out);
+        fprintf(stderr, "fairgpu sim: %s: write error\n", a.json_out);
         failed++;
     }
-    if (!json && nres > 0) {
-        if (!markdown)
-            printf("trace %s: %lld jobs, %lld nodes, %lld GPUs, %lld sizes rounded up to whole "
-                   "nodes, %lld skipped (never fit)\n",
-                   t.name, (long long)res[0].jobs, (long long)res[0].nodes, (long long)res[0].gpus,
-                   (long long)res[0].rounded_up, (long long)res[0].skipped_too_big);
-        fg_sim_print_table(stdout, res, nres, markdown);
-    }
-    if (failed)
-        goto out;
-    rc = 0;
+    sim_table(&a, &t, res, nres);
+    rc = failed ? 1 : 0;
 out:
     free(res);
     free(weights);
