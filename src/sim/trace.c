@@ -235,6 +235,45 @@ static const char *parse_row(fg_trace_t *t, tenant_tab_t *tab, const fields_t *f
     return NULL;
 }
 
+/* The columns of a header line into col[] (-1: absent); NULL, or what is wrong. */
+static const char *header_columns(const fields_t *f, int col[NCOLS], char *msg, size_t msglen)
+{
+    for (int k = 0; k < NCOLS; k++)
+        col[k] = -1;
+    for (int i = 0; i < f->n; i++)
+        for (int k = 0; k < NCOLS; k++)
+            if (strlen(col_names[k]) == f->len[i] &&
+                memcmp(col_names[k], f->p[i], f->len[i]) == 0) {
+                if (col[k] >= 0) {
+                    snprintf(msg, msglen, "column %s appears twice", col_names[k]);
+                    return msg;
+                }
+                col[k] = i;
+            }
+    for (int k = 0; k < COL_ACCOUNT; k++)
+        if (col[k] < 0) {
+            snprintf(msg, msglen,
+                     "missing column %s (need job_id,user,submit_time_s,num_gpus,duration_s)",
+                     col_names[k]);
+            return msg;
+        }
+    return NULL;
+}
+
+/* A bad row: counted and skipped (the first one kept) under skip_bad; else an error. */
+static int bad_row(fg_trace_t *t, const fg_trace_opts_t *opts, const char *name, int64_t lineno,
+                   const char *bad, char *err, size_t errlen)
+{
+    if (!opts->skip_bad) {
+        seterr(err, errlen, name, lineno, "%s", bad);
+        return -1;
+    }
+    t->skipped_bad++;
+    if (!t->first_bad[0])
+        seterr(t->first_bad, sizeof t->first_bad, name, lineno, "%s", bad);
+    return 0;
+}
+
 int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trace_opts_t *opts,
                    fg_trace_t *out, char *err, size_t errlen)
 {
@@ -270,13 +309,12 @@ int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trac
             goto fail;
         }
         if (memchr(line, '\0', n)) {
-            if (!have_header || !opts->skip_bad) {
+            if (!have_header) {
                 seterr(err, errlen, name, lineno, "NUL byte in line");
                 goto fail;
             }
-            t->skipped_bad++;
-            if (!t->first_bad[0])
-                seterr(t->first_bad, sizeof t->first_bad, name, lineno, "NUL byte in line");
+            if (bad_row(t, opts, name, lineno, "NUL byte in line", err, errlen) < 0)
+                goto fail;
             continue;
         }
         if (n == 0)
@@ -287,27 +325,10 @@ int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trac
                 seterr(err, errlen, name, lineno, "header: %s", bad);
                 goto fail;
             }
-            for (int k = 0; k < NCOLS; k++)
-                col[k] = -1;
-            for (int i = 0; i < f->n; i++)
-                for (int k = 0; k < NCOLS; k++)
-                    if (strlen(col_names[k]) == f->len[i] &&
-                        memcmp(col_names[k], f->p[i], f->len[i]) == 0) {
-                        if (col[k] >= 0) {
-                            seterr(err, errlen, name, lineno, "header: column %s appears twice",
-                                   col_names[k]);
-                            goto fail;
-                        }
-                        col[k] = i;
-                    }
-            for (int k = 0; k < COL_ACCOUNT; k++)
-                if (col[k] < 0) {
-                    seterr(err, errlen, name, lineno,
-                           "header: missing column %s (need "
-                           "job_id,user,submit_time_s,num_gpus,duration_s)",
-                           col_names[k]);
-                    goto fail;
-                }
+            if ((bad = header_columns(f, col, msg, sizeof msg))) {
+                seterr(err, errlen, name, lineno, "header: %s", bad);
+                goto fail;
+            }
             ncols = f->n;
             have_header = 1;
             continue;
@@ -319,13 +340,8 @@ int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trac
         if (!bad)
             bad = parse_row(t, &tab, f, col, ncols, &job, &rounded, msg, sizeof msg);
         if (bad) {
-            if (!opts->skip_bad) {
-                seterr(err, errlen, name, lineno, "%s", bad);
+            if (bad_row(t, opts, name, lineno, bad, err, errlen) < 0)
                 goto fail;
-            }
-            t->skipped_bad++;
-            if (!t->first_bad[0])
-                seterr(t->first_bad, sizeof t->first_bad, name, lineno, "%s", bad);
             continue;
         }
         job.line = lineno;
