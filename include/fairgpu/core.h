@@ -137,7 +137,7 @@ typedef struct fg_config {
     fg_time_t half_life_s;         /* usage decay half-life; 0 = no memory. default 7 days */
     bool backfill;                 /* EASY backfill (ignored by fifo). default true */
     int32_t backfill_depth;        /* pending jobs scanned past the first blocked one; 0 = all */
-    int32_t reserve_depth;         /* blocked jobs that get a protected reservation. default 1 */
+    int32_t reserve_depth;         /* blocked jobs that get a protected reservation. default 4 */
     int32_t estimate_depth;        /* first K pending jobs (plan order) get an estimate */
     bool preemption;               /* fair-share / LAS / class preemption. default true */
     fg_time_t quantum_s;           /* a job that has run this long is a "long runner" */
