@@ -14,8 +14,10 @@
 
 #include "fairgpu/core.h"
 #include "fairgpu/fairshare.h"
+#include "order.h"
 #include "shortcuts.h"
 
+#include <assert.h>
 #include <math.h>
 
 #define FG__NBANDS       FG_LAS_MAX_LEVELS /* >= 3 classes */
@@ -28,32 +30,6 @@
 /* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
-
-/* A summary of the FG__QBLK queue entries v[b * FG__QBLK ..] (queue.c, for the look
- * ahead's reading, order.c): valid (`ok`) while none of those entries was written since
- * it was made. (Their jobs do not change meanwhile: a job that starts leaves its queue
- * at the end of the walk, and the reading runs only in walks that started nothing.) */
-#define FG__QBLK 16
-typedef struct fg__qblk {
-    /* [g], g = 1..8: the least time limit of its jobs of g GPUs of any type (bit g of
-     * `sizes`: there is one); [0]: of its jobs of whole nodes (kmin > 0: there is one,
-     * kmin the fewest nodes one asks for) */
-    fg_time_t tl[FG_WHOLE_NODE_GPUS + 1];
-    fg_time_t elig; /* the latest eligible_time */
-    int32_t gpus;   /* the GPUs of its jobs, summed */
-    int32_t kmin;
-    uint32_t sizes;
-    bool ok;
-    bool other; /* a job not pending, or of one GPU type on one node */
-} fg__qblk_t;
-
-/* A queue of pending job slots sorted by (submit_time, id); live part v[head..len). */
-typedef struct fg__queue {
-    int32_t *v;
-    int32_t head, len, cap;
-    fg__qblk_t *blk; /* nblk summaries, blk[b] of v[b * FG__QBLK ..] */
-    int32_t nblk;
-} fg__queue_t;
 
 typedef struct fg__job {
     /* What a walk of the plan reads or writes for every job it looks at comes first
@@ -92,6 +68,16 @@ typedef struct fg__job {
     fg_alloc_t alloc1;
     fg_alloc_t *allocm; /* when nallocs > 1 */
 } fg__job_t;
+
+/* Job a comes before job b in a queue: by (submit time, id), fg__head_before. */
+static inline fg__head_t fg__job_head(const fg__job_t *j)
+{
+    return (fg__head_t){j->submit_time, j->id};
+}
+static inline bool fg__job_before(const fg__job_t *a, const fg__job_t *b)
+{
+    return fg__head_before(fg__job_head(a), fg__job_head(b));
+}
 
 typedef struct fg__account {
     char name[FG_NAME_MAX];
@@ -226,69 +212,6 @@ typedef struct fg__set {
     int32_t *list;
     size_t n, cap;
 } fg__set_t;
-
-/* A member's head job as the oldest-first orders compare it. */
-typedef struct fg__head {
-    fg_time_t submit_time;
-    fg_job_id_t id;
-} fg__head_t;
-
-/* An entry of a wfq key heap: an account or member and its current key; in the account
- * order, `one` is the account's member when it has no other (else -1; unused in the
- * member heaps). */
-typedef struct fg__hk {
-    double key;
-    int32_t id, one;
-} fg__hk_t;
-
-/* The walk of pending jobs in plan order (see order.c). */
-typedef struct fg__order {
-    int band;
-    int32_t *cursor;    /* per member: next index in q[band] */
-    const int32_t **qv; /* per member: q[band].v, set as the band begins (the queues
-                         * do not change while an order is in use) */
-    /* per member: GPUs walked this pass, jobs left in the band; not kept for a member
-     * alone in its account (`one` in the account order) by the wfq steps, nor its heap
-     * of one (mhk, mh_cnt), nor its GPUs walked set up by fg__order_prepare: its
-     * account's are the same (a member's are read only in a heap of two or more) */
-    int64_t *m_picked;
-    int64_t *a_picked; /* per account */
-    int32_t *m_left;
-    int64_t *a_left;         /* per account: jobs left in band */
-    double *m_base, *a_base; /* usage / tau + α x running GPUs, at the start */
-    double *m_w, *a_w;       /* weights */
-    int32_t rr_pos;
-    double run_w; /* α: weight of the running GPUs in a key */
-    /* wfq: the accounts with jobs left in the band, with their keys, by key, then index:
-     * sorted with the smallest last when a_sorted (at most FG__ACCT_SORTED of them as the
-     * band began: the inline step, fg__order_next), else a heap */
-    fg__hk_t *ah;  /* (ah[-1]: a sentinel, fg__acct_sink) */
-    int32_t nah;   /* its size; also the size of the member heap (other policies) */
-    int32_t nfast; /* nah when the accounts are sorted; else 0 (also outside wfq bands) */
-    bool a_sorted;
-    fg__hk_t *mhk; /* wfq: per-account heaps of members at mh_off[a], with their keys */
-    int32_t *mh;   /* fifo, priority, las: one heap of members */
-    int32_t *mh_off, *mh_n, *mh_cnt; /* per account: offset, members, heap size */
-    int32_t *members_by_acct;
-    fg__head_t *m_head;     /* fifo, priority, las: per member in the heap, its head job */
-    int32_t *act_a, *act_m; /* wfq: the accounts and members with pending jobs, ascending */
-    int32_t nact_a, nact_m;
-    /* sizes the arrays above were made for, and per account / member the last inputs
-     * of its usage term and the result (the term is recomputed only when one changed;
-     * every order of a scheduler uses the memo of s->it) */
-    size_t cap_m, cap_a;
-    struct fg__base_memo *a_memo, *m_memo;
-    bool grp_ok;           /* members_by_acct, mh_off, mh_n hold the grouping of */
-    size_t grp_na, grp_nm; /* that many accounts and members */
-    bool grp_alone;        /* (and no account has two members or more) */
-} fg__order_t;
-
-typedef struct fg__base_memo {
-    double usage;
-    fg_time_t at, now;
-    int32_t running;
-    double base;
-} fg__base_memo_t;
 
 /* An entry of the id hash: the id is kept beside its slot, so a probe, a miss and a
  * rehash read the table alone, not the job array at random. */
@@ -501,6 +424,8 @@ int32_t fg__type_get(fg_sched_t *s, const char *name);
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot);
 void fg__queue_free(fg__queue_t *q);
+/* queue.c: the first position in q's live part whose job is not before j */
+int32_t fg__queue_lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j);
 /* queue.c: makes q->blk[b] from its entries (all of them live) */
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b);
 
@@ -509,63 +434,22 @@ void fg__set_put(fg__set_t *v, size_t i, bool on);
 void fg__set_clear(fg__set_t *v);
 void fg__set_free(fg__set_t *v);
 
-/* order.c */
-void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now);
-int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o);
-void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
-
-/* The sorted account order's step after its last entry's key grew to `key`: that entry
- * moves down past those it now comes after (by key, then index), so that ah[0..n) stays
- * sorted with the smallest last. A pick moves it a few places (the keys stay close),
- * fewer comparisons than a heap's sift of a few levels; with many accounts a pick might
- * move it past many (many equal keys), so many are kept as a heap (FG__ACCT_SORTED). */
-#define FG__ACCT_SORTED 32
-/* ah[-1] holds a sentinel that no entry comes after (key +inf, index above any), so that
- * the loop needs no bound */
-#define FG__HK_SENTINEL ((fg__hk_t){__builtin_inf(), INT32_MAX, -1})
-static inline __attribute__((always_inline)) void fg__acct_sink(fg__hk_t *ah, int32_t n, double key)
+/* fg__order_next (order.c): the next pending job's slot in plan order, -1 when none is
+ * left. The common wfq step is inline (measured: without it the Philly replay under wfq
+ * takes 5 % more instructions): a sorted account order whose smallest-key account has
+ * one member, whose counts are its account's (the same steps as fg__order_next_any's). */
+static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
 {
-    int32_t k = n - 1;
-    const fg__hk_t v = {key, ah[k].id, ah[k].one};
-    while (ah[k - 1].key < key || (ah[k - 1].key == key && ah[k - 1].id < v.id)) {
-        ah[k] = ah[k - 1];
-        k--;
-    }
-    ah[k] = v;
-}
-
-/* fg__order_next (order.c), with the common wfq step inline: inside a band whose
- * accounts are sorted (nfast), the smallest-key account began it with a single member
- * with jobs in it (the same steps as fg__order_next_any's wfq path, whose member heap of
- * one needs no sift). */
-static inline __attribute__((always_inline)) int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
-{
-    if (o->nfast) { /* (wfq, inside a band, its accounts sorted) */
-        const int32_t a = o->ah[o->nfast - 1].id, m = o->ah[o->nfast - 1].one;
-        if (m >= 0) { /* (its heap of members holds m alone) */
-            const int32_t slot = o->qv[m][o->cursor[m]++];
-            const int32_t g = s->jobs[slot].gpus;
-            o->a_picked[a] += g;
-            if (--o->a_left[a] == 0) {
-                o->mh_cnt[a] = 0;
-                o->nah = --o->nfast;
-            } else if (o->nfast > 1) { /* (the key of an order of one is never compared) */
-                fg__acct_sink(o->ah, o->nfast,
-                              fg_fair_key(o->a_base[a], o->a_picked[a], o->a_w[a]));
-            }
-            return slot;
-        }
+    if (o->nfast && o->ah[o->nfast - 1].one >= 0) {
+        const fg__hk_t top = o->ah[o->nfast - 1];
+        assert(o->a_left[top.id] > 0 && o->cursor[top.one] < s->members[top.one].q[o->band].len);
+        const int32_t slot = o->qv[top.one][o->cursor[top.one]++];
+        o->a_picked[top.id] += s->jobs[slot].gpus;
+        fg__acct_sorted_after_pick(o, top.id);
+        return slot;
     }
     return fg__order_next_any(s, o);
 }
-int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_time_t *fit_end,
-                       const fg_time_t *whole_end, int32_t nwhole, fg_time_t now,
-                       bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
-                       bool move_all);
-void fg__order_free(fg__order_t *o);
-/* order.c, the look ahead: the least p >= p0 at which an account's key (base + p) / w
- * comes after (bk, and on a tie when `tie`); INT64_MAX if none within 2^40 of p0 */
-int64_t fg__key_stop(double base, double w, double bk, bool tie, int64_t p0);
 
 /* cross-file helpers (to be sorted) */
 /* tenants.c */
@@ -586,13 +470,4 @@ int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);
 void fg__pending_add(fg_sched_t *s, int32_t slot);
 /* jobs.c */
 void fg__run_list_add(fg_sched_t *s, int32_t slot);
-/* order.c */
-void fg__acct_sort(fg__hk_t *ah, int32_t n);
-/* order.c */
-void fg__acct_order_begin(fg__order_t *o, int32_t n);
-/* order.c */
-double fg__acct_key(const fg_sched_t *s, const fg__order_t *o, int32_t a);
-/* order.c */
-int32_t fg__acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m);
-
 #endif

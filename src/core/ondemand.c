@@ -183,15 +183,7 @@ static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
         return false; /* its band was walked: the order gave it */
     /* its place in its member's queue (sorted by submit time, then id) */
     const fg__queue_t *q = &s->members[j->member].q[j->band];
-    int32_t lo = q->head, hi = q->len;
-    while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        const fg__job_t *x = &s->jobs[q->v[mid]];
-        if (x->submit_time < j->submit_time || (x->submit_time == j->submit_time && x->id < j->id))
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    const int32_t lo = fg__queue_lower_bound(s, q, j);
     if (lo >= q->len || q->v[lo] != slot)
         return true; /* (not found: cannot happen; the safe answer) */
     const int32_t cur = o->cursor[j->member];

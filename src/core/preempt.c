@@ -517,9 +517,7 @@ void fg__serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
     for (size_t a = 1; a < s->nclaims; a++) {
         int32_t v = s->claims[a];
         size_t b = a;
-        while (b > 0 && (s->jobs[s->claims[b - 1]].submit_time > s->jobs[v].submit_time ||
-                         (s->jobs[s->claims[b - 1]].submit_time == s->jobs[v].submit_time &&
-                          s->jobs[s->claims[b - 1]].id > s->jobs[v].id))) {
+        while (b > 0 && fg__job_before(&s->jobs[v], &s->jobs[s->claims[b - 1]])) {
             s->claims[b] = s->claims[b - 1];
             b--;
         }

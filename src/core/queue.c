@@ -17,20 +17,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool before(const fg__job_t *a, const fg__job_t *b)
-{
-    if (a->submit_time != b->submit_time)
-        return a->submit_time < b->submit_time;
-    return a->id < b->id;
-}
-
 /* First position in [lo, hi) of the sorted v whose job is not before `j` (hi if none). */
 static int32_t lower_bound_in(const fg_sched_t *s, const int32_t *v, int32_t lo, int32_t hi,
                               const fg__job_t *j)
 {
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
-        if (before(&s->jobs[v[mid]], j))
+        if (fg__job_before(&s->jobs[v[mid]], j))
             lo = mid + 1;
         else
             hi = mid;
@@ -39,7 +32,7 @@ static int32_t lower_bound_in(const fg_sched_t *s, const int32_t *v, int32_t lo,
 }
 
 /* First position in [head, len) whose job is not before `j`. */
-static int32_t lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
+int32_t fg__queue_lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j)
 {
     return lower_bound_in(s, q->v, q->head, q->len, j);
 }
@@ -111,8 +104,8 @@ void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b)
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
     const fg__job_t *j = &s->jobs[slot];
-    if (q->len > q->head && !before(&s->jobs[q->v[q->len - 1]], j)) {
-        int32_t pos = lower_bound(s, q, j);
+    if (q->len > q->head && !fg__job_before(&s->jobs[q->v[q->len - 1]], j)) {
+        int32_t pos = fg__queue_lower_bound(s, q, j);
         if (pos == q->head && q->head > 0) {
             q->v[--q->head] = slot;
             blk_stale(q, q->head, q->head);
@@ -172,7 +165,7 @@ void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
      * would read jobs far from it first. Both find the first position not before it. */
     const fg__job_t *j = &s->jobs[slot];
     int32_t lo = q->head, hi = q->head + 1;
-    for (int32_t step = 1; hi < q->len && before(&s->jobs[q->v[hi]], j); step *= 2) {
+    for (int32_t step = 1; hi < q->len && fg__job_before(&s->jobs[q->v[hi]], j); step *= 2) {
         lo = hi + 1;
         /* (hi + step <= 2 len: no overflow, a queue being far from 2^30 jobs long) */
         hi = hi + step < q->len ? hi + step : q->len;
