@@ -11,6 +11,13 @@
  * Each run of FG__QBLK entries from the array's start has a summary (fg__qblk_t) that the
  * look ahead reads instead of its jobs; any write to an entry marks it stale, and the look
  * ahead makes it again when it needs it.
+ *
+ * Worked example (jobs by (submit time, id)): v = [a(10, 1), b(20, 2), c(30, 3)], head 0,
+ * len 3. b starts by backfill: it is found from the head (a, then b) and the shorter side
+ * moves, here the front: v = [-, a, c], head 1. A requeued d(5, 4) goes before a: the
+ * search finds the head, and there is room before it: v = [d, a, c], head 0. A new e(40, 5)
+ * is appended: len 4. Each write (b's removal moved a; d's slot) leaves the summary of
+ * its run stale.
  */
 #include "internal.h"
 
@@ -60,46 +67,45 @@ static void blk_room(fg__queue_t *q)
 
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b)
 {
-    /* The summary is made in locals and stored once: written through k, each field
-     * would be stored and read again for every job, as a job's fields of the same
-     * types might be the same memory for all the compiler knows. */
-    fg_time_t tl[FG_WHOLE_NODE_GPUS + 1];
+    assert(0 <= b && b < q->nblk && (b + 1) * FG__QBLK <= q->len);
+    fg__qblk_t *k = &q->blk[b];
+    *k = (fg__qblk_t){.elig = INT64_MIN};
     for (int g = 0; g <= FG_WHOLE_NODE_GPUS; g++)
-        tl[g] = INT64_MAX;
-    fg_time_t elig = INT64_MIN;
-    int32_t gpus = 0, kmin = 0;
-    uint32_t sizes = 0;
-    bool other = false;
+        k->tl[g] = INT64_MAX;
     const int32_t *v = q->v + (size_t)b * FG__QBLK;
     for (int i = 0; i < FG__QBLK; i++) {
         const fg__job_t *j = &s->jobs[v[i]];
         const int32_t g = j->gpus;
-        gpus += g;
-        if (j->eligible_time > elig)
-            elig = j->eligible_time;
+        k->gpus += g;
+        if (j->eligible_time > k->elig)
+            k->elig = j->eligible_time;
         if (j->state != FG_JOB_PENDING || (g <= FG_WHOLE_NODE_GPUS && j->type >= 0)) {
-            other = true;
+            k->other = true;
         } else if (g <= FG_WHOLE_NODE_GPUS) {
-            sizes |= 1u << g;
-            if (j->time_limit < tl[g])
-                tl[g] = j->time_limit;
+            k->sizes |= 1u << g;
+            if (j->time_limit < k->tl[g])
+                k->tl[g] = j->time_limit;
         } else {
             const int32_t n = g / FG_WHOLE_NODE_GPUS;
-            if (!kmin || n < kmin)
-                kmin = n;
-            if (j->time_limit < tl[0])
-                tl[0] = j->time_limit;
+            if (!k->kmin || n < k->kmin)
+                k->kmin = n;
+            if (j->time_limit < k->tl[0])
+                k->tl[0] = j->time_limit;
         }
     }
-    fg__qblk_t *k = &q->blk[b];
-    memcpy(k->tl, tl, sizeof k->tl);
-    k->elig = elig;
-    k->gpus = gpus;
-    k->kmin = kmin;
-    k->sizes = sizes;
-    k->other = other;
     k->ok = true;
 }
+
+#ifndef NDEBUG
+/* Is the entry at pos in order with its live neighbours (fg__job_before)? For asserts
+ * after an insert. */
+static bool in_order_at(const fg_sched_t *s, const fg__queue_t *q, int32_t pos)
+{
+    const fg__job_t *j = &s->jobs[q->v[pos]];
+    return (pos == q->head || fg__job_before(&s->jobs[q->v[pos - 1]], j)) &&
+           (pos + 1 >= q->len || fg__job_before(j, &s->jobs[q->v[pos + 1]]));
+}
+#endif
 
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
 {
@@ -109,6 +115,7 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
         if (pos == q->head && q->head > 0) {
             q->v[--q->head] = slot;
             blk_stale(q, q->head, q->head);
+            assert(in_order_at(s, q, q->head));
             return;
         }
         if (q->len == q->cap) {
@@ -121,6 +128,7 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
         q->v[pos] = slot;
         blk_stale(q, pos, q->len);
         q->len++;
+        assert(in_order_at(s, q, pos));
         return;
     }
     if (q->len == q->cap) {
@@ -144,6 +152,7 @@ void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot)
     if (q->len % FG__QBLK == 0)
         blk_stale(q, q->len, q->len);
     q->v[q->len++] = slot;
+    assert(in_order_at(s, q, q->len - 1));
 }
 
 void fg__queue_remove(fg_sched_t *s, fg__queue_t *q, int32_t slot)
