@@ -46,7 +46,7 @@
  * walks of a pass at one to three, so that a pass's last walk often starts jobs and
  * leaves what counts: a walk ended after a start with one GPU still free fails at seed
  * 1, and the last walk ended like the others at 2000003.
- * Four more tests check pieces on their own: the preemption search's water fill sorted
+ * Five more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
  * (one past the first key after the best fails at seed 6 from the guess and at 104
@@ -56,7 +56,8 @@
  * the k-th taken in place of the earlier node fails at seed 2, an infinite key among the
  * first k at seed 1), and a claim's leaf update, fg__node_leaf_claim, that writes only
  * the keys that may change (never the whole-node key fails at seed 1, one key too few at
- * 1, the whole-node key's change not marked for the minima at 3).
+ * 1, the whole-node key's change not marked for the minima at 3), and the wfq account
+ * order, sorted and as a heap, against a plain scan for the smallest (key, index).
  * A failure prints its seed; FG_SHORTCUTS_SEED=<seed> replays just that sequence.
  */
 #include <setjmp.h>
@@ -529,6 +530,57 @@ static void test_a_claims_leaf_keys_are_those_of_a_full_sort(void **state)
     }
 }
 
+/* The wfq account order's two forms (order.h) pick what a plain scan for the smallest
+ * (key, index) picks: sorted with the smallest last (fg__hk_sort_last, then
+ * fg__acct_sink after each pick, with no sentinel before the array) and a heap
+ * (fg__sift_key). Keys from a few values (ties), picks that add 1 to 8 GPUs over a
+ * weight of 1 or 2, accounts that run out of jobs, 1 to 70 accounts. */
+static void test_the_account_orders_pick_the_smallest_key_then_index(void **state)
+{
+    (void)state;
+    enum { N = 70 };
+    for (uint64_t seed = 1; seed <= 3000; seed++) {
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull + 11;
+        const int32_t n = (int32_t)rnd(&r, 1, N);
+        fg__hk_t sorted[N], heap[N];
+        double key[N], w[N];
+        int64_t left[N];
+        for (int32_t i = 0; i < n; i++) {
+            key[i] = (double)rnd(&r, 0, 4);
+            w[i] = rnd(&r, 0, 1) ? 1.0 : 2.0;
+            left[i] = rnd(&r, 1, 5);
+            sorted[i] = heap[i] = (fg__hk_t){key[i], i, -1};
+        }
+        fg__hk_sort_last(sorted, n);
+        for (int32_t i = n / 2 - 1; i >= 0; i--)
+            fg__sift_key(heap, n, i);
+        int32_t ns = n, nh = n;
+        while (ns > 0) {
+            int32_t want = -1;
+            for (int32_t i = 0; i < n; i++)
+                if (left[i] &&
+                    (want < 0 || key[i] < key[want] || (key[i] == key[want] && i < want)))
+                    want = i;
+            if (sorted[ns - 1].id != want || heap[0].id != want || nh != ns) {
+                print_error("account order seed %llu: %d and %d, want %d\n",
+                            (unsigned long long)seed, sorted[ns - 1].id, heap[0].id, want);
+                fail();
+            }
+            key[want] += (double)rnd(&r, 1, 8) / w[want];
+            if (--left[want] == 0) {
+                ns--;
+                heap[0] = heap[--nh];
+            } else {
+                if (ns > 1)
+                    fg__acct_sink(sorted, ns, key[want]);
+                heap[0].key = key[want];
+            }
+            if (nh > 1)
+                fg__sift_key(heap, nh, 0);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -537,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_the_look_aheads_bound_is_the_first_key_after_the_best),
         cmocka_unit_test(test_the_smallest_whole_node_keys_are_those_of_a_full_sort),
         cmocka_unit_test(test_a_claims_leaf_keys_are_those_of_a_full_sort),
+        cmocka_unit_test(test_the_account_orders_pick_the_smallest_key_then_index),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
