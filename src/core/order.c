@@ -26,6 +26,12 @@
  * each with many 1-GPU jobs. Keys start 0/2 = 0 and 0/1 = 0: A first (lower index),
  * then A's key is 1/2, B's 0: B; then A 1/2 vs B 1: A; A 2/2=1 vs B 1: A (tie, lower
  * index); then B ... The walk gives A, B, A, A, B, A, A, B: two of A's for each of B's.
+ *
+ * The code follows those steps: fg__order_prepare makes the keys' terms once per walk
+ * (wfq only); band_begin sets up a band (plain_band_begin, wfq_band_begin); each step
+ * (fg__order_next_any: plain_next, wfq_next) gives one job and moves the heaps on. The
+ * common wfq step, an account order of few accounts whose smallest-key account has one
+ * member, is fg__order_next, inline in internal.h.
  */
 #include "internal.h"
 
