@@ -324,9 +324,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
                 const int64_t wleft = c->backfill_depth - after_block;
                 int64_t r = -1;
                 if (!stops) { /* (moot: the jobs it moves past need nothing, see below) */
-                    /* (not zeroed: peek_fill sets every field that is read) */
-                    peek_ctx_t pc;
-                    pc.now = now;
+                    peek_ctx_t pc = {.now = now};
                     peek_fill(s, &pc);
                     /* No pending job at all can fit in the plan (its size's fit_end):
                      * none of the window either, without looking at it. */
