@@ -256,7 +256,6 @@ struct fg_sched {
     size_t nclaims, claims_cap;
     fg_time_t last_now;
     fg__order_t it;
-    size_t it_members, it_accounts; /* sizes the iterator arrays were made for */
     int32_t *touched_nodes;
     size_t ntouched, touched_cap;
     int32_t reserved_free; /* pass-local: free GPUs under a reservation */
