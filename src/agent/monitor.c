@@ -1,10 +1,13 @@
 /*
  * monitor.c - the zygote and the monitor (see monitor.h and launcher.h for the shape).
  * Async-signal-safe code only after each fork; nothing here logs or uses the agent's
- * helpers, so the file also builds the static `fairgpu-monitor` helper.
+ * helpers (only the header-only clock reads of common/clock.h), so the file also builds
+ * the static `fairgpu-monitor` helper.
  */
 #define _GNU_SOURCE /* pipe2, clone */
 #include "agent/monitor.h"
+
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,20 +78,6 @@ static char *s_fmt_i64(char *buf, int64_t v)
         buf[j++] = tmp[--i];
     buf[j] = '\0';
     return buf;
-}
-
-static int64_t s_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t s_mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void fg_mon_close_from(int first)
@@ -450,7 +439,8 @@ static void monitor_status(const fg_mon_prep_t *pp, const char *kind, int64_t nu
 {
     char a[24], b[24], line[80];
     size_t n = 0;
-    const char *parts[] = {kind, " ", s_fmt_i64(a, num), " ", s_fmt_i64(b, s_now_ms()), "\n"};
+    const char *parts[] = {kind, " ", s_fmt_i64(a, num), " ", s_fmt_i64(b, fg_clock_real_ms()),
+                           "\n"};
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
         size_t l = s_len(parts[i]);
         if (n + l >= sizeof line)
@@ -568,7 +558,7 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     int64_t written = 0;
     int truncated = 0;
     int main_done = 0, status = 0;
-    int64_t drain_until = 0, next_check = s_mono_ms() + 200;
+    int64_t drain_until = 0, next_check = fg_clock_mono_ms() + 200;
     for (;;) {
         struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
         int pr = poll(&pf, 1, main_done ? 100 : 200);
@@ -581,7 +571,7 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
             else if (errno != EINTR && errno != EAGAIN)
                 break;
         }
-        int64_t now = s_mono_ms();
+        int64_t now = fg_clock_mono_ms();
         if (!main_done && (pr == 0 || now >= next_check)) {
             next_check = now + 200;
             siginfo_t si;
@@ -608,12 +598,12 @@ void fg_mon_monitor_main(const fg_mon_prep_t *pp)
     /* As a subreaper, every descendant whose parent died is now our child: reap them
      * until none is left, so "exited" means every process of the attempt is gone.
      * Bounded: one that left the group (setsid) is out of reach of kill(-job). */
-    int64_t reap_until = s_mono_ms() + 2000;
+    int64_t reap_until = fg_clock_mono_ms() + 2000;
     for (;;) {
         pid_t r = waitpid(-1, NULL, WNOHANG);
         if (r > 0)
             continue;
-        if ((r < 0 && errno == ECHILD) || s_mono_ms() > reap_until)
+        if ((r < 0 && errno == ECHILD) || fg_clock_mono_ms() > reap_until)
             break;
         kill(-job, SIGKILL);
         struct timespec ts = {0, 2000000};

@@ -15,6 +15,7 @@
 #define _GNU_SOURCE /* accept4 */
 #include "server/server.h"
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -35,9 +36,7 @@
 
 int64_t srv_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return fg_clock_real_ms();
 }
 
 int64_t srv_now(void)

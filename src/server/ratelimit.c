@@ -13,12 +13,12 @@
  */
 #include "server/server.h"
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define PROBE 8
 
@@ -36,13 +36,6 @@ struct srv_limiter {
     slot_t *slots;
     uint64_t uses;
 };
-
-static int64_t mono_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 srv_limiter_t *srv_limiter_new(double rate, double burst, size_t slots)
 {
@@ -106,7 +99,7 @@ static double wait_s(const srv_limiter_t *l, const slot_t *e)
 bool srv_limiter_take(srv_limiter_t *l, const char *key, double *retry_s)
 {
     pthread_mutex_lock(&l->mu);
-    slot_t *e = bucket(l, key, mono_now_ms());
+    slot_t *e = bucket(l, key, fg_clock_mono_ms());
     bool ok = e->tokens >= 1.0;
     if (ok)
         e->tokens -= 1.0;
@@ -119,7 +112,7 @@ bool srv_limiter_take(srv_limiter_t *l, const char *key, double *retry_s)
 bool srv_limiter_peek(srv_limiter_t *l, const char *key, double *retry_s)
 {
     pthread_mutex_lock(&l->mu);
-    slot_t *e = bucket(l, key, mono_now_ms());
+    slot_t *e = bucket(l, key, fg_clock_mono_ms());
     bool ok = e->tokens >= 1.0;
     if (!ok)
         *retry_s = wait_s(l, e);
@@ -130,7 +123,7 @@ bool srv_limiter_peek(srv_limiter_t *l, const char *key, double *retry_s)
 void srv_limiter_charge(srv_limiter_t *l, const char *key)
 {
     pthread_mutex_lock(&l->mu);
-    slot_t *e = bucket(l, key, mono_now_ms());
+    slot_t *e = bucket(l, key, fg_clock_mono_ms());
     e->tokens = e->tokens >= 1.0 ? e->tokens - 1.0 : 0.0;
     pthread_mutex_unlock(&l->mu);
 }

@@ -1,0 +1,133 @@
+/*
+ * sched_int.h - what the scheduler thread's files (src/server/sched*.c) share: the
+ * iteration context and the helpers that fill its durable batch.
+ *
+ * One iteration of the scheduler thread (sched.c) takes every queued message, applies
+ * it to the core and to the in-memory jobs and nodes, runs one pass, applies its
+ * decisions, and commits everything in ONE store batch (sched_commit.c). Until that
+ * commit nothing is shown: changes are collected in sctx_t (jobs made dirty, events,
+ * attempt records, node states, messages for agents, callers to answer). Example: a
+ * start decided by the pass becomes one OP_ATTEMPT_INSERT, one OP_JOB_UPDATE, one
+ * "PENDING -> RUNNING" event and one start message per rank, and the messages reach the
+ * agents' outboxes only after the store has the job as RUNNING.
+ *
+ * Where each concept lives:
+ *   sched.c          the thread: its loop, wake-ups, timers, start and stop
+ *   sched_call.c     how HTTP threads post messages and wait for (or park on) answers
+ *   sched_commit.c   the iteration's batch and its commit and publication
+ *   sched_submit.c   handing pending jobs to the core, parking refused ones, cancels
+ *   sched_starts.c   applying the pass's starts and preemptions
+ *   sched_attempts.c agent reports (started, exited) and the end of an attempt
+ *   sched_register.c node registration and the reconcile with what the agent holds
+ *   sched_nodes.c    node down, drain and resume, heartbeats, node rendering
+ *   sched_reasons.c  pending reasons and estimates copied from the core
+ *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
+ *   sched_restore.c  building the core from the store at start
+ *
+ * Every function here runs on the scheduler thread. "mu held" means srv->mu is held by
+ * the caller; the others take it themselves.
+ */
+#ifndef FG_SERVER_SCHED_INT_H
+#define FG_SERVER_SCHED_INT_H
+
+#include "server/server.h"
+
+/* A message for an agent, queued until the commit. */
+typedef struct out_msg {
+    char node[FG_NAME_MAX + 1];
+    json_t *msg;
+} out_msg_t;
+
+/* The scheduler thread's state: the core, the last pass's decisions, parked jobs, and
+ * the durable batch of the iteration now open. */
+typedef struct sctx {
+    srv_t *s;
+    fg_sched_t *core;
+    fg_decisions_t d;
+    uint64_t *parked; /* jobs the core refused for now (no fitting node, quota) */
+    size_t nparked, parked_cap;
+    bool retry_parked;
+    /* the iteration's durable batch */
+    uint64_t *dirty;
+    size_t ndirty, dirty_cap;
+    fg_store_event_t *evs;
+    size_t nevs, evs_cap;
+    fg_store_attempt_t *atts; /* copies */
+    int *att_kind;            /* OP_ATTEMPT_INSERT / OP_ATTEMPT_UPDATE */
+    size_t natts, atts_cap, att_kind_cap;
+    fg_store_usage_t *usage;
+    size_t nusage, usage_cap;
+    char **node_states; /* pairs name, state */
+    size_t nnode_states, node_states_cap;
+    fg_store_node_t *node_upserts;
+    size_t nnode_upserts, node_upserts_cap;
+    out_msg_t *outs;
+    size_t nouts, outs_cap;
+    srv_sync_t **syncs;
+    size_t nsyncs, syncs_cap;
+    int64_t last_usage_save, last_refresh_ms, last_session_gc;
+    bool changed; /* something happened since the last refresh */
+    int64_t now;
+} sctx_t;
+
+/* sched.c: the one scheduler thread's state */
+sctx_t *srv__sched_ctx(void);
+
+/* sched_call.c: answers to callers (y may be NULL: nobody waits) */
+void srv__sync_done(srv_sync_t *y);
+void srv__sync_error(srv_sync_t *y, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void srv__sync_ok(srv_sync_t *y, int status, json_t *reply); /* takes reply */
+
+/* sched_commit.c: the iteration's batch (mu held where a job or node changes) */
+srv_job_t *srv__job(sctx_t *c, uint64_t id);
+void srv__mark_changed(srv_t *s);
+void srv__mark_dirty(sctx_t *c, srv_job_t *j);
+void srv__add_event(sctx_t *c, const char *kind, uint64_t job_id, const char *from, const char *to,
+                    const char *reason, const char *node);
+void srv__add_attempt(sctx_t *c, const fg_store_attempt_t *a, int kind);
+void srv__add_node_state(sctx_t *c, const char *name, const char *state);
+void srv__send_to(sctx_t *c, const char *node, json_t *msg); /* takes msg */
+void srv__add_sync(sctx_t *c, srv_sync_t *y);
+void srv__set_state(srv_t *s, srv_job_t *j, fg_job_state_t st);
+void srv__set_reason(srv_job_t *j, int code, const char *text);
+void srv__commit(sctx_t *c);
+
+/* sched_submit.c */
+void srv__sync_accounts(sctx_t *c);
+void srv__unpark(sctx_t *c, uint64_t id);
+void srv__retry_parked(sctx_t *c);
+void srv__fill_spec(srv_t *s, const srv_job_t *j, fg_job_spec_t *sp, char *user, size_t un);
+void srv__core_submit(sctx_t *c, srv_job_t *j, bool restoring); /* mu held */
+void srv__do_submit(sctx_t *c, srv_msg_t *m);
+void srv__do_cancel(sctx_t *c, srv_msg_t *m);
+
+/* sched_starts.c */
+void srv__apply_decisions(sctx_t *c);
+
+/* sched_attempts.c (mu held) */
+json_t *srv__stop_msg(const srv_job_t *j, int rank, const char *why);
+void srv__stop_ranks(sctx_t *c, srv_job_t *j, const char *why, int except_rank);
+void srv__end_attempt(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, bool has_exit,
+                      int32_t exit_code, int32_t signal);
+/* (these take mu) */
+void srv__do_started(sctx_t *c, srv_msg_t *m);
+void srv__do_exited(sctx_t *c, srv_msg_t *m);
+void srv__do_reports(sctx_t *c, srv_msg_t *m);
+
+/* sched_register.c */
+void srv__do_register(sctx_t *c, srv_msg_t *m);
+
+/* sched_nodes.c */
+const char *srv__node_state_name(const srv_node_t *n, srv_t *s); /* mu held */
+void srv__do_node_state(sctx_t *c, srv_msg_t *m);
+void srv__check_heartbeats(sctx_t *c, int64_t now_ms, int64_t limit_ms); /* mu held */
+
+/* sched_reasons.c */
+void srv__refresh_reasons(sctx_t *c);
+
+/* sched_fairshare.c */
+void srv__refresh_fairshare(sctx_t *c);
+void srv__save_usage(sctx_t *c);
+
+#endif
