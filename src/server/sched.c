@@ -123,11 +123,11 @@ static void check_timers(sctx_t *c)
     if (!behind)
         srv__check_heartbeats(c, now_ms, limit_ms);
     /* a job past its time limit (plus a grace) whose agent did not stop it */
-    size_t nrun = 0;
-    uint64_t *run = srv_running_snapshot(s, &nrun);
+    size_t nrun;
+    srv_job_t **run = srv__running_jobs(s, NULL, &nrun);
     for (size_t ri = 0; ri < nrun; ri++) {
-        srv_job_t *j = s->jobs[run[ri] - 1];
-        if (!j || j->state != FG_JOB_RUNNING || j->stop_sent)
+        srv_job_t *j = run[ri];
+        if (j->stop_sent)
             continue;
         if (c->now > j->r.start_time + j->r.time_limit_s + 30) {
             j->stop_sent = true;

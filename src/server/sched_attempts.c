@@ -177,28 +177,43 @@ static srv_job_t *fence(sctx_t *c, srv_msg_t *m)
     return j;
 }
 
-/* MSG_STARTED: a rank started; the attempt starts with its earliest rank. */
-void srv__do_started(sctx_t *c, srv_msg_t *m)
+/* Applies a report that passed the fence to rank m->rank of j (mu held). */
+typedef void report_fn(sctx_t *c, srv_job_t *j, srv_msg_t *m);
+
+/* Fences report m, applies it with apply if it passes, and answers it: after the
+ * commit, or with its batch (m->batched: the batch's caller answers). */
+static void apply_report(sctx_t *c, srv_msg_t *m, report_fn *apply)
 {
     srv_t *s = c->s;
     pthread_mutex_lock(&s->mu);
     srv_job_t *j = fence(c, m);
     if (j) {
-        srv_rank_t *rk = &j->ranks[m->rank];
-        if (!rk->started) {
-            rk->started = true;
-            rk->start_ms = m->start_ms ? m->start_ms : srv_now_ms();
-            /* the attempt starts with its earliest rank */
-            if (rk->start_ms < j->cur.start_time_ms) {
-                j->cur.start_time_ms = rk->start_ms;
-                srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
-            }
-        }
+        apply(c, j, m);
         srv__sync_ok(m->sync, 200, json_object());
     }
     pthread_mutex_unlock(&s->mu);
     if (!m->batched)
         srv__add_sync(c, m->sync);
+}
+
+/* A rank started; the attempt starts with its earliest rank. */
+static void rank_started(sctx_t *c, srv_job_t *j, srv_msg_t *m)
+{
+    srv_rank_t *rk = &j->ranks[m->rank];
+    if (rk->started)
+        return;
+    rk->started = true;
+    rk->start_ms = m->start_ms ? m->start_ms : srv_now_ms();
+    if (rk->start_ms < j->cur.start_time_ms) {
+        j->cur.start_time_ms = rk->start_ms;
+        srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
+    }
+}
+
+/* MSG_STARTED */
+void srv__do_started(sctx_t *c, srv_msg_t *m)
+{
+    apply_report(c, m, rank_started);
 }
 
 /* How an attempt whose ranks have all ended ended. */
@@ -233,32 +248,29 @@ static bool attempt_outcome(const srv_job_t *j, outcome_t *o)
     return true;
 }
 
-/* MSG_EXITED: a rank ended; its peers are stopped if it failed, and the attempt ends
- * with its last rank. */
+/* A rank ended; its peers are stopped if it failed, and the attempt ends with its
+ * last rank. */
+static void rank_exited(sctx_t *c, srv_job_t *j, srv_msg_t *m)
+{
+    srv_rank_t *rk = &j->ranks[m->rank];
+    rk->ended = true;
+    rk->end_cause = m->cause;
+    rk->has_exit = m->has_exit;
+    rk->exit_code = m->exit_code;
+    rk->has_signal = m->has_signal;
+    rk->signal = m->signal;
+    rk->end_ms = m->end_ms;
+    if (m->cause != FG_END_COMPLETED)
+        srv__stop_ranks(c, j, "peer_failed", m->rank);
+    outcome_t o;
+    if (attempt_outcome(j, &o))
+        srv__end_attempt(c, j, o.cause, o.has_exit, o.code, o.sig);
+}
+
+/* MSG_EXITED */
 void srv__do_exited(sctx_t *c, srv_msg_t *m)
 {
-    srv_t *s = c->s;
-    pthread_mutex_lock(&s->mu);
-    srv_job_t *j = fence(c, m);
-    if (j) {
-        srv_rank_t *rk = &j->ranks[m->rank];
-        rk->ended = true;
-        rk->end_cause = m->cause;
-        rk->has_exit = m->has_exit;
-        rk->exit_code = m->exit_code;
-        rk->has_signal = m->has_signal;
-        rk->signal = m->signal;
-        rk->end_ms = m->end_ms;
-        if (m->cause != FG_END_COMPLETED)
-            srv__stop_ranks(c, j, "peer_failed", m->rank);
-        outcome_t o;
-        if (attempt_outcome(j, &o))
-            srv__end_attempt(c, j, o.cause, o.has_exit, o.code, o.sig);
-        srv__sync_ok(m->sync, 200, json_object());
-    }
-    pthread_mutex_unlock(&s->mu);
-    if (!m->batched)
-        srv__add_sync(c, m->sync);
+    apply_report(c, m, rank_exited);
 }
 
 /*

@@ -32,6 +32,34 @@ srv_job_t *srv__job(sctx_t *c, uint64_t id)
     return srv_job_get(c->s, id);
 }
 
+/* Whether running job j has a rank on node that has not ended. */
+static bool live_rank_on(const srv_job_t *j, const char *node)
+{
+    for (int k = 0; k < j->nranks; k++)
+        if (!strcmp(j->ranks[k].node, node) && !j->ranks[k].ended)
+            return true;
+    return false;
+}
+
+/* The jobs running now (node NULL), or those with a live rank on node, as a snapshot
+ * that stays valid while the caller ends their attempts (ending one changes no other);
+ * caller frees. mu held. */
+srv_job_t **srv__running_jobs(srv_t *s, const char *node, size_t *n)
+{
+    size_t nids;
+    uint64_t *ids = srv_running_snapshot(s, &nids);
+    srv_job_t **jobs = fg_xmalloc((nids ? nids : 1) * sizeof *jobs);
+    *n = 0;
+    for (size_t i = 0; i < nids; i++) {
+        srv_job_t *j = s->jobs[ids[i] - 1];
+        assert(j && j->state == FG_JOB_RUNNING); /* the running list holds running jobs */
+        if (!node || live_rank_on(j, node))
+            jobs[(*n)++] = j;
+    }
+    free(ids);
+    return jobs;
+}
+
 /* The iteration now open: its changes are shown once srv__commit has made them durable.
  * Every change to a job or node is made with mu held, so readers that wait for
  * pub_iter (srv_job_published) never show one before its commit. */

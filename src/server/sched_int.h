@@ -81,6 +81,7 @@ void srv__sync_ok(srv_sync_t *y, int status, json_t *reply); /* takes reply */
 
 /* sched_commit.c: the iteration's batch (mu held where a job or node changes) */
 srv_job_t *srv__job(sctx_t *c, uint64_t id);
+srv_job_t **srv__running_jobs(srv_t *s, const char *node, size_t *n);
 void srv__mark_changed(srv_t *s);
 void srv__mark_dirty(sctx_t *c, srv_job_t *j);
 void srv__add_event(sctx_t *c, const char *kind, uint64_t job_id, const char *from, const char *to,

@@ -30,18 +30,10 @@ static void node_down(sctx_t *c, srv_node_t *n, const char *why)
     srv__add_node_state(c, n->name, "down");
     srv__add_event(c, "node", 0, NULL, "down", why, n->name);
     json_array_clear(n->outbox);
-    size_t nrun = 0;
-    uint64_t *run = srv_running_snapshot(s, &nrun);
+    size_t nrun;
+    srv_job_t **run = srv__running_jobs(s, n->name, &nrun);
     for (size_t ri = 0; ri < nrun; ri++) {
-        srv_job_t *j = s->jobs[run[ri] - 1];
-        if (!j || j->state != FG_JOB_RUNNING)
-            continue;
-        bool here = false;
-        for (int k = 0; k < j->nranks; k++)
-            if (!strcmp(j->ranks[k].node, n->name) && !j->ranks[k].ended)
-                here = true;
-        if (!here)
-            continue;
+        srv_job_t *j = run[ri];
         /* stop the ranks on other nodes, then end the attempt */
         for (int k = 0; k < j->nranks; k++)
             if (strcmp(j->ranks[k].node, n->name) && !j->ranks[k].ended)
@@ -59,20 +51,16 @@ const char *srv__node_state_name(const srv_node_t *n, srv_t *s)
     if (n->state == FG_NODE_UP)
         return "up";
     /* draining: drained once nothing runs there */
-    size_t nrun = 0;
-    uint64_t *run = srv_running_snapshot(s, &nrun);
     bool busy = false;
-    for (size_t ri = 0; ri < nrun && !busy; ri++) {
-        srv_job_t *j = s->jobs[run[ri] - 1];
-        if (!j || j->state != FG_JOB_RUNNING)
-            continue;
+    for (size_t ri = 0; ri < s->nrunning && !busy; ri++) {
+        const srv_job_t *j = s->jobs[s->running[ri] - 1];
         for (int k = 0; k < j->nranks; k++)
             if (!strcmp(j->ranks[k].node, n->name))
                 busy = true;
     }
-    free(run);
     return busy ? "draining" : "drained";
 }
+
 /* MSG_NODE_STATE: an admin's drain (cause 1) or resume (0) of node m->node. A down
  * node cannot be resumed (its agent must register); one drained while down stays so. */
 void srv__do_node_state(sctx_t *c, srv_msg_t *m)

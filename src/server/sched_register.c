@@ -219,12 +219,10 @@ static void lose_rank(sctx_t *c, srv_job_t *j, int k)
 static void reconcile_missing(sctx_t *c, const srv_node_t *n, json_t *running)
 {
     srv_t *s = c->s;
-    size_t nrun = 0;
-    uint64_t *run = srv_running_snapshot(s, &nrun);
+    size_t nrun;
+    srv_job_t **run = srv__running_jobs(s, n->name, &nrun);
     for (size_t ri = 0; ri < nrun; ri++) {
-        srv_job_t *j = s->jobs[run[ri] - 1];
-        if (!j || j->state != FG_JOB_RUNNING)
-            continue;
+        srv_job_t *j = run[ri];
         for (int k = 0; k < j->nranks; k++) {
             if (strcmp(j->ranks[k].node, n->name) || j->ranks[k].ended)
                 continue;
