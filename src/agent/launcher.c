@@ -14,6 +14,7 @@
 #include "agent/isolate.h"
 #include "agent/monitor.h"
 #include "agent/safefs.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/xalloc.h"
 
@@ -46,9 +47,7 @@ static pthread_mutex_t g_fork_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int64_t fg_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return fg_clock_real_ms();
 }
 
 int fg_fmt(char *out, size_t outlen, const char *fmt, ...)

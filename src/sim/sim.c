@@ -22,6 +22,7 @@
  */
 #include "sim/sim.h"
 
+#include "common/clock.h"
 #include "common/xalloc.h"
 #include "sim/fair.h"
 
@@ -138,9 +139,7 @@ typedef struct jstate {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    return (double)fg_clock_mono_us() / 1e6;
 }
 
 static int write_series(const char *path, const fg_trace_t *t, const fg_fair_t *f, int64_t interval,

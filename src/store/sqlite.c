@@ -32,6 +32,8 @@
 #include "store/store.h"
 #include "store/walbuf.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -718,9 +720,7 @@ static void *ckpt_main(void *arg)
 
 static uint64_t mono_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+    return (uint64_t)fg_clock_mono_us();
 }
 
 static void finish_batch(sq_store_t *st, unit_t *batch, size_t n, uint64_t failed, uint64_t t_begin,
