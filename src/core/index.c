@@ -457,8 +457,6 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
-    if (s->in_walk)
-        fg__plan_settle(s); /* a preemption: queued estimates see the plan before it */
     s->plan_ver++;
     nd->rvalid = false;
     nd->ldiff = FG__LEAF_OTHER;

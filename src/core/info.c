@@ -50,12 +50,12 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     }
 }
 
-int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
+int fg_sched_job_info(fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
 {
     int32_t slot = fg__hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
-    fg__plan_ask((fg_sched_t *)s, slot); /* only the plan cache changes */
+    fg__plan_ask(s, slot); /* estimates on demand: may make its estimate and reason */
     job_info(s, &s->jobs[slot], out);
     return FG_OK;
 }
@@ -70,11 +70,11 @@ size_t fg_sched_pending_count(const fg_sched_t *s)
     return s->npending;
 }
 
-int fg_sched_job_at(const fg_sched_t *s, size_t i, fg_job_info_t *out)
+int fg_sched_job_at(fg_sched_t *s, size_t i, fg_job_info_t *out)
 {
     if (i >= s->nlive)
         return FG_ENOENT;
-    fg__plan_ask((fg_sched_t *)s, s->live[i]); /* only the plan cache changes */
+    fg__plan_ask(s, s->live[i]); /* (as in fg_sched_job_info) */
     job_info(s, &s->jobs[s->live[i]], out);
     return FG_OK;
 }

@@ -77,7 +77,7 @@ static const fg_start_t *find_start(const fg_decisions_t *d, fg_job_id_t id)
     return NULL;
 }
 
-static fg_job_info_t info(const fg_sched_t *s, fg_job_id_t id)
+static fg_job_info_t info(fg_sched_t *s, fg_job_id_t id)
 {
     fg_job_info_t ji;
     assert_int_equal(fg_sched_job_info(s, id, &ji), FG_OK);
@@ -439,7 +439,7 @@ static void test_a_lowered_quota_holds_new_starts_without_preempting(void **stat
 /* ------------------------------------------------------------------ pending cap, shedding */
 
 /* The job table as text, to compare two schedulers or one before and after a refusal. */
-static void jobs_text(const fg_sched_t *s, char *buf, size_t n)
+static void jobs_text(fg_sched_t *s, char *buf, size_t n)
 {
     size_t off = 0;
     buf[0] = '\0';
