@@ -164,7 +164,8 @@ int fg_config_check(const fg_config_t *cfg, const char **msg);
 typedef struct fg_sched fg_sched_t;
 
 /* Creates an empty scheduler with a copy of cfg (which must pass fg_config_check).
- * The account "default" exists from the start. Returns NULL on a bad config. */
+ * The account "default" exists from the start. Returns NULL on a bad config.
+ * Running out of memory in any call of the core aborts the process. */
 fg_sched_t *fg_sched_new(const fg_config_t *cfg);
 void fg_sched_free(fg_sched_t *s);
 const fg_config_t *fg_sched_config(const fg_sched_t *s);

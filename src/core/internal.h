@@ -357,6 +357,7 @@ void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 
 /* sched.c */
 void *fg__alloc(size_t n);
+void *fg__realloc(void *p, size_t n);
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
 fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
 int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
@@ -407,9 +408,6 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n); /* no longer touched */
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
-/* fg__tree_argmin right after fg__tree_min(t, key), no leaf changed since (its minima
- * are up to date) */
-int32_t fg__tree_argmin_read(const fg__type_t *t, int key);
 int64_t fg__tree_min(fg__type_t *t, int key);
 /* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
  * the type), as k calls of fg__tree_argmin would pick them with each picked node taken

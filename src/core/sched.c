@@ -12,36 +12,43 @@
 
 /* ------------------------------------------------------------------ memory */
 
+/* The core's one out-of-memory path: it aborts (a scheduler missing a job or a node
+ * would decide wrongly), so its callers never check for NULL. */
+static void out_of_memory(void)
+{
+    fputs("fairgpu core: out of memory\n", stderr);
+    abort();
+}
+
+/* n bytes (at least one), never NULL. */
 void *fg__alloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
-    if (!p) {
-        fputs("fairgpu core: out of memory\n", stderr);
-        abort();
-    }
+    if (!p)
+        out_of_memory();
     return p;
 }
 
-/* fg__grow when the array must grow: apart, so that the common call (room enough),
- * which every append of the core makes, costs a compare and a return with no frame. */
-static __attribute__((noinline, cold)) void *grow_more(void *p, size_t *cap, size_t need,
-                                                       size_t size)
+/* p resized to n bytes (at least one), never NULL. */
+void *fg__realloc(void *p, size_t n)
 {
-    size_t c = *cap ? *cap : 8;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(p, c * size);
-    if (!q) {
-        fputs("fairgpu core: out of memory\n", stderr);
-        abort();
-    }
-    *cap = c;
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        out_of_memory();
     return q;
 }
 
+/* Grows array p of *cap elements of `size` bytes to hold at least `need` (doubling,
+ * from 8); returns it, maybe moved. */
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size)
 {
-    return need <= *cap ? p : grow_more(p, cap, need, size);
+    if (need <= *cap)
+        return p;
+    size_t c = *cap ? *cap : 8;
+    while (c < need)
+        c *= 2;
+    *cap = c;
+    return fg__realloc(p, c * size);
 }
 
 /* ------------------------------------------------------------------ lifecycle */
@@ -50,9 +57,8 @@ fg_sched_t *fg_sched_new(const fg_config_t *cfg)
 {
     if (fg_config_check(cfg, NULL) != FG_OK)
         return NULL;
-    fg_sched_t *s = calloc(1, sizeof *s);
-    if (!s)
-        return NULL;
+    fg_sched_t *s = fg__alloc(sizeof *s);
+    memset(s, 0, sizeof *s);
     s->cfg = *cfg;
     s->tau = fg_fair_tau(cfg->half_life_s);
     s->last_now = INT64_MIN;
