@@ -25,6 +25,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,6 +374,7 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
+    assert(nd->nfree == __builtin_popcountll(nd->free_mask));
     s->plan_ver++;
     nd->rvalid = false;
     nd->ldiff = FG__LEAF_OTHER;

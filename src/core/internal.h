@@ -359,6 +359,9 @@ void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 void *fg__alloc(size_t n);
 void *fg__realloc(void *p, size_t n);
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
+/* asserts that every derived count is in step with the base records (full scan; debug
+ * builds and tests) */
+void fg__sched_check(const fg_sched_t *s);
 fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
 int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
 

@@ -3,6 +3,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +277,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
     fg__member_t *m = &s->members[j->member];
+    assert(m->pending > 0 && s->npending > 0); /* (a job a walk started leaves after it) */
     fg__queue_remove(s, &m->q[j->band], slot);
     if (--m->pending == 0)
         fg__set_put(&s->act_m, (size_t)j->member, false);
@@ -459,11 +461,13 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
 {
     for (int32_t k = 0; k < n; k++) {
         fg__node_t *nd = &s->nodes[allocs[k].node];
+        assert((allocs[k].gpu_mask & ~nd->free_mask) == 0);
         nd->free_mask &= ~allocs[k].gpu_mask;
         /* the GPUs of the mask in ascending order, as a scan of the node would visit
          * them (a mask holds no GPU past the node's) */
         for (uint64_t mask = allocs[k].gpu_mask; mask; mask &= mask - 1) {
             const int i = __builtin_ctzll(mask);
+            assert(i < nd->gpus && nd->gpu_job[i] < 0); /* a GPU is never given twice */
             nd->gpu_job[i] = slot;
             nd->nfree--;
             if (nd->touched == s->walk_no && nd->avail[i] < end)
@@ -473,8 +477,9 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
     }
 }
 
-/* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now`. */
-void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
+/* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now` (a start, or a
+ * restored running job, which its account's quota may no longer allow). */
+static void job_run(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
 {
     fg__job_t *j = &s->jobs[slot];
     fg__usage_touch(s, j->account, j->member, now);
@@ -507,6 +512,16 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     j->est = now;
 }
 
+/* A start decided by a pass: job_run, within the account's quota. */
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
+{
+    const fg__job_t *j = &s->jobs[slot];
+    const fg__account_t *a = &s->accounts[j->account];
+    assert(j->state == FG_JOB_PENDING);
+    assert(a->quota < 0 || a->running + j->gpus <= a->quota); /* quota never exceeded */
+    job_run(s, slot, allocs, n, now);
+}
+
 static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -517,6 +532,7 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
         fg__node_t *nd = &s->nodes[al[k].node];
         for (uint64_t mask = al[k].gpu_mask; mask; mask &= mask - 1) {
             const int i = __builtin_ctzll(mask);
+            assert(nd->gpu_job[i] == slot); /* a freed GPU belonged to the job */
             if (nd->gpu_job[i] == slot) {
                 nd->gpu_job[i] = -1;
                 nd->nfree++;
@@ -568,7 +584,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
     j->run_s = attained_gpu_s / j->gpus; /* GPUs never change: exact */
-    fg__job_start(s, slot, allocs, nallocs, start_time);
+    job_run(s, slot, allocs, nallocs, start_time);
     j->attempt = attempt;
     return FG_OK;
 }

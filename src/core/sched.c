@@ -5,6 +5,7 @@
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,4 +186,96 @@ void fg_sched_rebuild(fg_sched_t *s)
         }
     for (size_t t = 0; t < s->ntypes; t++)
         fg__type_rebuild(s, (int32_t)t);
+#ifndef NDEBUG
+    fg__sched_check(s);
+#endif
+}
+
+/* ------------------------------------------------------------------ invariants */
+
+/* Node n's GPUs: its free mask and count agree with which job holds each GPU, and each
+ * holder is a running job whose allocation has that GPU. */
+static void check_node(const fg_sched_t *s, int32_t n)
+{
+    const fg__node_t *nd = &s->nodes[n];
+    int32_t nfree = 0;
+    for (int i = 0; i < nd->gpus; i++) {
+        const int32_t slot = nd->gpu_job[i];
+        assert((slot < 0) == ((nd->free_mask >> i & 1) != 0));
+        nfree += slot < 0;
+        if (slot < 0)
+            continue;
+        const fg__job_t *j = &s->jobs[slot];
+        assert(j->id && j->state == FG_JOB_RUNNING);
+        bool held = false;
+        for (int32_t k = 0; k < j->nallocs; k++)
+            held |= fg__job_allocs(j)[k].node == n && (fg__job_allocs(j)[k].gpu_mask >> i & 1);
+        assert(held);
+    }
+    assert(nfree == nd->nfree && nfree == __builtin_popcountll(nd->free_mask));
+}
+
+/* Checks, by a full scan, that the derived counts are in step with the base records:
+ * every account's and member's running GPUs are the sum of their running jobs' GPUs,
+ * their pending counts and GPUs those of their pending jobs, npending and npreempting
+ * the totals, each member's queues hold its pending jobs, each running job holds its
+ * GPUs and no GPU has two holders. O(jobs + nodes): called by fg_sched_rebuild in debug
+ * builds and by tests, never per event. A no-op when NDEBUG is defined. */
+void fg__sched_check(const fg_sched_t *s)
+{
+#ifndef NDEBUG
+    int32_t *a_run = fg__alloc(sizeof *a_run * (s->naccounts + s->nmembers));
+    int32_t *m_run = a_run + s->naccounts;
+    int64_t *a_pend = fg__alloc(sizeof *a_pend * 2 * (s->naccounts + s->nmembers));
+    int64_t *a_pgpu = a_pend + s->naccounts, *m_pend = a_pgpu + s->naccounts;
+    int64_t *m_pgpu = m_pend + s->nmembers;
+    memset(a_run, 0, sizeof *a_run * (s->naccounts + s->nmembers));
+    memset(a_pend, 0, sizeof *a_pend * 2 * (s->naccounts + s->nmembers));
+    size_t npending = 0, nlive = 0;
+    int32_t npreempting = 0;
+    for (size_t slot = 0; slot < s->njobs_slots; slot++) {
+        const fg__job_t *j = &s->jobs[slot];
+        if (!j->id)
+            continue;
+        nlive++;
+        assert(s->live[j->live_pos] == (int32_t)slot);
+        if (j->state == FG_JOB_RUNNING) {
+            a_run[j->account] += j->gpus;
+            m_run[j->member] += j->gpus;
+            npreempting += j->preempting;
+            int32_t gpus = 0;
+            for (int32_t k = 0; k < j->nallocs; k++)
+                gpus += __builtin_popcountll(fg__job_allocs(j)[k].gpu_mask);
+            assert(gpus == j->gpus);
+        } else {
+            assert(j->state == FG_JOB_PENDING && !j->preempting);
+            npending++;
+            a_pend[j->account]++;
+            a_pgpu[j->account] += j->gpus;
+            m_pend[j->member]++;
+            m_pgpu[j->member] += j->gpus;
+        }
+    }
+    assert(nlive == s->nlive && npending == s->npending && npreempting == s->npreempting);
+    for (size_t a = 0; a < s->naccounts; a++) {
+        const fg__account_t *ac = &s->accounts[a];
+        assert(ac->running == a_run[a] && ac->pending == a_pend[a]);
+        assert(ac->pending_gpus == a_pgpu[a]);
+    }
+    for (size_t m = 0; m < s->nmembers; m++) {
+        const fg__member_t *mb = &s->members[m];
+        assert(mb->running == m_run[m] && mb->pending == m_pend[m]);
+        assert(mb->pending_gpus == m_pgpu[m]);
+        int64_t queued = 0;
+        for (int b = 0; b < FG__NBANDS; b++)
+            queued += mb->q[b].len - mb->q[b].head;
+        assert(queued == mb->pending);
+    }
+    for (size_t n = 0; n < s->nnodes; n++)
+        check_node(s, (int32_t)n);
+    free(a_run);
+    free(a_pend);
+#else
+    (void)s;
+#endif
 }
