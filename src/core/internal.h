@@ -363,6 +363,11 @@ void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
  * builds and tests) */
 void fg__sched_check(const fg_sched_t *s);
 fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
+/* May account a run `gpus` more GPUs within its quota? */
+static inline bool fg__quota_allows(const fg__account_t *a, int32_t gpus)
+{
+    return a->quota < 0 || a->running + gpus <= a->quota;
+}
 int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
 
 /* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:

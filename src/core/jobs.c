@@ -515,10 +515,8 @@ static void job_run(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32
 /* A start decided by a pass: job_run, within the account's quota. */
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
 {
-    const fg__job_t *j = &s->jobs[slot];
-    const fg__account_t *a = &s->accounts[j->account];
-    assert(j->state == FG_JOB_PENDING);
-    assert(a->quota < 0 || a->running + j->gpus <= a->quota); /* quota never exceeded */
+    assert(s->jobs[slot].state == FG_JOB_PENDING);
+    assert(fg__quota_allows(&s->accounts[s->jobs[slot].account], s->jobs[slot].gpus));
     job_run(s, slot, allocs, n, now);
 }
 

@@ -193,6 +193,7 @@ void fg_sched_rebuild(fg_sched_t *s)
 
 /* ------------------------------------------------------------------ invariants */
 
+#ifndef NDEBUG
 /* Node n's GPUs: its free mask and count agree with which job holds each GPU, and each
  * holder is a running job whose allocation has that GPU. */
 static void check_node(const fg_sched_t *s, int32_t n)
@@ -214,6 +215,7 @@ static void check_node(const fg_sched_t *s, int32_t n)
     }
     assert(nfree == nd->nfree && nfree == __builtin_popcountll(nd->free_mask));
 }
+#endif
 
 /* Checks, by a full scan, that the derived counts are in step with the base records:
  * every account's and member's running GPUs are the sum of their running jobs' GPUs,
