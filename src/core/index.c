@@ -22,6 +22,10 @@
  * Example: node n0 runs a 4-GPU job until t=100 and has 4 GPUs free; n1 runs an 8-GPU
  * job until t=50. Leaf n0: g=1..4 -> past, g=5..8 -> 100, whole -> 100. Leaf n1: all 50.
  * A blocked 8-GPU job reads the root's whole key: 50, at n1.
+ *
+ * This is the lowest layer of the plan: it reads nodes and their jobs and calls
+ * nothing above it. A caller that changes a node during a walk (a preemption) first
+ * settles what the planner queued (preempt.c), then calls fg__node_changed.
  */
 #include "internal.h"
 

@@ -1,5 +1,16 @@
 /*
- * info.c - TODO banner
+ * info.c - the inspection getters: jobs, nodes, accounts, members, GPUs up and free.
+ *
+ * They copy the state into the public info structs and change nothing, with one
+ * exception: with estimates on demand, fg_sched_job_info and fg_sched_job_at first make
+ * the job's estimate and reason if the last pass left them to be made when asked for
+ * (ondemand.c), so they take a scheduler that is not const. A reason is shown only if
+ * the last walk of the last pass wrote it; otherwise the job reads as not reached
+ * (reason priority, no estimate).
+ *
+ * Example: a pending job that the last pass found blocked behind a reservation reads
+ * reason FG_REASON_RESERVATION with its estimated start; after the next submission
+ * and before the next pass it still reads the same (the pass's last walk wrote it).
  */
 #include "internal.h"
 

@@ -355,20 +355,55 @@ void fg__wf_init(fg__wf_t *f, size_t n);
 void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w);
 void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 
-/* sched.c */
+/* ------------------------------------------------------------------ memory, invariants (sched.c)
+ */
+
+/* The core's one out-of-memory path: these abort rather than return NULL. */
 void *fg__alloc(size_t n);
 void *fg__realloc(void *p, size_t n);
+/* p (of *cap elements of `size` bytes) grown to hold `need`, doubling; *cap updated */
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
 /* asserts that every derived count is in step with the base records (full scan; debug
  * builds and tests) */
 void fg__sched_check(const fg_sched_t *s);
-fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
+
+/* ------------------------------------------------------------------ jobs (jobs.c) */
+
+int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);     /* job slot, or -1 */
+fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id); /* NULL if none */
+int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j); /* its queue band */
+int64_t fg__las_level(const fg_sched_t *s, int64_t attained);  /* las: its queue */
+const fg_alloc_t *fg__job_allocs(const fg__job_t *j);          /* its nallocs allocations */
+/* a start decided by a pass: job `slot` takes allocs[0..n) and runs from `now` */
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
+/* what a start changes on the nodes (and in the walk's plan): the GPUs of allocs are
+ * held by job `slot` until `end` at the latest */
+void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
+                       fg_time_t end);
+void fg__run_list_add(fg_sched_t *s, int32_t slot); /* on its account's running list */
+/* into (out of) its member's queue and the pending counts */
+void fg__pending_add(fg_sched_t *s, int32_t slot);
+void fg__pending_del(fg_sched_t *s, int32_t slot);
+bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
+/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
+ * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
+ * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
+ * whole_end (a job ends at now + its time limit). */
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now);
+/* jobs.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
+void fg__set_put(fg__set_t *v, size_t i, bool on);
+void fg__set_clear(fg__set_t *v);
+void fg__set_free(fg__set_t *v);
+
+/* ------------------------------------------------------------------ accounts, members (tenants.c)
+ */
+
 /* May account a run `gpus` more GPUs within its quota? */
 static inline bool fg__quota_allows(const fg__account_t *a, int32_t gpus)
 {
     return a->quota < 0 || a->running + gpus <= a->quota;
 }
-int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
 
 /* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
  * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0.
@@ -386,28 +421,30 @@ static inline void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time
     *usage = fg_fair_decayed(*usage, now - *at, running, s->tau);
     *at = now;
 }
-void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
-void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
-                       fg_time_t end);
-const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
-int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
-void fg__pending_del(fg_sched_t *s, int32_t slot);
-/* pass.c: before an event changes jobs or nodes, ends the last pass's plan (estimates
- * on demand not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it
- * is still to be made. Both are no-ops unless estimates are on demand. */
+/* brings the usage of an account and its member forward to `now` */
+void fg__usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now);
+/* takes back what j's GPUs added to its account's and member's usage over `ran` s */
+void fg__usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran);
+bool fg__name_ok(const char *name);    /* not NULL, not empty, short enough */
+uint64_t fg__name_hash(const char *p); /* of a name, for the name indexes */
+/* account `name` of name hash h, or FG_ENOENT */
+int fg__account_of(const fg_sched_t *s, const char *name, uint64_t h);
+/* member `user` (of name hash hu) of account a, or FG_ENOENT */
+int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
+
+/* ------------------------------------------------------------------ the plan's life (ondemand.c)
+ */
+
+/* before an event changes jobs or nodes, ends the last pass's plan (estimates on demand
+ * not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it is still
+ * to be made. Both are no-ops unless estimates are on demand. */
 void fg__plan_close(fg_sched_t *s);
 void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
-bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
-/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
- * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
- * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
- * whole_end (a job ends at now + its time limit). */
-bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
-                           fg_time_t now);
 
-/* index.c: free-GPU bitmaps and availability trees */
+/* ------------------------------------------------------------------ availability (index.c) */
+
 void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
@@ -422,8 +459,8 @@ int64_t fg__tree_min(fg__type_t *t, int key);
  * out of the tree; *kth: the value of the last one. Reads the leaves only (always up to
  * date), so it costs the type's node count, not k descents. */
 int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth);
-int32_t fg__type_find(const fg_sched_t *s, const char *name);
-int32_t fg__type_get(fg_sched_t *s, const char *name);
+int32_t fg__type_find(const fg_sched_t *s, const char *name); /* GPU type index, or -1 */
+int32_t fg__type_get(fg_sched_t *s, const char *name);        /* the same, made if new */
 
 /* queue.c */
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
@@ -433,11 +470,6 @@ void fg__queue_free(fg__queue_t *q);
 int32_t fg__queue_lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j);
 /* queue.c: makes q->blk[b] from its entries (all of them live) */
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b);
-
-/* sched.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
-void fg__set_put(fg__set_t *v, size_t i, bool on);
-void fg__set_clear(fg__set_t *v);
-void fg__set_free(fg__set_t *v);
 
 /* fg__order_next (order.c): the next pending job's slot in plan order, -1 when none is
  * left. The common wfq step is inline (measured: without it the Philly replay under wfq
@@ -456,23 +488,4 @@ static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
     return fg__order_next_any(s, o);
 }
 
-/* cross-file helpers (to be sorted) */
-/* tenants.c */
-void fg__usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now);
-/* tenants.c */
-void fg__usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran);
-/* tenants.c */
-bool fg__name_ok(const char *name);
-/* tenants.c */
-uint64_t fg__name_hash(const char *p);
-/* tenants.c */
-int fg__account_of(const fg_sched_t *s, const char *name, uint64_t h);
-/* tenants.c */
-int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
-/* jobs.c */
-int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);
-/* jobs.c */
-void fg__pending_add(fg_sched_t *s, int32_t slot);
-/* jobs.c */
-void fg__run_list_add(fg_sched_t *s, int32_t slot);
 #endif

@@ -1,5 +1,26 @@
 /*
- * jobs.c - TODO banner
+ * jobs.c - the job table and a job's life: submission, start, end, retry, cancel and
+ * restore after a restart.
+ *
+ * Jobs live in slots of one array (freed slots are reused), found by id through an
+ * open-addressing hash (ids kept beside their slots, deletion by backward shift). A job
+ * is PENDING (in its member's queue of its band: the class, or the LAS level) or
+ * RUNNING (on its account's running list of its class, holding the GPUs of its
+ * allocation); an ended job leaves the core unless it is requeued.
+ *
+ * An attempt's end decides what follows: completed, cancelled and timeout end the job;
+ * preempted and not_started requeue it at once; failed and node_lost retry it while
+ * max_retries allows, after a backoff doubling from retry_backoff_s up to
+ * retry_backoff_max_s. An attempt that never ran (user_setup_failed, not_started) is
+ * not charged: its usage is taken back.
+ *
+ * Example: job 7 (2 GPUs, max_retries 1, backoff 30 s) starts at t=0 and fails at
+ * t=100: 200 GPU-seconds charged, retries_used 1, pending again, eligible at 130. Its
+ * second attempt starts at 130 and fails at 150: no retry left, the job ends FAILED.
+ *
+ * The pending-job histograms (time limits, and size x time limit) let a pass see
+ * cheaply that no pending job could end within a window (fg__pending_limit_at_most,
+ * fg__pending_none_fits).
  */
 #include "internal.h"
 

@@ -1,7 +1,25 @@
 /*
- * sched.c - the scheduler's state and its events: accounts, members, nodes, job
- * submission, cancellation, attempt ends, usage, inspection and rebuild.
- * The pass itself lives in pass.c, the plan order in order.c.
+ * sched.c - the scheduler's state as a whole: its memory, its creation and end, the
+ * rebuild of every derived structure from the base records, and the check that they
+ * are in step.
+ *
+ * State. The base records are the jobs (jobs.c), the accounts and members
+ * (tenants.c) and the nodes (nodes.c). Everything else is derived from them and kept
+ * in step by each event: per member and band a queue of pending jobs (queue.c), per
+ * node its free mask and count, per GPU type the free-count buckets and availability
+ * trees (index.c), per account and member the running GPUs and pending counts.
+ *
+ * Events change base records and derived structures together: a submission adds a
+ * pending job to its member's queue and counts; a pass's start takes GPUs from nodes
+ * and adds them to the account's and member's running GPUs; an attempt's end gives
+ * them back and requeues or drops the job. fg_sched_rebuild throws every derived
+ * structure away and makes it again; the decisions after it are the same.
+ *
+ * Example: account a (quota 8) with member u, one 8-GPU node. Submitting job 1 (4
+ * GPUs) makes a.pending = u.pending = 1, npending = 1; a pass starts it on GPUs 0-3:
+ * node free_mask 0xf0, nfree 4, a.running = u.running = 4, a.pending = 0. Its end
+ * (completed) gives free_mask 0xff back and a.running = 0. fg__sched_check asserts all
+ * of that from the jobs alone.
  */
 #include "internal.h"
 
