@@ -681,6 +681,68 @@ int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
     return FG_OK;
 }
 
+/* Is an attempt that ended for `cause` charged? Not one that never ran: a Unix
+ * identity that could not be set up, or a start that never reached its node. */
+static bool attempt_charged(fg_end_cause_t cause)
+{
+    return cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
+}
+
+/* The record of job j's attempt that ends at `now` for `cause` after `run` charged
+ * seconds, but its new state and eligible time. */
+static fg_attempt_t attempt_record(const fg__job_t *j, fg_end_cause_t cause, fg_time_t now,
+                                   fg_time_t run)
+{
+    fg_attempt_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.job = j->id;
+    rec.attempt = j->attempt;
+    rec.start_time = j->start_time;
+    rec.end_time = now;
+    rec.cause = cause;
+    rec.gpus = j->gpus;
+    rec.gpu_seconds = (int64_t)j->gpus * run;
+    const fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
+    if (cause == FG_END_PREEMPTED)
+        rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    return rec;
+}
+
+/* The backoff before retry number j->retries_used: retry_backoff_s doubling per retry,
+ * at most retry_backoff_max_s. */
+static fg_time_t retry_backoff(const fg_sched_t *s, const fg__job_t *j)
+{
+    fg_time_t b = s->cfg.retry_backoff_s;
+    for (int32_t k = 1; k < j->retries_used && b < s->cfg.retry_backoff_max_s; k++)
+        b *= 2;
+    return b > s->cfg.retry_backoff_max_s ? s->cfg.retry_backoff_max_s : b;
+}
+
+/* What follows an attempt of j that ended at `now` for `cause`: an end state, or
+ * PENDING (a failure with retries left: one more used, eligible after a backoff). */
+static fg_job_state_t state_after(fg_sched_t *s, fg__job_t *j, fg_end_cause_t cause, fg_time_t now)
+{
+    switch (cause) {
+    case FG_END_COMPLETED:
+        return FG_JOB_COMPLETED;
+    case FG_END_CANCELLED:
+        return FG_JOB_CANCELLED;
+    case FG_END_TIMEOUT:
+        return FG_JOB_TIMEOUT;
+    case FG_END_PREEMPTED:
+    case FG_END_NOT_STARTED:
+        return FG_JOB_PENDING;
+    default: /* failed, node lost: retry while allowed */
+        if (j->retries_used >= j->max_retries)
+            return FG_JOB_FAILED;
+        j->retries_used++;
+        j->eligible_time = now + retry_backoff(s, j);
+        if (j->eligible_time > s->max_eligible)
+            s->max_eligible = j->eligible_time;
+        return FG_JOB_PENDING;
+    }
+}
+
 int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
                            fg_time_t now, fg_attempt_t *out)
 {
@@ -695,74 +757,27 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
         return FG_ESTALE;
     if (now < j->start_time)
         now = j->start_time;
-    fg_attempt_t rec;
-    memset(&rec, 0, sizeof rec);
-    rec.job = id;
-    rec.attempt = attempt;
-    rec.start_time = j->start_time;
-    rec.end_time = now;
-    rec.cause = cause;
-    rec.gpus = j->gpus;
-    fg_time_t run = now - j->start_time;
-    /* it never ran: a Unix identity that could not be set up, or a start that never
-     * reached its node */
-    const bool charged = cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
-    if (!charged)
-        run = 0;
-    rec.gpu_seconds = (int64_t)j->gpus * run;
-    fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
-    if (cause == FG_END_PREEMPTED)
-        rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    const fg_time_t run = attempt_charged(cause) ? now - j->start_time : 0;
+    fg_attempt_t rec = attempt_record(j, cause, now, run);
     if (j->preempting && j->r_job) { /* one victim fewer stopping for its job */
         fg__job_t *f = fg__job_by_id(s, j->r_job);
         if (f && f->state == FG_JOB_PENDING && f->claim > 0)
             f->claim--;
     }
     job_release(s, slot, now);
-    if (!charged)
+    if (!attempt_charged(cause))
         fg__usage_refund(s, j, now - j->start_time);
     j->attained_gpu_s += rec.gpu_seconds;
     j->run_s += run;
-
-    fg_job_state_t next;
-    switch (cause) {
-    case FG_END_COMPLETED:
-        next = FG_JOB_COMPLETED;
-        break;
-    case FG_END_CANCELLED:
-        next = FG_JOB_CANCELLED;
-        break;
-    case FG_END_TIMEOUT:
-        next = FG_JOB_TIMEOUT;
-        break;
-    case FG_END_PREEMPTED:
-    case FG_END_NOT_STARTED:
-        next = FG_JOB_PENDING;
-        break;
-    default: /* failed, node lost: retry while allowed */
-        if (j->retries_used < j->max_retries) {
-            j->retries_used++;
-            fg_time_t b = s->cfg.retry_backoff_s;
-            for (int32_t k = 1; k < j->retries_used && b < s->cfg.retry_backoff_max_s; k++)
-                b *= 2;
-            if (b > s->cfg.retry_backoff_max_s)
-                b = s->cfg.retry_backoff_max_s;
-            j->eligible_time = now + b;
-            if (j->eligible_time > s->max_eligible)
-                s->max_eligible = j->eligible_time;
-            next = FG_JOB_PENDING;
-        } else {
-            next = FG_JOB_FAILED;
-        }
-    }
-    rec.new_state = next;
-    rec.eligible_time = next == FG_JOB_PENDING ? j->eligible_time : FG_TIME_NEVER;
-    if (next == FG_JOB_PENDING) {
+    rec.new_state = state_after(s, j, cause, now);
+    if (rec.new_state == FG_JOB_PENDING) {
         if (cause == FG_END_PREEMPTED || cause == FG_END_NOT_STARTED)
-            rec.eligible_time = j->eligible_time = now;
+            j->eligible_time = now;
+        rec.eligible_time = j->eligible_time;
         j->queued_since = j->eligible_time; /* the wait counts from eligibility */
         fg__pending_add(s, slot);
     } else {
+        rec.eligible_time = FG_TIME_NEVER;
         job_destroy(s, slot);
     }
     if (out)

@@ -137,9 +137,9 @@ const fg_config_t *fg_sched_config(const fg_sched_t *s)
 
 /* ------------------------------------------------------------------ rebuild */
 
-void fg_sched_rebuild(fg_sched_t *s)
+/* Empties every derived count, queue and node's GPU holders (the base records stay). */
+static void derived_clear(fg_sched_t *s)
 {
-    fg__plan_close(s);
     for (size_t i = 0; i < s->naccounts; i++) {
         s->accounts[i].running = s->accounts[i].pending = 0;
         s->accounts[i].pending_gpus = 0;
@@ -168,35 +168,49 @@ void fg_sched_rebuild(fg_sched_t *s)
     memset(s->size_limit_hist, 0, sizeof s->size_limit_hist);
     memset(s->size_limit_mask, 0, sizeof s->size_limit_mask);
     memset(s->band_pending, 0, sizeof s->band_pending);
+    s->nclaims = 0;
+}
+
+/* Counts running job `slot` again: its GPUs on their nodes, its account's and member's
+ * running GPUs, its account's running list. */
+static void running_add(fg_sched_t *s, int32_t slot)
+{
+    const fg__job_t *j = &s->jobs[slot];
+    const fg_alloc_t *al = fg__job_allocs(j);
+    for (int32_t k = 0; k < j->nallocs; k++) {
+        fg__node_t *nd = &s->nodes[al[k].node];
+        nd->free_mask &= ~al[k].gpu_mask;
+        for (int i = 0; i < nd->gpus; i++)
+            if (al[k].gpu_mask >> i & 1) {
+                nd->gpu_job[i] = slot;
+                nd->nfree--;
+            }
+    }
+    s->accounts[j->account].running += j->gpus;
+    s->members[j->member].running += j->gpus;
+    s->npreempting += j->preempting;
+    fg__run_list_add(s, slot);
+}
+
+void fg_sched_rebuild(fg_sched_t *s)
+{
+    fg__plan_close(s);
+    derived_clear(s);
     /* Re-insert in slot order; queue order is (submit, id) whatever the insert order. */
     for (size_t slot = 0; slot < s->njobs_slots; slot++) {
         fg__job_t *j = &s->jobs[slot];
         if (!j->id)
             continue;
-        if (j->state == FG_JOB_PENDING) {
-            int64_t rp = j->reason_walk;
-            fg_time_t est = j->est;
-            fg__pending_add(s, (int32_t)slot);
-            j->reason_walk = rp;
-            j->est = est;
+        if (j->state != FG_JOB_PENDING) {
+            running_add(s, (int32_t)slot);
             continue;
         }
-        const fg_alloc_t *al = fg__job_allocs(j);
-        for (int32_t k = 0; k < j->nallocs; k++) {
-            fg__node_t *nd = &s->nodes[al[k].node];
-            nd->free_mask &= ~al[k].gpu_mask;
-            for (int i = 0; i < nd->gpus; i++)
-                if (al[k].gpu_mask >> i & 1) {
-                    nd->gpu_job[i] = (int32_t)slot;
-                    nd->nfree--;
-                }
-        }
-        s->accounts[j->account].running += j->gpus;
-        s->members[j->member].running += j->gpus;
-        s->npreempting += j->preempting;
-        fg__run_list_add(s, (int32_t)slot);
+        const int64_t rp = j->reason_walk; /* (what the last pass said stays) */
+        const fg_time_t est = j->est;
+        fg__pending_add(s, (int32_t)slot);
+        j->reason_walk = rp;
+        j->est = est;
     }
-    s->nclaims = 0;
     for (size_t slot = 0; slot < s->njobs_slots; slot++)
         if (s->jobs[slot].id && s->jobs[slot].state == FG_JOB_PENDING && s->jobs[slot].claimed) {
             s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
