@@ -422,33 +422,35 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     s->free_slots[s->nfree_slots++] = slot;
 }
 
-int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+/* A submission: checks the spec and, with `capped`, the member's pending cap and the
+ * load shedding (a restored job passes them: it was accepted before); then the job is
+ * pending. */
+static int submit(fg_sched_t *s, const fg_job_spec_t *spec, bool capped)
 {
-    (void)now;
     spec_ok_t ok;
     int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
+    if (capped && s->cfg.max_pending_per_user > 0 &&
+        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
+        return FG_EQUEUE_FULL;
+    if (capped && s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
+        s->npending >= (size_t)s->cfg.shed_pending)
+        return FG_ESHED;
     fg__pending_add(s, job_create(s, spec, &ok));
     return FG_OK;
+}
+
+int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+{
+    (void)now;
+    return submit(s, spec, false);
 }
 
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    spec_ok_t ok;
-    int rc = spec_check(s, spec, &ok);
-    if (rc != FG_OK)
-        return rc;
-    if (s->cfg.max_pending_per_user > 0 &&
-        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
-        return FG_EQUEUE_FULL;
-    if (s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
-        s->npending >= (size_t)s->cfg.shed_pending)
-        return FG_ESHED;
-    int32_t slot = job_create(s, spec, &ok);
-    fg__pending_add(s, slot);
-    return FG_OK;
+    return submit(s, spec, true);
 }
 
 void fg__run_list_add(fg_sched_t *s, int32_t slot)
