@@ -33,7 +33,7 @@
 
 typedef struct fg__job {
     /* What a walk of the plan reads or writes for every job it looks at comes first
-     * (order.c, pass.c: walk), in as few cache lines as the fields allow. */
+     * (order.c, walk.c), in as few cache lines as the fields allow. */
     fg_job_id_t id; /* 0: free slot */
     int32_t account, member;
     int32_t gpus;
@@ -122,7 +122,7 @@ typedef struct fg__node {
     /* bit k: its tree leaf's key k may differ from rkey[k], by the pass's claims only;
      * 0xffff: the leaf is not known to be rkey changed by claims (index.c) */
     uint16_t ldiff;
-    /* pass-local, valid while touched == s->pass_no */
+    /* walk-local (place.c, touch), valid while touched == s->walk_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
     fg_time_t avail[FG_MAX_NODE_GPUS];
@@ -133,7 +133,7 @@ typedef struct fg__node {
 } fg__node_t;
 
 /* A node as it was before a start of the walk whose queued estimates were not yet made
- * (pass.c, deferred_run): what fg__job_take_gpus changes. */
+ * (ondemand.c, deferred_run): what fg__job_take_gpus changes. */
 typedef struct fg__node_snap {
     int32_t node, nfree;
     uint64_t free_mask;
@@ -141,7 +141,7 @@ typedef struct fg__node_snap {
     fg_time_t avail[FG_MAX_NODE_GPUS];
 } fg__node_snap_t;
 
-/* Walk-local memo of placements that failed (pass.c, place_now): within one walk the
+/* Walk-local memo of placements that failed (place.c, fg__place_now): within one walk the
  * GPUs a job may take now only shrink (starts take GPUs, reservations only move
  * earlier), so a job of g GPUs ending at E that did not fit means no job of >= g GPUs
  * ending at >= E fits until the walk ends. One per GPU type, plus one for "any". */
@@ -164,7 +164,7 @@ typedef struct fg__why_memo {
     int64_t r_a, r_b;
 } fg__why_memo_t;
 
-/* Memo of feasible (pass.c) for one job size and type: its answer depends only on the
+/* Memo of feasible (place.c, plan.h) for one job size and type: its answer depends only on the
  * nodes' sizes, types and states, which node_gen numbers. */
 typedef struct fg__feas_memo {
     int64_t gen; /* valid while == s->node_gen (0: empty) */
@@ -205,7 +205,7 @@ typedef struct fg__type {
 } fg__type_t;
 
 /* A set of small indices (accounts, members): bit i of word i / 64, and the same
- * indices as a list in ascending order (sched.c, fg__set_put). */
+ * indices as a list in ascending order (jobs.c, fg__set_put). */
 typedef struct fg__set {
     uint64_t *bits;
     size_t words;
@@ -239,7 +239,7 @@ struct fg_sched {
     fg__member_t *members;
     size_t nmembers, members_cap;
     /* open addressing on a hash of the name (a member's: of its user and account) to an
-     * account or member index, -1: empty (sched.c, name lookups) */
+     * account or member index, -1: empty (tenants.c, name lookups) */
     int32_t *acct_ix, *mem_ix;
     size_t acct_ix_cap, mem_ix_cap;
     fg__node_t *nodes;
