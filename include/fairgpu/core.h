@@ -164,7 +164,8 @@ int fg_config_check(const fg_config_t *cfg, const char **msg);
 typedef struct fg_sched fg_sched_t;
 
 /* Creates an empty scheduler with a copy of cfg (which must pass fg_config_check).
- * The account "default" exists from the start. Returns NULL on a bad config. */
+ * The account "default" exists from the start. Returns NULL on a bad config.
+ * Running out of memory in any call of the core aborts the process. */
 fg_sched_t *fg_sched_new(const fg_config_t *cfg);
 void fg_sched_free(fg_sched_t *s);
 const fg_config_t *fg_sched_config(const fg_sched_t *s);
@@ -383,7 +384,10 @@ typedef struct fg_job_info {
     fg_alloc_t allocs[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS]; /* the first nallocs are set */
 } fg_job_info_t;
 
-int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out);
+/* Fills *out with job `id`'s state. Not const: with estimates on demand (see
+ * fg_sched_set_estimates_on_demand) it may first make the job's estimate and reason,
+ * which changes the scheduler's plan; otherwise it changes nothing. */
+int fg_sched_job_info(fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out);
 
 /* Writes the reason a pending job waits, in plain words with its numbers, into buf.
  * For a job the last pass did not reach, computes its place in the plan order.
@@ -393,7 +397,8 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
 /* Live jobs in a stable order (by internal slot): i = 0 .. fg_sched_job_count()-1. */
 size_t fg_sched_job_count(const fg_sched_t *s);
 size_t fg_sched_pending_count(const fg_sched_t *s);
-int fg_sched_job_at(const fg_sched_t *s, size_t i, fg_job_info_t *out);
+/* fg_sched_job_info of the i-th live job (not const for the same reason). */
+int fg_sched_job_at(fg_sched_t *s, size_t i, fg_job_info_t *out);
 
 typedef struct fg_node_info {
     const char *name;

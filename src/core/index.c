@@ -22,9 +22,14 @@
  * Example: node n0 runs a 4-GPU job until t=100 and has 4 GPUs free; n1 runs an 8-GPU
  * job until t=50. Leaf n0: g=1..4 -> past, g=5..8 -> 100, whole -> 100. Leaf n1: all 50.
  * A blocked 8-GPU job reads the root's whole key: 50, at n1.
+ *
+ * This is the lowest layer of the plan: it reads nodes and their jobs and calls
+ * nothing above it. A caller that changes a node during a walk (a preemption) first
+ * settles what the planner queued (preempt.c), then calls fg__node_changed.
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,44 +66,12 @@ fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i)
     return j->start_time + j->time_limit;
 }
 
-/* Sorts the n availabilities of v into the tree keys of a node of n GPUs. */
-static inline void cswap(fg_time_t *a, int x, int y)
-{
-    fg_time_t lo = a[x] < a[y] ? a[x] : a[y], hi = a[x] < a[y] ? a[y] : a[x];
-    a[x] = lo;
-    a[y] = hi;
-}
-
+/* The tree keys of a node of n GPUs whose GPUs are available at v[0..n): key g - 1
+ * (g = 1..8) is when g of them are, the g-th smallest of v (FG__INF beyond n), and the
+ * last key when all n are (FG__INF for a node smaller than a whole one). */
 static void keys_of(const fg_time_t *v, int n, int64_t *key)
 {
     fg_time_t a[FG_MAX_NODE_GPUS];
-    if (n == FG_WHOLE_NODE_GPUS) {
-        /* the common node: Batcher's odd-even merge sort of 8 (19 compare-exchanges,
-         * no branches) */
-        memcpy(a, v, sizeof *a * FG_WHOLE_NODE_GPUS);
-        cswap(a, 0, 1);
-        cswap(a, 2, 3);
-        cswap(a, 4, 5);
-        cswap(a, 6, 7);
-        cswap(a, 0, 2);
-        cswap(a, 1, 3);
-        cswap(a, 4, 6);
-        cswap(a, 5, 7);
-        cswap(a, 1, 2);
-        cswap(a, 5, 6);
-        cswap(a, 0, 4);
-        cswap(a, 3, 7);
-        cswap(a, 1, 5);
-        cswap(a, 2, 6);
-        cswap(a, 1, 4);
-        cswap(a, 3, 6);
-        cswap(a, 2, 4);
-        cswap(a, 3, 5);
-        cswap(a, 3, 4);
-        memcpy(key, a, sizeof *a * FG_WHOLE_NODE_GPUS);
-        key[FG__TREE_KEYS - 1] = a[FG_WHOLE_NODE_GPUS - 1];
-        return;
-    }
     for (int i = 0; i < n; i++) { /* insertion sort: n is small */
         fg_time_t x = v[i];
         int p = i;
@@ -176,7 +149,6 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     const size_t i = (size_t)t->tinner + (size_t)pos;
     unsigned changed = 0;
     int64_t *leaf = &t->tree[i];
-#pragma GCC unroll 9
     for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span) {
         changed |= (unsigned)(*leaf != key[k]) << k;
         *leaf = key[k];
@@ -184,13 +156,14 @@ static void tree_set(fg__type_t *t, int32_t pos, const int64_t *key)
     tree_mark(t, i, changed);
 }
 
-/* The least of the FG__TREE_FAN (8) values at v. */
-static inline int64_t min8(const int64_t *v)
+/* The least of the FG__TREE_FAN values at v (the children of one tree node). */
+static int64_t min_of_children(const int64_t *v)
 {
-    const int64_t a = v[0] < v[1] ? v[0] : v[1], b = v[2] < v[3] ? v[2] : v[3];
-    const int64_t c = v[4] < v[5] ? v[4] : v[5], d = v[6] < v[7] ? v[6] : v[7];
-    const int64_t ab = a < b ? a : b, cd = c < d ? c : d;
-    return ab < cd ? ab : cd;
+    int64_t m = v[0];
+    for (int c = 1; c < FG__TREE_FAN; c++)
+        if (v[c] < m)
+            m = v[c];
+    return m;
 }
 
 /* Recomputes the minima of key k's tree at inner node i, which is dirty for it, and
@@ -203,42 +176,15 @@ static int64_t tree_fix_at(fg__type_t *t, int64_t *tk, unsigned bit, size_t i)
             if (t->tdirty[c] & bit)
                 tree_fix_at(t, tk, bit, c);
     t->tdirty[i] &= (uint16_t)~bit;
-    return tk[i] = min8(&tk[c0]);
-}
-
-/* tree_fix_at(t, tk, bit, 0) for a tree two levels deep (9 to 64 nodes, the usual
- * cluster), without recursion: the root's children have leaves for children. The
- * children dirty for the key are found from their dirty masks read four at a time, one
- * 16-bit lane each, instead of one by one. */
-static int64_t tree_fix2(fg__type_t *t, int64_t *tk, unsigned bit)
-{
-    const uint64_t lanes = (uint64_t)bit * 0x0001000100010001u;
-    for (size_t h = 1; h <= FG__TREE_FAN; h += 4) {
-        uint64_t d;
-        memcpy(&d, &t->tdirty[h], sizeof d);
-        for (d &= lanes; d; d &= d - 1) {
-            size_t lane = (size_t)__builtin_ctzll(d) / 16;
-            if (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__)
-                lane = 3 - lane;
-            const size_t c = h + lane;
-            tk[c] = min8(&tk[FG__TREE_FAN * c + 1]);
-            t->tdirty[c] &= (uint16_t)~bit;
-        }
-    }
-    t->tdirty[0] &= (uint16_t)~bit;
-    return tk[0] = min8(&tk[1]);
+    return tk[i] = min_of_children(&tk[c0]);
 }
 
 /* Key k's tree, every minimum up to date. */
 static const int64_t *tree_fix(fg__type_t *t, int key)
 {
     int64_t *tk = &t->tree[(size_t)key * t->tspan];
-    if (t->tdirty[0] & (1u << key)) {
-        if (t->tinner == 1 + FG__TREE_FAN)
-            tree_fix2(t, tk, 1u << key);
-        else
-            tree_fix_at(t, tk, 1u << key, 0);
-    }
+    if (t->tdirty[0] & (1u << key))
+        tree_fix_at(t, tk, 1u << key, 0);
     return tk;
 }
 
@@ -281,7 +227,6 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n)
     const size_t span = t->tspan;
     const size_t i = (size_t)t->tinner + (size_t)nd->type_pos;
     int64_t *leaf = &t->tree[i];
-#pragma GCC unroll 9
     for (int k = 0; k < FG__TREE_KEYS; k++, leaf += span)
         *leaf = nd->rkey[k];
     tree_mark(t, i, nd->ldiff);
@@ -326,25 +271,8 @@ void fg__node_leaf_claim(fg_sched_t *s, int32_t n, int g, fg_time_t x)
         changed |= (unsigned)(*lp != v) << k;
         *lp = v;
     }
-    /* keys c .. kn - 1: g of them, 1 to 8 (the GPUs claimed of this node), unrolled */
-    switch (g) {
-    case 8:
-        lp[7 * span] = x; /* fall through */
-    case 7:
-        lp[6 * span] = x; /* fall through */
-    case 6:
-        lp[5 * span] = x; /* fall through */
-    case 5:
-        lp[4 * span] = x; /* fall through */
-    case 4:
-        lp[3 * span] = x; /* fall through */
-    case 3:
-        lp[2 * span] = x; /* fall through */
-    case 2:
-        lp[span] = x; /* fall through */
-    default:
-        lp[0] = x;
-    }
+    for (int k = c; k < kn; k++, lp += span) /* keys c .. kn - 1: g of them */
+        *lp = x;
     if (kn >= FG_WHOLE_NODE_GPUS) {
         leaf[(size_t)(FG__TREE_KEYS - 1) * span] = x;
         changed |= 1u << (FG__TREE_KEYS - 1);
@@ -382,13 +310,6 @@ int32_t fg__tree_argmin(fg__type_t *t, int key)
     if (t->n == 0)
         return -1;
     return tree_descend(t, tree_fix(t, key));
-}
-
-int32_t fg__tree_argmin_read(const fg__type_t *t, int key)
-{
-    if (t->n == 0)
-        return -1;
-    return tree_descend(t, &t->tree[(size_t)key * t->tspan]);
 }
 
 /* Puts value x of position p into the sorted v[0..q] (and nodes[] alike), over slot q:
@@ -457,8 +378,7 @@ void fg__node_changed(fg_sched_t *s, int32_t n)
 {
     fg__node_t *nd = &s->nodes[n];
     fg__type_t *t = &s->types[nd->type];
-    if (s->in_walk)
-        fg__plan_settle(s); /* a preemption: queued estimates see the plan before it */
+    assert(nd->nfree == __builtin_popcountll(nd->free_mask));
     s->plan_ver++;
     nd->rvalid = false;
     nd->ldiff = FG__LEAF_OTHER;

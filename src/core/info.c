@@ -1,5 +1,16 @@
 /*
- * info.c - TODO banner
+ * info.c - the inspection getters: jobs, nodes, accounts, members, GPUs up and free.
+ *
+ * They copy the state into the public info structs and change nothing, with one
+ * exception: with estimates on demand, fg_sched_job_info and fg_sched_job_at first make
+ * the job's estimate and reason if the last pass left them to be made when asked for
+ * (ondemand.c), so they take a scheduler that is not const. A reason is shown only if
+ * the last walk of the last pass wrote it; otherwise the job reads as not reached
+ * (reason priority, no estimate).
+ *
+ * Example: a pending job that the last pass found blocked behind a reservation reads
+ * reason FG_REASON_RESERVATION with its estimated start; after the next submission
+ * and before the next pass it still reads the same (the pass's last walk wrote it).
  */
 #include "internal.h"
 
@@ -50,12 +61,12 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     }
 }
 
-int fg_sched_job_info(const fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
+int fg_sched_job_info(fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out)
 {
     int32_t slot = fg__hash_get(s, id);
     if (slot < 0)
         return FG_ENOENT;
-    fg__plan_ask((fg_sched_t *)s, slot); /* only the plan cache changes */
+    fg__plan_ask(s, slot); /* estimates on demand: may make its estimate and reason */
     job_info(s, &s->jobs[slot], out);
     return FG_OK;
 }
@@ -70,11 +81,11 @@ size_t fg_sched_pending_count(const fg_sched_t *s)
     return s->npending;
 }
 
-int fg_sched_job_at(const fg_sched_t *s, size_t i, fg_job_info_t *out)
+int fg_sched_job_at(fg_sched_t *s, size_t i, fg_job_info_t *out)
 {
     if (i >= s->nlive)
         return FG_ENOENT;
-    fg__plan_ask((fg_sched_t *)s, s->live[i]); /* only the plan cache changes */
+    fg__plan_ask(s, s->live[i]); /* (as in fg_sched_job_info) */
     job_info(s, &s->jobs[s->live[i]], out);
     return FG_OK;
 }

@@ -33,7 +33,7 @@
 
 typedef struct fg__job {
     /* What a walk of the plan reads or writes for every job it looks at comes first
-     * (order.c, pass.c: walk), in as few cache lines as the fields allow. */
+     * (order.c, walk.c), in as few cache lines as the fields allow. */
     fg_job_id_t id; /* 0: free slot */
     int32_t account, member;
     int32_t gpus;
@@ -122,7 +122,7 @@ typedef struct fg__node {
     /* bit k: its tree leaf's key k may differ from rkey[k], by the pass's claims only;
      * 0xffff: the leaf is not known to be rkey changed by claims (index.c) */
     uint16_t ldiff;
-    /* pass-local, valid while touched == s->pass_no */
+    /* walk-local (place.c, touch), valid while touched == s->walk_no */
     int64_t touched;
     bool excluded; /* temporarily out of the tree while picking whole nodes */
     fg_time_t avail[FG_MAX_NODE_GPUS];
@@ -133,7 +133,7 @@ typedef struct fg__node {
 } fg__node_t;
 
 /* A node as it was before a start of the walk whose queued estimates were not yet made
- * (pass.c, deferred_run): what fg__job_take_gpus changes. */
+ * (ondemand.c, deferred_run): what fg__job_take_gpus changes. */
 typedef struct fg__node_snap {
     int32_t node, nfree;
     uint64_t free_mask;
@@ -141,7 +141,7 @@ typedef struct fg__node_snap {
     fg_time_t avail[FG_MAX_NODE_GPUS];
 } fg__node_snap_t;
 
-/* Walk-local memo of placements that failed (pass.c, place_now): within one walk the
+/* Walk-local memo of placements that failed (place.c, fg__place_now): within one walk the
  * GPUs a job may take now only shrink (starts take GPUs, reservations only move
  * earlier), so a job of g GPUs ending at E that did not fit means no job of >= g GPUs
  * ending at >= E fits until the walk ends. One per GPU type, plus one for "any". */
@@ -164,7 +164,7 @@ typedef struct fg__why_memo {
     int64_t r_a, r_b;
 } fg__why_memo_t;
 
-/* Memo of feasible (pass.c) for one job size and type: its answer depends only on the
+/* Memo of feasible (place.c, plan.h) for one job size and type: its answer depends only on the
  * nodes' sizes, types and states, which node_gen numbers. */
 typedef struct fg__feas_memo {
     int64_t gen; /* valid while == s->node_gen (0: empty) */
@@ -205,7 +205,7 @@ typedef struct fg__type {
 } fg__type_t;
 
 /* A set of small indices (accounts, members): bit i of word i / 64, and the same
- * indices as a list in ascending order (sched.c, fg__set_put). */
+ * indices as a list in ascending order (jobs.c, fg__set_put). */
 typedef struct fg__set {
     uint64_t *bits;
     size_t words;
@@ -239,7 +239,7 @@ struct fg_sched {
     fg__member_t *members;
     size_t nmembers, members_cap;
     /* open addressing on a hash of the name (a member's: of its user and account) to an
-     * account or member index, -1: empty (sched.c, name lookups) */
+     * account or member index, -1: empty (tenants.c, name lookups) */
     int32_t *acct_ix, *mem_ix;
     size_t acct_ix_cap, mem_ix_cap;
     fg__node_t *nodes;
@@ -355,11 +355,55 @@ void fg__wf_init(fg__wf_t *f, size_t n);
 void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w);
 void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 
-/* sched.c */
+/* ------------------------------------------------------------------ memory, invariants (sched.c)
+ */
+
+/* The core's one out-of-memory path: these abort rather than return NULL. */
 void *fg__alloc(size_t n);
+void *fg__realloc(void *p, size_t n);
+/* p (of *cap elements of `size` bytes) grown to hold `need`, doubling; *cap updated */
 void *fg__grow(void *p, size_t *cap, size_t need, size_t size);
-fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id);
-int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j);
+/* asserts that every derived count is in step with the base records (full scan; debug
+ * builds and tests) */
+void fg__sched_check(const fg_sched_t *s);
+
+/* ------------------------------------------------------------------ jobs (jobs.c) */
+
+int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);     /* job slot, or -1 */
+fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id); /* NULL if none */
+int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j); /* its queue band */
+int64_t fg__las_level(const fg_sched_t *s, int64_t attained);  /* las: its queue */
+const fg_alloc_t *fg__job_allocs(const fg__job_t *j);          /* its nallocs allocations */
+/* a start decided by a pass: job `slot` takes allocs[0..n) and runs from `now` */
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
+/* what a start changes on the nodes (and in the walk's plan): the GPUs of allocs are
+ * held by job `slot` until `end` at the latest */
+void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
+                       fg_time_t end);
+void fg__run_list_add(fg_sched_t *s, int32_t slot); /* on its account's running list */
+/* into (out of) its member's queue and the pending counts */
+void fg__pending_add(fg_sched_t *s, int32_t slot);
+void fg__pending_del(fg_sched_t *s, int32_t slot);
+bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
+/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
+ * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
+ * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
+ * whole_end (a job ends at now + its time limit). */
+bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
+                           fg_time_t now);
+/* jobs.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
+void fg__set_put(fg__set_t *v, size_t i, bool on);
+void fg__set_clear(fg__set_t *v);
+void fg__set_free(fg__set_t *v);
+
+/* ------------------------------------------------------------------ accounts, members (tenants.c)
+ */
+
+/* May account a run `gpus` more GPUs within its quota? */
+static inline bool fg__quota_allows(const fg__account_t *a, int32_t gpus)
+{
+    return a->quota < 0 || a->running + gpus <= a->quota;
+}
 
 /* Brings a decayed usage forward to `now`, accruing `running` GPUs meanwhile:
  * U(now) = U·2^(-Δ/h) + R·τ·(1 - 2^(-Δ/h)), τ = h / ln 2. No memory when h = 0.
@@ -377,28 +421,30 @@ static inline void fg__usage_advance(const fg_sched_t *s, double *usage, fg_time
     *usage = fg_fair_decayed(*usage, now - *at, running, s->tau);
     *at = now;
 }
-void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
-void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n,
-                       fg_time_t end);
-const fg_alloc_t *fg__job_allocs(const fg__job_t *j);
-int64_t fg__las_level(const fg_sched_t *s, int64_t attained);
-void fg__pending_del(fg_sched_t *s, int32_t slot);
-/* pass.c: before an event changes jobs or nodes, ends the last pass's plan (estimates
- * on demand not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it
- * is still to be made. Both are no-ops unless estimates are on demand. */
+/* brings the usage of an account and its member forward to `now` */
+void fg__usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now);
+/* takes back what j's GPUs added to its account's and member's usage over `ran` s */
+void fg__usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran);
+bool fg__name_ok(const char *name);    /* not NULL, not empty, short enough */
+uint64_t fg__name_hash(const char *p); /* of a name, for the name indexes */
+/* account `name` of name hash h, or FG_ENOENT */
+int fg__account_of(const fg_sched_t *s, const char *name, uint64_t h);
+/* member `user` (of name hash hu) of account a, or FG_ENOENT */
+int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
+
+/* ------------------------------------------------------------------ the plan's life (ondemand.c)
+ */
+
+/* before an event changes jobs or nodes, ends the last pass's plan (estimates on demand
+ * not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it is still
+ * to be made. Both are no-ops unless estimates are on demand. */
 void fg__plan_close(fg_sched_t *s);
 void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
-bool fg__pending_limit_at_most(const fg_sched_t *s, fg_time_t w); /* may one end within w? */
-/* fit_end[g] (g = 1..8): the latest end of a job of g GPUs that may fit now, whole_end
- * that of a job of whole nodes (FG__INF: any end; INT64_MIN: none). Conservative: true
- * only if no pending job of g <= 8 GPUs would end by fit_end[g], nor a larger one by
- * whole_end (a job ends at now + its time limit). */
-bool fg__pending_none_fits(const fg_sched_t *s, const fg_time_t *fit_end, fg_time_t whole_end,
-                           fg_time_t now);
 
-/* index.c: free-GPU bitmaps and availability trees */
+/* ------------------------------------------------------------------ availability (index.c) */
+
 void fg__type_rebuild(fg_sched_t *s, int32_t t);
 void fg__node_changed(fg_sched_t *s, int32_t n); /* real state changed */
 void fg__node_leaf_update(fg_sched_t *s, int32_t n);
@@ -407,17 +453,14 @@ void fg__node_leaf_restore(fg_sched_t *s, int32_t n); /* no longer touched */
 fg_time_t fg__gpu_real_avail(const fg_sched_t *s, const fg__node_t *nd, int i);
 const fg_time_t *fg__node_real_avail(const fg_sched_t *s, fg__node_t *nd); /* all GPUs */
 int32_t fg__tree_argmin(fg__type_t *t, int key); /* bring key's minima up to date */
-/* fg__tree_argmin right after fg__tree_min(t, key), no leaf changed since (its minima
- * are up to date) */
-int32_t fg__tree_argmin_read(const fg__type_t *t, int key);
 int64_t fg__tree_min(fg__type_t *t, int key);
 /* The (at most k) nodes with the smallest finite value of `key`, by (value, position in
  * the type), as k calls of fg__tree_argmin would pick them with each picked node taken
  * out of the tree; *kth: the value of the last one. Reads the leaves only (always up to
  * date), so it costs the type's node count, not k descents. */
 int32_t fg__tree_smallest(const fg__type_t *t, int key, int32_t k, int32_t *nodes, int64_t *kth);
-int32_t fg__type_find(const fg_sched_t *s, const char *name);
-int32_t fg__type_get(fg_sched_t *s, const char *name);
+int32_t fg__type_find(const fg_sched_t *s, const char *name); /* GPU type index, or -1 */
+int32_t fg__type_get(fg_sched_t *s, const char *name);        /* the same, made if new */
 
 /* queue.c */
 void fg__queue_insert(fg_sched_t *s, fg__queue_t *q, int32_t slot);
@@ -427,11 +470,6 @@ void fg__queue_free(fg__queue_t *q);
 int32_t fg__queue_lower_bound(const fg_sched_t *s, const fg__queue_t *q, const fg__job_t *j);
 /* queue.c: makes q->blk[b] from its entries (all of them live) */
 void fg__queue_blk_fill(const fg_sched_t *s, fg__queue_t *q, int32_t b);
-
-/* sched.c: puts i in set v (on) or takes it out; fg__set_clear empties it */
-void fg__set_put(fg__set_t *v, size_t i, bool on);
-void fg__set_clear(fg__set_t *v);
-void fg__set_free(fg__set_t *v);
 
 /* fg__order_next (order.c): the next pending job's slot in plan order, -1 when none is
  * left. The common wfq step is inline (measured: without it the Philly replay under wfq
@@ -450,23 +488,4 @@ static inline int32_t fg__order_next(fg_sched_t *s, fg__order_t *o)
     return fg__order_next_any(s, o);
 }
 
-/* cross-file helpers (to be sorted) */
-/* tenants.c */
-void fg__usage_touch(fg_sched_t *s, int32_t account, int32_t member, fg_time_t now);
-/* tenants.c */
-void fg__usage_refund(fg_sched_t *s, const fg__job_t *j, fg_time_t ran);
-/* tenants.c */
-bool fg__name_ok(const char *name);
-/* tenants.c */
-uint64_t fg__name_hash(const char *p);
-/* tenants.c */
-int fg__account_of(const fg_sched_t *s, const char *name, uint64_t h);
-/* tenants.c */
-int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
-/* jobs.c */
-int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);
-/* jobs.c */
-void fg__pending_add(fg_sched_t *s, int32_t slot);
-/* jobs.c */
-void fg__run_list_add(fg_sched_t *s, int32_t slot);
 #endif

@@ -1,8 +1,30 @@
 /*
- * jobs.c - TODO banner
+ * jobs.c - the job table and a job's life: submission, start, end, retry, cancel and
+ * restore after a restart.
+ *
+ * Jobs live in slots of one array (freed slots are reused), found by id through an
+ * open-addressing hash (ids kept beside their slots, deletion by backward shift). A job
+ * is PENDING (in its member's queue of its band: the class, or the LAS level) or
+ * RUNNING (on its account's running list of its class, holding the GPUs of its
+ * allocation); an ended job leaves the core unless it is requeued.
+ *
+ * An attempt's end decides what follows: completed, cancelled and timeout end the job;
+ * preempted and not_started requeue it at once; failed and node_lost retry it while
+ * max_retries allows, after a backoff doubling from retry_backoff_s up to
+ * retry_backoff_max_s. An attempt that never ran (user_setup_failed, not_started) is
+ * not charged: its usage is taken back.
+ *
+ * Example: job 7 (2 GPUs, max_retries 1, backoff 30 s) starts at t=0 and fails at
+ * t=100: 200 GPU-seconds charged, retries_used 1, pending again, eligible at 130. Its
+ * second attempt starts at 130 and fails at 150: no retry left, the job ends FAILED.
+ *
+ * The pending-job histograms (time limits, and size x time limit) let a pass see
+ * cheaply that no pending job could end within a window (fg__pending_limit_at_most,
+ * fg__pending_none_fits).
  */
 #include "internal.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -276,6 +298,7 @@ void fg__pending_del(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
     fg__member_t *m = &s->members[j->member];
+    assert(m->pending > 0 && s->npending > 0); /* (a job a walk started leaves after it) */
     fg__queue_remove(s, &m->q[j->band], slot);
     if (--m->pending == 0)
         fg__set_put(&s->act_m, (size_t)j->member, false);
@@ -399,33 +422,35 @@ static void job_destroy(fg_sched_t *s, int32_t slot)
     s->free_slots[s->nfree_slots++] = slot;
 }
 
-int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+/* A submission: checks the spec and, with `capped`, the member's pending cap and the
+ * load shedding (a restored job passes them: it was accepted before); then the job is
+ * pending. */
+static int submit(fg_sched_t *s, const fg_job_spec_t *spec, bool capped)
 {
-    (void)now;
     spec_ok_t ok;
     int rc = spec_check(s, spec, &ok);
     if (rc != FG_OK)
         return rc;
+    if (capped && s->cfg.max_pending_per_user > 0 &&
+        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
+        return FG_EQUEUE_FULL;
+    if (capped && s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
+        s->npending >= (size_t)s->cfg.shed_pending)
+        return FG_ESHED;
     fg__pending_add(s, job_create(s, spec, &ok));
     return FG_OK;
+}
+
+int fg_sched_submit_restored(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
+{
+    (void)now;
+    return submit(s, spec, false);
 }
 
 int fg_sched_submit(fg_sched_t *s, const fg_job_spec_t *spec, fg_time_t now)
 {
     (void)now;
-    spec_ok_t ok;
-    int rc = spec_check(s, spec, &ok);
-    if (rc != FG_OK)
-        return rc;
-    if (s->cfg.max_pending_per_user > 0 &&
-        s->members[ok.mem].pending >= s->cfg.max_pending_per_user)
-        return FG_EQUEUE_FULL;
-    if (s->cfg.shed_pending > 0 && spec->prio == FG_PRIO_LOW &&
-        s->npending >= (size_t)s->cfg.shed_pending)
-        return FG_ESHED;
-    int32_t slot = job_create(s, spec, &ok);
-    fg__pending_add(s, slot);
-    return FG_OK;
+    return submit(s, spec, true);
 }
 
 void fg__run_list_add(fg_sched_t *s, int32_t slot)
@@ -459,11 +484,13 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
 {
     for (int32_t k = 0; k < n; k++) {
         fg__node_t *nd = &s->nodes[allocs[k].node];
+        assert((allocs[k].gpu_mask & ~nd->free_mask) == 0);
         nd->free_mask &= ~allocs[k].gpu_mask;
         /* the GPUs of the mask in ascending order, as a scan of the node would visit
          * them (a mask holds no GPU past the node's) */
         for (uint64_t mask = allocs[k].gpu_mask; mask; mask &= mask - 1) {
             const int i = __builtin_ctzll(mask);
+            assert(i < nd->gpus && nd->gpu_job[i] < 0); /* a GPU is never given twice */
             nd->gpu_job[i] = slot;
             nd->nfree--;
             if (nd->touched == s->walk_no && nd->avail[i] < end)
@@ -473,8 +500,9 @@ void fg__job_take_gpus(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, in
     }
 }
 
-/* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now`. */
-void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
+/* Gives job `slot` the GPUs of allocs and makes it RUNNING from `now` (a start, or a
+ * restored running job, which its account's quota may no longer allow). */
+static void job_run(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
 {
     fg__job_t *j = &s->jobs[slot];
     fg__usage_touch(s, j->account, j->member, now);
@@ -507,6 +535,14 @@ void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_
     j->est = now;
 }
 
+/* A start decided by a pass: job_run, within the account's quota. */
+void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now)
+{
+    assert(s->jobs[slot].state == FG_JOB_PENDING);
+    assert(fg__quota_allows(&s->accounts[s->jobs[slot].account], s->jobs[slot].gpus));
+    job_run(s, slot, allocs, n, now);
+}
+
 static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
 {
     fg__job_t *j = &s->jobs[slot];
@@ -517,6 +553,7 @@ static void job_release(fg_sched_t *s, int32_t slot, fg_time_t now)
         fg__node_t *nd = &s->nodes[al[k].node];
         for (uint64_t mask = al[k].gpu_mask; mask; mask &= mask - 1) {
             const int i = __builtin_ctzll(mask);
+            assert(nd->gpu_job[i] == slot); /* a freed GPU belonged to the job */
             if (nd->gpu_job[i] == slot) {
                 nd->gpu_job[i] = -1;
                 nd->nfree++;
@@ -568,7 +605,7 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     j->retries_used = retries_used;
     j->attained_gpu_s = attained_gpu_s;
     j->run_s = attained_gpu_s / j->gpus; /* GPUs never change: exact */
-    fg__job_start(s, slot, allocs, nallocs, start_time);
+    job_run(s, slot, allocs, nallocs, start_time);
     j->attempt = attempt;
     return FG_OK;
 }
@@ -646,6 +683,68 @@ int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
     return FG_OK;
 }
 
+/* Is an attempt that ended for `cause` charged? Not one that never ran: a Unix
+ * identity that could not be set up, or a start that never reached its node. */
+static bool attempt_charged(fg_end_cause_t cause)
+{
+    return cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
+}
+
+/* The record of job j's attempt that ends at `now` for `cause` after `run` charged
+ * seconds, but its new state and eligible time. */
+static fg_attempt_t attempt_record(const fg__job_t *j, fg_end_cause_t cause, fg_time_t now,
+                                   fg_time_t run)
+{
+    fg_attempt_t rec;
+    memset(&rec, 0, sizeof rec);
+    rec.job = j->id;
+    rec.attempt = j->attempt;
+    rec.start_time = j->start_time;
+    rec.end_time = now;
+    rec.cause = cause;
+    rec.gpus = j->gpus;
+    rec.gpu_seconds = (int64_t)j->gpus * run;
+    const fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
+    if (cause == FG_END_PREEMPTED)
+        rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    return rec;
+}
+
+/* The backoff before retry number j->retries_used: retry_backoff_s doubling per retry,
+ * at most retry_backoff_max_s. */
+static fg_time_t retry_backoff(const fg_sched_t *s, const fg__job_t *j)
+{
+    fg_time_t b = s->cfg.retry_backoff_s;
+    for (int32_t k = 1; k < j->retries_used && b < s->cfg.retry_backoff_max_s; k++)
+        b *= 2;
+    return b > s->cfg.retry_backoff_max_s ? s->cfg.retry_backoff_max_s : b;
+}
+
+/* What follows an attempt of j that ended at `now` for `cause`: an end state, or
+ * PENDING (a failure with retries left: one more used, eligible after a backoff). */
+static fg_job_state_t state_after(fg_sched_t *s, fg__job_t *j, fg_end_cause_t cause, fg_time_t now)
+{
+    switch (cause) {
+    case FG_END_COMPLETED:
+        return FG_JOB_COMPLETED;
+    case FG_END_CANCELLED:
+        return FG_JOB_CANCELLED;
+    case FG_END_TIMEOUT:
+        return FG_JOB_TIMEOUT;
+    case FG_END_PREEMPTED:
+    case FG_END_NOT_STARTED:
+        return FG_JOB_PENDING;
+    default: /* failed, node lost: retry while allowed */
+        if (j->retries_used >= j->max_retries)
+            return FG_JOB_FAILED;
+        j->retries_used++;
+        j->eligible_time = now + retry_backoff(s, j);
+        if (j->eligible_time > s->max_eligible)
+            s->max_eligible = j->eligible_time;
+        return FG_JOB_PENDING;
+    }
+}
+
 int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_end_cause_t cause,
                            fg_time_t now, fg_attempt_t *out)
 {
@@ -660,74 +759,27 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
         return FG_ESTALE;
     if (now < j->start_time)
         now = j->start_time;
-    fg_attempt_t rec;
-    memset(&rec, 0, sizeof rec);
-    rec.job = id;
-    rec.attempt = attempt;
-    rec.start_time = j->start_time;
-    rec.end_time = now;
-    rec.cause = cause;
-    rec.gpus = j->gpus;
-    fg_time_t run = now - j->start_time;
-    /* it never ran: a Unix identity that could not be set up, or a start that never
-     * reached its node */
-    const bool charged = cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
-    if (!charged)
-        run = 0;
-    rec.gpu_seconds = (int64_t)j->gpus * run;
-    fg_time_t lost = j->ckpt > 0 ? run % j->ckpt : run;
-    if (cause == FG_END_PREEMPTED)
-        rec.lost_gpu_seconds = (int64_t)j->gpus * lost;
+    const fg_time_t run = attempt_charged(cause) ? now - j->start_time : 0;
+    fg_attempt_t rec = attempt_record(j, cause, now, run);
     if (j->preempting && j->r_job) { /* one victim fewer stopping for its job */
         fg__job_t *f = fg__job_by_id(s, j->r_job);
         if (f && f->state == FG_JOB_PENDING && f->claim > 0)
             f->claim--;
     }
     job_release(s, slot, now);
-    if (!charged)
+    if (!attempt_charged(cause))
         fg__usage_refund(s, j, now - j->start_time);
     j->attained_gpu_s += rec.gpu_seconds;
     j->run_s += run;
-
-    fg_job_state_t next;
-    switch (cause) {
-    case FG_END_COMPLETED:
-        next = FG_JOB_COMPLETED;
-        break;
-    case FG_END_CANCELLED:
-        next = FG_JOB_CANCELLED;
-        break;
-    case FG_END_TIMEOUT:
-        next = FG_JOB_TIMEOUT;
-        break;
-    case FG_END_PREEMPTED:
-    case FG_END_NOT_STARTED:
-        next = FG_JOB_PENDING;
-        break;
-    default: /* failed, node lost: retry while allowed */
-        if (j->retries_used < j->max_retries) {
-            j->retries_used++;
-            fg_time_t b = s->cfg.retry_backoff_s;
-            for (int32_t k = 1; k < j->retries_used && b < s->cfg.retry_backoff_max_s; k++)
-                b *= 2;
-            if (b > s->cfg.retry_backoff_max_s)
-                b = s->cfg.retry_backoff_max_s;
-            j->eligible_time = now + b;
-            if (j->eligible_time > s->max_eligible)
-                s->max_eligible = j->eligible_time;
-            next = FG_JOB_PENDING;
-        } else {
-            next = FG_JOB_FAILED;
-        }
-    }
-    rec.new_state = next;
-    rec.eligible_time = next == FG_JOB_PENDING ? j->eligible_time : FG_TIME_NEVER;
-    if (next == FG_JOB_PENDING) {
+    rec.new_state = state_after(s, j, cause, now);
+    if (rec.new_state == FG_JOB_PENDING) {
         if (cause == FG_END_PREEMPTED || cause == FG_END_NOT_STARTED)
-            rec.eligible_time = j->eligible_time = now;
+            j->eligible_time = now;
+        rec.eligible_time = j->eligible_time;
         j->queued_since = j->eligible_time; /* the wait counts from eligibility */
         fg__pending_add(s, slot);
     } else {
+        rec.eligible_time = FG_TIME_NEVER;
         job_destroy(s, slot);
     }
     if (out)

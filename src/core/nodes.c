@@ -1,5 +1,15 @@
 /*
- * nodes.c - TODO banner
+ * nodes.c - the cluster's nodes: adding one and changing its state.
+ *
+ * A node has a name, 1..64 GPUs of one type and a state (up, draining, down). Only up
+ * nodes take new jobs; a draining or down node keeps its running jobs until they end.
+ * Every change bumps node_gen (the feasibility memos depend on it) and brings the
+ * node's bucket, tree leaf and its type's counts up to date (index.c). A node of a new
+ * type creates the type; a type whose arrays must grow is rebuilt.
+ *
+ * Example: fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP) makes node 0 with free
+ * mask 0xff in bucket 8 of type a100; setting it down takes it out of every bucket and
+ * tree, so a pass neither places on it nor plans on it.
  */
 #include "internal.h"
 

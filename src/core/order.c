@@ -67,30 +67,22 @@ void fg__order_free(fg__order_t *o)
     memset(o, 0, sizeof *o);
 }
 
-static void *re(void *p, size_t n)
-{
-    void *q = realloc(p, n ? n : 1);
-    if (!q)
-        abort();
-    return q;
-}
-
 /* Grows o's arrays to nm members and na accounts (contents are set by the callers). */
 static void order_grow(fg__order_t *o, size_t nm, size_t na)
 {
     if (nm > o->cap_m) {
-        o->cursor = re(o->cursor, nm * sizeof *o->cursor);
-        o->qv = re(o->qv, nm * sizeof *o->qv);
-        o->m_picked = re(o->m_picked, nm * sizeof *o->m_picked);
-        o->m_left = re(o->m_left, nm * sizeof *o->m_left);
-        o->m_base = re(o->m_base, nm * sizeof *o->m_base);
-        o->m_w = re(o->m_w, nm * sizeof *o->m_w);
-        o->mh = re(o->mh, nm * sizeof *o->mh);
-        o->mhk = re(o->mhk, nm * sizeof *o->mhk);
-        o->members_by_acct = re(o->members_by_acct, nm * sizeof *o->members_by_acct);
-        o->m_memo = re(o->m_memo, nm * sizeof *o->m_memo);
-        o->m_head = re(o->m_head, nm * sizeof *o->m_head);
-        o->act_m = re(o->act_m, nm * sizeof *o->act_m);
+        o->cursor = fg__realloc(o->cursor, nm * sizeof *o->cursor);
+        o->qv = fg__realloc(o->qv, nm * sizeof *o->qv);
+        o->m_picked = fg__realloc(o->m_picked, nm * sizeof *o->m_picked);
+        o->m_left = fg__realloc(o->m_left, nm * sizeof *o->m_left);
+        o->m_base = fg__realloc(o->m_base, nm * sizeof *o->m_base);
+        o->m_w = fg__realloc(o->m_w, nm * sizeof *o->m_w);
+        o->mh = fg__realloc(o->mh, nm * sizeof *o->mh);
+        o->mhk = fg__realloc(o->mhk, nm * sizeof *o->mhk);
+        o->members_by_acct = fg__realloc(o->members_by_acct, nm * sizeof *o->members_by_acct);
+        o->m_memo = fg__realloc(o->m_memo, nm * sizeof *o->m_memo);
+        o->m_head = fg__realloc(o->m_head, nm * sizeof *o->m_head);
+        o->act_m = fg__realloc(o->act_m, nm * sizeof *o->act_m);
         for (size_t i = o->cap_m; i < nm; i++) {
             o->m_memo[i].now = INT64_MIN; /* no memo yet */
             o->m_picked[i] = 0;           /* (not always set: fg__order_prepare) */
@@ -98,16 +90,16 @@ static void order_grow(fg__order_t *o, size_t nm, size_t na)
         o->cap_m = nm;
     }
     if (na > o->cap_a) {
-        o->a_picked = re(o->a_picked, na * sizeof *o->a_picked);
-        o->a_left = re(o->a_left, na * sizeof *o->a_left);
-        o->a_base = re(o->a_base, na * sizeof *o->a_base);
-        o->a_w = re(o->a_w, na * sizeof *o->a_w);
-        o->ah = re(o->ah, na * sizeof *o->ah);
-        o->mh_off = re(o->mh_off, (na + 1) * sizeof *o->mh_off);
-        o->mh_n = re(o->mh_n, na * sizeof *o->mh_n);
-        o->mh_cnt = re(o->mh_cnt, na * sizeof *o->mh_cnt);
-        o->a_memo = re(o->a_memo, na * sizeof *o->a_memo);
-        o->act_a = re(o->act_a, na * sizeof *o->act_a);
+        o->a_picked = fg__realloc(o->a_picked, na * sizeof *o->a_picked);
+        o->a_left = fg__realloc(o->a_left, na * sizeof *o->a_left);
+        o->a_base = fg__realloc(o->a_base, na * sizeof *o->a_base);
+        o->a_w = fg__realloc(o->a_w, na * sizeof *o->a_w);
+        o->ah = fg__realloc(o->ah, na * sizeof *o->ah);
+        o->mh_off = fg__realloc(o->mh_off, (na + 1) * sizeof *o->mh_off);
+        o->mh_n = fg__realloc(o->mh_n, na * sizeof *o->mh_n);
+        o->mh_cnt = fg__realloc(o->mh_cnt, na * sizeof *o->mh_cnt);
+        o->a_memo = fg__realloc(o->a_memo, na * sizeof *o->a_memo);
+        o->act_a = fg__realloc(o->act_a, na * sizeof *o->act_a);
         for (size_t i = o->cap_a; i < na; i++)
             o->a_memo[i].now = INT64_MIN;
         o->cap_a = na;

@@ -1,5 +1,17 @@
 /*
- * tenants.c - TODO banner
+ * tenants.c - accounts and their members: weights, quotas, budgets, decayed usage,
+ * and the name indexes that find them.
+ *
+ * An account (a team) has a weight, an optional GPU quota and a budget flag; a member
+ * (a user in an account) has a weight within it. Both carry a usage in GPU-seconds
+ * that decays with half-life h (fairgpu/fairshare.h): brought forward to `now` on each
+ * start and end of one of their jobs, and when read. Names are found through one hash
+ * table per kind (entries never removed; doubled when half full), so a submission
+ * resolves its account and user without a scan.
+ *
+ * Example: h = 3600 s. Account a has usage 7200 at t=0 and runs 4 GPUs until t=3600:
+ * at t=3600 its usage is 7200/2 + 4 x τ x (1 - 1/2) = 3600 + 2 x 3600/ln 2 ≈ 13988.
+ * An attempt that never ran (its setup failed) gives back what its GPUs added.
  */
 #include "internal.h"
 

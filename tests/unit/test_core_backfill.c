@@ -71,7 +71,7 @@ static void expect_start_on(const fg_decisions_t *d, fg_job_id_t id, int node, u
     assert_int_equal(d->allocs[st->alloc_off].gpu_mask, mask);
 }
 
-static fg_job_info_t info(const fg_sched_t *s, fg_job_id_t id)
+static fg_job_info_t info(fg_sched_t *s, fg_job_id_t id)
 {
     fg_job_info_t ji;
     assert_int_equal(fg_sched_job_info(s, id, &ji), FG_OK);

@@ -14,8 +14,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* fg__sched_check */
 #include "fairgpu/core.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -363,6 +365,47 @@ static void test_node_info_names_the_job_on_every_gpu(void **state)
     fg_sched_free(s);
 }
 
+/* A job of k whole nodes is planned on the k nodes that free up entirely first, whether
+ * the type has few nodes per node asked for (its leaves read at once) or many (one
+ * descent per node, each taken out of the tree while the next is picked): the same
+ * nodes. With n nodes of 8 GPUs, all busy with jobs of time limit 1000, node n - 3
+ * started at 0 (free at 1000), node 5 at 10 (free at 1010), the others at 50 (free at
+ * 1050). At t=60 job 1 (16 GPUs) reserves nodes n - 3 and 5, estimated start 1010;
+ * job 2 (16 GPUs) gets the next two, nodes 0 and 1: 1050. */
+static void test_whole_nodes_are_planned_where_they_free_up_first(void **state)
+{
+    (void)state;
+    static const int sizes[] = {10, 130};
+    for (size_t c = 0; c < sizeof sizes / sizeof sizes[0]; c++) {
+        const int n = sizes[c];
+        fg_sched_t *s = sched_new();
+        for (int i = 0; i < n; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "n%d", i);
+            add_node(s, name, 8, "a100", FG_NODE_UP);
+            const fg_time_t start = i == n - 3 ? 0 : i == 5 ? 10 : 50;
+            fg_job_spec_t j = job((fg_job_id_t)(100 + i), 8, NULL, start);
+            fg_alloc_t a = {.node = i, .gpu_mask = 0xff};
+            assert_int_equal(fg_sched_restore_running(s, &j, 1, 0, 0, start, &a, 1, 60), FG_OK);
+        }
+        submit(s, 1, 16, NULL, 60);
+        submit(s, 2, 16, NULL, 61);
+        fg_decisions_t d;
+        fg_decisions_init(&d);
+        assert_int_equal(fg_sched_pass(s, 62, &d), FG_OK);
+        assert_int_equal(d.nstarts, 0);
+        fg_decisions_free(&d);
+        fg_job_info_t ji;
+        assert_int_equal(fg_sched_job_info(s, 1, &ji), FG_OK);
+        assert_int_equal(ji.reason, FG_REASON_RESOURCES);
+        assert_int_equal(ji.estimated_start, 1010);
+        assert_int_equal(fg_sched_job_info(s, 2, &ji), FG_OK);
+        assert_int_equal(ji.estimated_start, 1050);
+        fg__sched_check(s);
+        fg_sched_free(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -375,6 +418,7 @@ int main(void)
         cmocka_unit_test(test_gpu_type_restricts_the_candidate_nodes),
         cmocka_unit_test(test_nothing_starts_on_draining_or_down_nodes),
         cmocka_unit_test(test_node_info_names_the_job_on_every_gpu),
+        cmocka_unit_test(test_whole_nodes_are_planned_where_they_free_up_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,7 +65,7 @@ static void submit(fg_sched_t *s, fg_job_id_t id, int gpus, const char *type, fg
     assert_int_equal(fg_sched_submit(s, &j, now), FG_OK);
 }
 
-static fg_job_info_t info(const fg_sched_t *s, fg_job_id_t id)
+static fg_job_info_t info(fg_sched_t *s, fg_job_id_t id)
 {
     fg_job_info_t ji;
     assert_int_equal(fg_sched_job_info(s, id, &ji), FG_OK);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* fg__sched_check */
 #include "fairgpu/core.h"
 
 /* ------------------------------------------------------------------ the world */
@@ -118,6 +119,8 @@ static size_t pass_both(fg_sched_t *old, fg_sched_t *restored, fg_time_t now)
     fg_decisions_init(&b);
     assert_int_equal(fg_sched_pass(old, now, &a), FG_OK);
     assert_int_equal(fg_sched_pass(restored, now, &b), FG_OK);
+    fg__sched_check(old); /* counts in step on both (debug builds) */
+    fg__sched_check(restored);
     if (a.nstarts != b.nstarts || a.npreempts != b.npreempts || a.next_wake != b.next_wake) {
         print_error("t=%lld: original %zu starts, %zu preemptions, wake %lld; restored %zu, %zu, "
                     "wake %lld\n",

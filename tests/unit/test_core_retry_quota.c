@@ -20,6 +20,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/internal.h" /* fg__sched_check */
 #include "fairgpu/core.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -77,7 +78,7 @@ static const fg_start_t *find_start(const fg_decisions_t *d, fg_job_id_t id)
     return NULL;
 }
 
-static fg_job_info_t info(const fg_sched_t *s, fg_job_id_t id)
+static fg_job_info_t info(fg_sched_t *s, fg_job_id_t id)
 {
     fg_job_info_t ji;
     assert_int_equal(fg_sched_job_info(s, id, &ji), FG_OK);
@@ -439,7 +440,7 @@ static void test_a_lowered_quota_holds_new_starts_without_preempting(void **stat
 /* ------------------------------------------------------------------ pending cap, shedding */
 
 /* The job table as text, to compare two schedulers or one before and after a refusal. */
-static void jobs_text(const fg_sched_t *s, char *buf, size_t n)
+static void jobs_text(fg_sched_t *s, char *buf, size_t n)
 {
     size_t off = 0;
     buf[0] = '\0';
@@ -587,6 +588,59 @@ static void test_submit_refuses_malformed_jobs_and_check_fit_tells_what_never_fi
     fg_sched_free(s);
 }
 
+/* ------------------------------------------------------------------ counts in step */
+
+/* Runs a pass at `now`, then checks every derived count (fg__sched_check asserts in
+ * debug builds); returns the number of starts. */
+static size_t pass_checked(fg_sched_t *s, fg_time_t now)
+{
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+    size_t n = d.nstarts;
+    fg_decisions_free(&d);
+    fg__sched_check(s);
+    return n;
+}
+
+/* Account a has a quota of 8 GPUs on two 8-GPU nodes. Jobs 1-3 (a: 4, 4, 2 GPUs) and 4-5
+ * (b: 8, 1): the first pass starts 1, 2 (a at its quota) and 4; 3 waits on the quota and
+ * 5 on the GPUs. Then job 1 fails (retry), 2 completes, 5 is cancelled, a node goes down
+ * and comes back, and the scheduler is rebuilt: after each event the running GPUs, the
+ * pending counts and the nodes' free GPUs stay in step with the jobs, and a never runs
+ * more than 8 GPUs. */
+static void test_counts_stay_in_step_through_starts_ends_and_a_rebuild(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(NULL, 2);
+    assert_true(fg_sched_account_set(s, "a", 1.0, 8) >= 0);
+    submit(s, 1, 'a', 4, 1, 0);
+    submit(s, 2, 'a', 4, 0, 1);
+    submit(s, 3, 'a', 2, 0, 2);
+    submit(s, 4, 'b', 8, 0, 3);
+    submit(s, 5, 'b', 1, 0, 4);
+    fg__sched_check(s);
+    assert_int_equal(pass_checked(s, 10), 3);
+    assert_int_equal(account_running(s, "a"), 8);
+    assert_int_equal(info(s, 3).reason, FG_REASON_QUOTA);
+    assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_FAILED, 100, NULL), FG_OK);
+    fg__sched_check(s);
+    assert_int_equal(fg_sched_attempt_ended(s, 2, 1, FG_END_COMPLETED, 110, NULL), FG_OK);
+    fg__sched_check(s);
+    assert_int_equal(fg_sched_cancel(s, 5, 120), FG_OK);
+    fg__sched_check(s);
+    pass_checked(s, 130);
+    assert_true(account_running(s, "a") <= 8);
+    assert_int_equal(fg_sched_node_set_state(s, 1, FG_NODE_DOWN, 140), FG_OK);
+    fg__sched_check(s);
+    assert_int_equal(fg_sched_node_set_state(s, 1, FG_NODE_UP, 150), FG_OK);
+    fg_sched_rebuild(s);
+    fg__sched_check(s);
+    pass_checked(s, 160);
+    assert_true(account_running(s, "a") <= 8);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -602,6 +656,7 @@ int main(void)
         cmocka_unit_test(test_the_pending_cap_refuses_and_changes_nothing),
         cmocka_unit_test(test_load_shedding_refuses_low_jobs_only_and_changes_nothing),
         cmocka_unit_test(test_submit_refuses_malformed_jobs_and_check_fit_tells_what_never_fits),
+        cmocka_unit_test(test_counts_stay_in_step_through_starts_ends_and_a_rebuild),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
