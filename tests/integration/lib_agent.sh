@@ -116,6 +116,18 @@ wait_for() {
     return 1
 }
 
+# ours PID: is PID a descendant of one of this test's agents? (Namespace PIDs repeat
+# across jobs, so another test's job may hold the same NSpid and command.)
+ours() {
+    local p=$1 a k
+    for k in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do
+        p=$(sed -n 's/^PPid:[[:space:]]*//p' "/proc/$p/status" 2>/dev/null) || return 1
+        [ -n "$p" ] && [ "$p" != 0 ] || return 1
+        for a in ${AGENT_PIDS[@]+"${AGENT_PIDS[@]}"}; do [ "$p" = "$a" ] && return 0; done
+    done
+    return 1
+}
+
 # host_pid NSPID ARGS: the pid, as this shell sees it, of the job process that calls
 # itself NSPID (what `$!` said inside the job: isolated jobs have their own PID
 # namespace) and whose command line is ARGS (its words, blank-separated). Prints NSPID
@@ -127,7 +139,7 @@ host_pid() {
         [ "${ns##*[[:space:]]}" = "$1" ] || continue
         p=${f#/proc/}
         p=${p%/status}
-        if [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$2 " ]; then
+        if [ "$(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" = "$2 " ] && ours "$p"; then
             echo "$p"
             return 0
         fi
