@@ -196,9 +196,10 @@ static void env_put(fg_jobspec_t *js, const char *k, size_t klen, const char *v)
 }
 
 /* "[type:]N" as in Slurm's --gpus and the tail of --gres=gpu:...; N absent means 1
- * when allow_bare. */
-static int parse_typed_count(const char *opt, const char *v, int allow_bare, long *n, char **type,
-                             char *err, size_t errlen)
+ * when allow_bare. Returns N (the type, if any, in *type), or -1 with the message in
+ * err. */
+static long parse_typed_count(const char *opt, const char *v, int allow_bare, char **type,
+                              char *err, size_t errlen)
 {
     const char *colon = strrchr(v, ':');
     const char *num = colon ? colon + 1 : v;
@@ -226,17 +227,17 @@ static int parse_typed_count(const char *opt, const char *v, int allow_bare, lon
         if (check_label(opt, *type, FG_JOB_MAX_STR, err, errlen) < 0)
             return -1;
     }
-    *n = count;
-    return 0;
+    return count;
 }
 
-/* parse_typed_count into *n, the type (when one is given) becoming the job's GPU
- * type. 0 or -1 with the message in err. */
-static int take_typed_count(fg_jobspec_t *js, const char *opt, const char *v, int allow_bare,
-                            long *n, char *err, size_t errlen)
+/* parse_typed_count, the type (when one is given) becoming the job's GPU type.
+ * Returns the count, or -1 with the message in err. */
+static long take_typed_count(fg_jobspec_t *js, const char *opt, const char *v, int allow_bare,
+                             char *err, size_t errlen)
 {
     char *type = NULL;
-    if (parse_typed_count(opt, v, allow_bare, n, &type, err, errlen) < 0) {
+    long n = parse_typed_count(opt, v, allow_bare, &type, err, errlen);
+    if (n < 0) {
         free(type);
         return -1;
     }
@@ -245,7 +246,7 @@ static int take_typed_count(fg_jobspec_t *js, const char *opt, const char *v, in
         js->gpu_type = type;
         js->set |= FG_JS_GPU_TYPE;
     }
-    return 0;
+    return n;
 }
 
 /* --gres=gpu[:type][:N][,other...]: finds the gpu entry. */
@@ -267,7 +268,7 @@ static int parse_gres(fg_jobspec_t *js, const char *v, char *err, size_t errlen)
                     return fg_cli_errf(err, errlen, "--gres: the value is too long");
                 memcpy(tmp, p + 4, n - 4);
                 tmp[n - 4] = '\0';
-                if (take_typed_count(js, "gres", tmp, 1, &count, err, errlen) < 0)
+                if ((count = take_typed_count(js, "gres", tmp, 1, err, errlen)) < 0)
                     return -1;
             }
             js->gpus_per_node = count;
@@ -330,7 +331,7 @@ static int apply(fg_jobspec_t *js, const opt_t *o, const char *v, char *err, siz
     case O_ACCOUNT:
         return set_label(js, o, v, err, errlen);
     case O_GPUS:
-        if (take_typed_count(js, o->name, v, 0, &n, err, errlen) < 0)
+        if ((n = take_typed_count(js, o->name, v, 0, err, errlen)) < 0)
             return -1;
         js->gpus = n;
         js->set |= FG_JS_GPUS;
