@@ -5,7 +5,7 @@
 #
 #   bench/bench_server.sh [seconds]      (default 10 s per phase)
 #
-# Builds the release tree (build/server-rel), starts its own server on a free port with
+# Builds the release preset (build/release), starts its own server on a free port with
 # a temporary data dir (rate limit and pending cap off, SQLite WAL synchronous=FULL as
 # always), registers its own user, then runs the load generator. Only 201 answers count
 # as durable submissions (fg_loadgen counts answers by status code): every one was
@@ -18,10 +18,9 @@ cd "$(dirname "$0")/.."
 secs=${1:-10}
 conns=${FG_BENCH_CONNS:-64}
 lg_threads=${FG_BENCH_LG_THREADS:-1}
-# -Wno-error: a benchmark build must not fail on a warning another subsystem has at -O2
-cmake -S . -B build/server-rel -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_C_FLAGS=-Wno-error=format-truncation -Wno-error=maybe-uninitialized -Wno-error=stringop-truncation" >/dev/null
-cmake --build build/server-rel --target fairgpu fg_loadgen >/dev/null
-BIN=build/server-rel/fairgpu
+cmake --preset release >/dev/null
+cmake --build --preset release --target fairgpu fg_loadgen >/dev/null
+BIN=build/release/fairgpu
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/fg_bench_server.XXXXXX")
 pid=
 cleanup() {
@@ -43,7 +42,7 @@ token=$(curl -fsS -X POST "$url/v1/sessions" -d '{"username":"bench","password":
     python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 
 body='{"name":"bench","command":["python3","train.py","--lr","3e-4"],"gpus":1,"time_limit_s":3600,"model":"m","dataset":"d"}'
-LG=build/server-rel/bench/fg_loadgen
+LG=build/release/bench/fg_loadgen
 # lg_field FILE NAME: a value printed by fg_loadgen (0 when absent)
 lg_field() { awk -v k="$2" '$1 == k { v = $2 } END { print v ? v : 0 }' "$1"; }
 

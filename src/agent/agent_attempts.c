@@ -318,7 +318,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     pthread_mutex_unlock(&ag->mu);
 
     /* Everything below runs without the lock: parse, prepare, fork. */
-    char err[300] = "";
+    char err[sizeof a->error] = ""; /* why it cannot start, as fail_attempt keeps it */
     strlist_t argv = {0}, env = {0};
     char cvd[FG_GPU_MAX * 100] = "", idx[FG_GPU_MAX * 4] = "";
     int minors[FG_GPU_MAX], nminors = 0; /* device minors of its GPUs (isolate.h) */

@@ -305,10 +305,14 @@ static int fill_dev(const fg_mon_prep_t *pp, const char **what)
     if (mkdir("/dev/shm", 01777) != 0 ||
         mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
         return -1;
-    symlink("/proc/self/fd", "/dev/fd");
-    symlink("/proc/self/fd/0", "/dev/stdin");
-    symlink("/proc/self/fd/1", "/dev/stdout");
-    symlink("/proc/self/fd/2", "/dev/stderr");
+    static const char *const links[][2] = {{"/proc/self/fd", "/dev/fd"},
+                                           {"/proc/self/fd/0", "/dev/stdin"},
+                                           {"/proc/self/fd/1", "/dev/stdout"},
+                                           {"/proc/self/fd/2", "/dev/stderr"}};
+    *what = "symlink in /dev";
+    for (size_t k = 0; k < sizeof links / sizeof links[0]; k++)
+        if (symlink(links[k][0], links[k][1]) != 0 && errno != EEXIST)
+            return -1;
     return 0;
 }
 

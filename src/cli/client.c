@@ -130,15 +130,24 @@ static void fill_ctype(CURL *h, fg_resp_t *r)
         snprintf(r->ctype, sizeof r->ctype, "%s", ct);
 }
 
+/* The server's URL of path into url (n bytes): 0, or -1 after a message when it does
+ * not fit. */
+static int full_url(const fg_client_t *c, const char *path, char *url, size_t n)
+{
+    if ((size_t)snprintf(url, n, "%s%s", c->url, path) >= n) {
+        fprintf(stderr, "fairgpu: request URL too long\n");
+        return -1;
+    }
+    return 0;
+}
+
 int fg_client_request(fg_client_t *c, const char *method, const char *path, json_t *body,
                       const char *const *headers, fg_resp_t *r)
 {
     memset(r, 0, sizeof *r);
     char url[8192];
-    if ((size_t)snprintf(url, sizeof url, "%s%s", c->url, path) >= sizeof url) {
-        fprintf(stderr, "fairgpu: request URL too long\n");
+    if (full_url(c, path, url, sizeof url) < 0)
         return -1;
-    }
     CURL *h = c->curl;
     struct curl_slist *hl = prepare(c, method, url, headers);
     char *text = NULL;
@@ -210,10 +219,8 @@ int fg_client_stream(fg_client_t *c, const char *path, const char *last_event_id
 {
     memset(r, 0, sizeof *r);
     char url[8192];
-    if ((size_t)snprintf(url, sizeof url, "%s%s", c->url, path) >= sizeof url) {
-        fprintf(stderr, "fairgpu: request URL too long\n");
+    if (full_url(c, path, url, sizeof url) < 0)
         return -1;
-    }
     CURL *h = c->curl;
     const char *extra[3] = {"Accept: text/event-stream", NULL, NULL};
     char lei[400];

@@ -16,6 +16,7 @@
  * gives command ["/bin/bash", "-c", <the whole text>].
  */
 #include "cli/script.h"
+#include "cli/errbuf.h"
 #include "cli/timespec.h"
 #include "common/xalloc.h"
 
@@ -69,20 +70,6 @@ static const opt_t OPTS[] = {
     {"nodes", 'N', O_NODES, D_ALL},
     {"gpus-per-node", 0, O_GPUS_PER_NODE, D_ALL},
 };
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static void add_note(fg_jobspec_t *js, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -153,13 +140,13 @@ static int check_label(const char *opt, const char *v, size_t max, char *err, si
 {
     size_t n = strlen(v);
     if (n == 0)
-        return fail(err, errlen, "--%s: the value is empty", opt);
+        return fg_cli_errf(err, errlen, "--%s: the value is empty", opt);
     if (n > max)
-        return fail(err, errlen, "--%s: the value is too long (%zu bytes; at most %zu)", opt, n,
-                    max);
+        return fg_cli_errf(err, errlen, "--%s: the value is too long (%zu bytes; at most %zu)", opt,
+                           n, max);
     for (size_t i = 0; i < n; i++)
         if ((unsigned char)v[i] < 0x20 || v[i] == 0x7f)
-            return fail(err, errlen, "--%s: the value contains a control character", opt);
+            return fg_cli_errf(err, errlen, "--%s: the value contains a control character", opt);
     return 0;
 }
 
@@ -209,9 +196,10 @@ static void env_put(fg_jobspec_t *js, const char *k, size_t klen, const char *v)
 }
 
 /* "[type:]N" as in Slurm's --gpus and the tail of --gres=gpu:...; N absent means 1
- * when allow_bare. */
-static int parse_typed_count(const char *opt, const char *v, int allow_bare, long *n, char **type,
-                             char *err, size_t errlen)
+ * when allow_bare. Returns N (the type, if any, in *type), or -1 with the message in
+ * err. */
+static long parse_typed_count(const char *opt, const char *v, int allow_bare, char **type,
+                              char *err, size_t errlen)
 {
     const char *colon = strrchr(v, ':');
     const char *num = colon ? colon + 1 : v;
@@ -219,10 +207,10 @@ static int parse_typed_count(const char *opt, const char *v, int allow_bare, lon
     int numeric = *num != '\0' && strspn(num, "0123456789+-") == strlen(num);
     if (parse_long(num, 1, 100000, &count) < 0) {
         if (!allow_bare || colon || numeric)
-            return fail(err, errlen,
-                        "--%s: invalid GPU count '%s' (expected a whole number, optionally "
-                        "after a type as in h100:8)",
-                        opt, v);
+            return fg_cli_errf(err, errlen,
+                               "--%s: invalid GPU count '%s' (expected a whole number, optionally "
+                               "after a type as in h100:8)",
+                               opt, v);
         /* "gpu:h100" in --gres: a type, one GPU. */
         num = NULL;
         count = 1;
@@ -231,7 +219,7 @@ static int parse_typed_count(const char *opt, const char *v, int allow_bare, lon
     if (colon && colon > v) {
         size_t tl = (size_t)(colon - v);
         if (tl > FG_JOB_MAX_STR || memchr(v, ':', tl))
-            return fail(err, errlen, "--%s: invalid GPU type in '%s'", opt, v);
+            return fg_cli_errf(err, errlen, "--%s: invalid GPU type in '%s'", opt, v);
         free(*type);
         *type = fg_xmalloc(tl + 1);
         memcpy(*type, v, tl);
@@ -239,8 +227,26 @@ static int parse_typed_count(const char *opt, const char *v, int allow_bare, lon
         if (check_label(opt, *type, FG_JOB_MAX_STR, err, errlen) < 0)
             return -1;
     }
-    *n = count;
-    return 0;
+    return count;
+}
+
+/* parse_typed_count, the type (when one is given) becoming the job's GPU type.
+ * Returns the count, or -1 with the message in err. */
+static long take_typed_count(fg_jobspec_t *js, const char *opt, const char *v, int allow_bare,
+                             char *err, size_t errlen)
+{
+    char *type = NULL;
+    long n = parse_typed_count(opt, v, allow_bare, &type, err, errlen);
+    if (n < 0) {
+        free(type);
+        return -1;
+    }
+    if (type) {
+        free(js->gpu_type);
+        js->gpu_type = type;
+        js->set |= FG_JS_GPU_TYPE;
+    }
+    return n;
 }
 
 /* --gres=gpu[:type][:N][,other...]: finds the gpu entry. */
@@ -253,25 +259,17 @@ static int parse_gres(fg_jobspec_t *js, const char *v, char *err, size_t errlen)
         size_t n = e ? (size_t)(e - p) : strlen(p);
         if (n >= 3 && !strncmp(p, "gpu", 3) && (n == 3 || p[3] == ':')) {
             if (found)
-                return fail(err, errlen, "--gres: 'gpu' is given twice in '%s'", v);
+                return fg_cli_errf(err, errlen, "--gres: 'gpu' is given twice in '%s'", v);
             found = 1;
             long count = 1;
             if (n > 4) {
                 char tmp[FG_JOB_MAX_STR + 32];
                 if (n - 4 >= sizeof tmp)
-                    return fail(err, errlen, "--gres: the value is too long");
+                    return fg_cli_errf(err, errlen, "--gres: the value is too long");
                 memcpy(tmp, p + 4, n - 4);
                 tmp[n - 4] = '\0';
-                char *type = NULL;
-                if (parse_typed_count("gres", tmp, 1, &count, &type, err, errlen) < 0) {
-                    free(type);
+                if ((count = take_typed_count(js, "gres", tmp, 1, err, errlen)) < 0)
                     return -1;
-                }
-                if (type) {
-                    free(js->gpu_type);
-                    js->gpu_type = type;
-                    js->set |= FG_JS_GPU_TYPE;
-                }
             }
             js->gpus_per_node = count;
             js->set |= FG_JS_GPUS_PER_NODE;
@@ -281,7 +279,44 @@ static int parse_gres(fg_jobspec_t *js, const char *v, char *err, size_t errlen)
         p = e ? e + 1 : p + n;
     }
     if (!found)
-        return fail(err, errlen, "--gres: no 'gpu' entry in '%s' (expected e.g. gpu:8)", v);
+        return fg_cli_errf(err, errlen, "--gres: no 'gpu' entry in '%s' (expected e.g. gpu:8)", v);
+    return 0;
+}
+
+/* The field of a label option (name, gpu type, model, dataset, account) and, in
+ * *flag, the bit that says it is set. */
+static char **label_field(fg_jobspec_t *js, opt_id_t id, unsigned *flag)
+{
+    switch (id) {
+    case O_NAME:
+        *flag = FG_JS_NAME;
+        return &js->name;
+    case O_GPU_TYPE:
+        *flag = FG_JS_GPU_TYPE;
+        return &js->gpu_type;
+    case O_MODEL:
+        *flag = FG_JS_MODEL;
+        return &js->model;
+    case O_DATASET:
+        *flag = FG_JS_DATASET;
+        return &js->dataset;
+    case O_ACCOUNT:
+    default: /* only the label options come here (set_label) */
+        *flag = FG_JS_ACCOUNT;
+        return &js->account;
+    }
+}
+
+/* A label option's value v: checked (a name is at most FG_JOB_MAX_NAME bytes, other
+ * labels FG_JOB_MAX_STR), then set. 0 or -1 with the message in err. */
+static int set_label(fg_jobspec_t *js, const opt_t *o, const char *v, char *err, size_t errlen)
+{
+    size_t max = o->id == O_NAME ? FG_JOB_MAX_NAME : FG_JOB_MAX_STR;
+    if (check_label(o->name, v, max, err, errlen) < 0)
+        return -1;
+    unsigned flag;
+    set_str(label_field(js, o->id, &flag), v);
+    js->set |= flag;
     return 0;
 }
 
@@ -290,72 +325,40 @@ static int apply(fg_jobspec_t *js, const opt_t *o, const char *v, char *err, siz
     long n;
     switch (o->id) {
     case O_NAME:
-        if (check_label(o->name, v, FG_JOB_MAX_NAME, err, errlen) < 0)
+    case O_GPU_TYPE:
+    case O_MODEL:
+    case O_DATASET:
+    case O_ACCOUNT:
+        return set_label(js, o, v, err, errlen);
+    case O_GPUS:
+        if ((n = take_typed_count(js, o->name, v, 0, err, errlen)) < 0)
             return -1;
-        set_str(&js->name, v);
-        js->set |= FG_JS_NAME;
-        return 0;
-    case O_GPUS: {
-        char *type = NULL;
-        if (parse_typed_count(o->name, v, 0, &n, &type, err, errlen) < 0) {
-            free(type);
-            return -1;
-        }
-        if (type) {
-            free(js->gpu_type);
-            js->gpu_type = type;
-            js->set |= FG_JS_GPU_TYPE;
-        }
         js->gpus = n;
         js->set |= FG_JS_GPUS;
         return 0;
-    }
     case O_GPUS_PER_NODE:
         if (parse_long(v, 1, 8, &n) < 0)
-            return fail(err, errlen, "--%s: invalid value '%s' (expected 1 to 8)", o->name, v);
+            return fg_cli_errf(err, errlen, "--%s: invalid value '%s' (expected 1 to 8)", o->name,
+                               v);
         js->gpus_per_node = n;
         js->set |= FG_JS_GPUS_PER_NODE;
         return 0;
     case O_NODES:
         if (parse_long(v, 1, 10000, &n) < 0)
-            return fail(err, errlen,
-                        "--%s: invalid value '%s' (expected a whole number of nodes; "
-                        "ranges such as 2-4 are not supported)",
-                        o->name, v);
+            return fg_cli_errf(err, errlen,
+                               "--%s: invalid value '%s' (expected a whole number of nodes; "
+                               "ranges such as 2-4 are not supported)",
+                               o->name, v);
         js->nodes = n;
         js->set |= FG_JS_NODES;
         return 0;
     case O_GRES:
         return parse_gres(js, v, err, errlen);
-    case O_GPU_TYPE:
-        if (check_label(o->name, v, FG_JOB_MAX_STR, err, errlen) < 0)
-            return -1;
-        set_str(&js->gpu_type, v);
-        js->set |= FG_JS_GPU_TYPE;
-        return 0;
-    case O_MODEL:
-        if (check_label(o->name, v, FG_JOB_MAX_STR, err, errlen) < 0)
-            return -1;
-        set_str(&js->model, v);
-        js->set |= FG_JS_MODEL;
-        return 0;
-    case O_DATASET:
-        if (check_label(o->name, v, FG_JOB_MAX_STR, err, errlen) < 0)
-            return -1;
-        set_str(&js->dataset, v);
-        js->set |= FG_JS_DATASET;
-        return 0;
-    case O_ACCOUNT:
-        if (check_label(o->name, v, FG_JOB_MAX_STR, err, errlen) < 0)
-            return -1;
-        set_str(&js->account, v);
-        js->set |= FG_JS_ACCOUNT;
-        return 0;
     case O_TIME: {
         char terr[200];
         long long t;
         if (fg_parse_time(v, &t, terr, sizeof terr) < 0)
-            return fail(err, errlen, "--%s: %s", o->name, terr);
+            return fg_cli_errf(err, errlen, "--%s: %s", o->name, terr);
         js->time_limit_s = t;
         js->set |= FG_JS_TIME;
         return 0;
@@ -364,35 +367,36 @@ static int apply(fg_jobspec_t *js, const opt_t *o, const char *v, char *err, siz
     case O_QOS: {
         const char *c = priority_class(v);
         if (!c)
-            return fail(err, errlen,
-                        "--%s: unknown priority class '%s' (expected high, normal or low)", o->name,
-                        v);
+            return fg_cli_errf(err, errlen,
+                               "--%s: unknown priority class '%s' (expected high, normal or low)",
+                               o->name, v);
         js->priority = c;
         js->set |= FG_JS_PRIORITY;
         return 0;
     }
     case O_RETRIES:
         if (parse_long(v, 0, 1000, &n) < 0)
-            return fail(err, errlen, "--%s: invalid value '%s' (expected 0 to 1000)", o->name, v);
+            return fg_cli_errf(err, errlen, "--%s: invalid value '%s' (expected 0 to 1000)",
+                               o->name, v);
         js->max_retries = n;
         js->set |= FG_JS_MAX_RETRIES;
         return 0;
     case O_ENV: {
         const char *eq = strchr(v, '=');
         if (!eq || !valid_env_key(v, (size_t)(eq - v)))
-            return fail(err, errlen,
-                        "--env: expected KEY=VALUE with KEY made of letters, digits and _ "
-                        "(not starting with a digit), got '%s'",
-                        v);
+            return fg_cli_errf(err, errlen,
+                               "--env: expected KEY=VALUE with KEY made of letters, digits and _ "
+                               "(not starting with a digit), got '%s'",
+                               v);
         if (strlen(eq + 1) > 65536)
-            return fail(err, errlen, "--env: the value is too long");
+            return fg_cli_errf(err, errlen, "--env: the value is too long");
         if (js->nenv >= FG_JOB_MAX_ENV)
-            return fail(err, errlen, "--env: too many entries (at most %d)", FG_JOB_MAX_ENV);
+            return fg_cli_errf(err, errlen, "--env: too many entries (at most %d)", FG_JOB_MAX_ENV);
         env_put(js, v, (size_t)(eq - v), eq + 1);
         return 0;
     }
     }
-    return fail(err, errlen, "internal error: unhandled option");
+    return fg_cli_errf(err, errlen, "internal error: unhandled option");
 }
 
 static unsigned dialect_bit(fg_dialect_t d)
@@ -447,10 +451,11 @@ int fg_jobspec_option(fg_jobspec_t *js, fg_dialect_t dialect, int argc, char *co
         static const char *const refused[] = {"--array", "-a", "--dependency", "-d"};
         for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
             if (!strcmp(shown, refused[k]))
-                return fail(err, errlen,
-                            "%s: Slurm job arrays and dependencies are not supported; submit "
-                            "the jobs one by one",
-                            refused[k]);
+                return fg_cli_errf(
+                    err, errlen,
+                    "%s: Slurm job arrays and dependencies are not supported; submit "
+                    "the jobs one by one",
+                    refused[k]);
         }
         /* Slurm options take a value unless they are flags; a separate next word that is
          * not an option is taken to be this one's value. */
@@ -468,7 +473,7 @@ int fg_jobspec_option(fg_jobspec_t *js, fg_dialect_t dialect, int argc, char *co
     int used = 1;
     if (!v) {
         if (*i + 1 >= argc)
-            return fail(err, errlen, "%s needs a value", shown);
+            return fg_cli_errf(err, errlen, "%s needs a value", shown);
         v = argv[*i + 1];
         used = 2;
     }
@@ -484,7 +489,8 @@ int fg_split_words(const char *line, size_t len, char **words, int max_words, ch
                    size_t errlen)
 {
     if (len > FG_SCRIPT_MAX_LINE)
-        return fail(err, errlen, "line too long (%zu bytes; at most %d)", len, FG_SCRIPT_MAX_LINE);
+        return fg_cli_errf(err, errlen, "line too long (%zu bytes; at most %d)", len,
+                           FG_SCRIPT_MAX_LINE);
     int n = 0;
     char *buf = fg_xmalloc(len + 1);
     size_t p = 0;
@@ -497,7 +503,7 @@ int fg_split_words(const char *line, size_t len, char **words, int max_words, ch
             for (int k = 0; k < n; k++)
                 free(words[k]);
             free(buf);
-            return fail(err, errlen, "too many words on one line (at most %d)", max_words);
+            return fg_cli_errf(err, errlen, "too many words on one line (at most %d)", max_words);
         }
         size_t bl = 0;
         while (p < len && line[p] != ' ' && line[p] != '\t') {
@@ -515,7 +521,7 @@ int fg_split_words(const char *line, size_t len, char **words, int max_words, ch
                     for (int k = 0; k < n; k++)
                         free(words[k]);
                     free(buf);
-                    return fail(err, errlen, "unterminated %c quote", q);
+                    return fg_cli_errf(err, errlen, "unterminated %c quote", q);
                 }
                 p++; /* closing quote */
             } else {
@@ -598,19 +604,21 @@ int fg_jobspec_finalize(fg_jobspec_t *js, char *err, size_t errlen)
         long per = (js->set & FG_JS_GPUS_PER_NODE) ? js->gpus_per_node : 0;
         long nodes = (js->set & FG_JS_NODES) ? js->nodes : 1;
         if (per == 0 && nodes > 1)
-            return fail(err, errlen,
-                        "%ld nodes but no GPU count: add --gres=gpu:8 (per node) or --gpus N",
-                        nodes);
+            return fg_cli_errf(
+                err, errlen, "%ld nodes but no GPU count: add --gres=gpu:8 (per node) or --gpus N",
+                nodes);
         js->gpus = per ? per * nodes : 1;
         js->set |= FG_JS_GPUS;
     }
     if (js->gpus < 1 || (js->gpus > 8 && js->gpus % 8))
-        return fail(err, errlen,
-                    "cannot run %ld GPUs: a job takes 1 to 8 GPUs on one node, or a multiple "
-                    "of 8 (whole nodes)",
-                    js->gpus);
+        return fg_cli_errf(
+            err, errlen,
+            "cannot run %ld GPUs: a job takes 1 to 8 GPUs on one node, or a multiple "
+            "of 8 (whole nodes)",
+            js->gpus);
     if (js->ncommand == 0 || !js->command[0][0])
-        return fail(err, errlen, "nothing to run: give a command (after --) or a job script");
+        return fg_cli_errf(err, errlen,
+                           "nothing to run: give a command (after --) or a job script");
     return 0;
 }
 
@@ -689,10 +697,10 @@ static int directive(fg_jobspec_t *layer, fg_dialect_t d, const char *l, size_t 
         }
         if (r == 0) {
             if (words[i][0] == '-')
-                fail(err, errlen, "unknown option '%.60s' in a #FAIRGPU line", words[i]);
+                fg_cli_errf(err, errlen, "unknown option '%.60s' in a #FAIRGPU line", words[i]);
             else
-                fail(err, errlen, "unexpected word '%.60s' in a #FAIRGPU line (options only)",
-                     words[i]);
+                fg_cli_errf(err, errlen,
+                            "unexpected word '%.60s' in a #FAIRGPU line (options only)", words[i]);
             rc = -1;
             break;
         }
@@ -739,10 +747,10 @@ int fg_script_parse(const char *text, size_t len, fg_jobspec_t *js, char *err, s
     if (err && errlen)
         err[0] = '\0';
     if (len > FG_SCRIPT_MAX_BYTES)
-        return fail(err, errlen, "script too large (%zu bytes; at most %d)", len,
-                    FG_SCRIPT_MAX_BYTES);
+        return fg_cli_errf(err, errlen, "script too large (%zu bytes; at most %d)", len,
+                           FG_SCRIPT_MAX_BYTES);
     if (memchr(text, '\0', len))
-        return fail(err, errlen, "script contains NUL bytes (is it a binary?)");
+        return fg_cli_errf(err, errlen, "script contains NUL bytes (is it a binary?)");
     fg_jobspec_t sb, fg;
     fg_jobspec_init(&sb);
     fg_jobspec_init(&fg);
@@ -778,7 +786,7 @@ int fg_script_parse(const char *text, size_t len, fg_jobspec_t *js, char *err, s
         }
         char e2[400];
         if (directive(layer, d, l + skip, n - skip, e2, sizeof e2) < 0) {
-            fail(err, errlen, "line %d: %s", lineno, e2);
+            fg_cli_errf(err, errlen, "line %d: %s", lineno, e2);
             rc = -1;
             break;
         }

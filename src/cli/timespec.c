@@ -10,24 +10,10 @@
  *   "90s" -> 90   "30m" -> 1800   "2h" -> 7200   "1d" -> 86400   "1h30m" -> 5400
  */
 #include "cli/timespec.h"
+#include "cli/errbuf.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Reads the decimal digits in [p, end): at least one, no sign. Returns 0 and the value,
  * -1 when not digits, -2 when past FG_TIME_MAX_S. */
@@ -64,29 +50,30 @@ static int parse_units(const char *s, long long *total, char *err, size_t errlen
             q++;
         long long v = 0;
         if (q == p)
-            return fail(err, errlen, "invalid time '%s': expected a number before '%c'; %s", s, *q,
-                        FORMS);
+            return fg_cli_errf(err, errlen, "invalid time '%s': expected a number before '%c'; %s",
+                               s, *q, FORMS);
         if (digits(p, q, &v) == -2)
-            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
-                        FG_TIME_MAX_S);
+            return fg_cli_errf(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                               FG_TIME_MAX_S);
         if (!*q)
-            return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
+            return fg_cli_errf(err, errlen, "invalid time '%s': %s", s, FORMS);
         char u = *q;
         if (u >= 'A' && u <= 'Z')
             u = (char)(u - 'A' + 'a');
         const char *pos = strchr(units, u);
         if (!pos || !u)
-            return fail(err, errlen, "invalid time '%s': unknown unit '%c'; %s", s, *q, FORMS);
+            return fg_cli_errf(err, errlen, "invalid time '%s': unknown unit '%c'; %s", s, *q,
+                               FORMS);
         int k = (int)(pos - units);
         if (k <= last)
-            return fail(err, errlen,
-                        "invalid time '%s': units must go from days to seconds, "
-                        "each at most once",
-                        s);
+            return fg_cli_errf(err, errlen,
+                               "invalid time '%s': units must go from days to seconds, "
+                               "each at most once",
+                               s);
         last = k;
         if (v > (FG_TIME_MAX_S - t) / mult[k])
-            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
-                        FG_TIME_MAX_S);
+            return fg_cli_errf(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                               FG_TIME_MAX_S);
         t += v * mult[k];
         p = q + 1;
     }
@@ -124,24 +111,24 @@ static int parse_slurm(const char *s, long long *total, char *err, size_t errlen
     if (dash) {
         int d = digits(s, dash, &days);
         if (d == -2)
-            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
-                        FG_TIME_MAX_S);
+            return fg_cli_errf(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                               FG_TIME_MAX_S);
         if (d < 0)
-            return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
+            return fg_cli_errf(err, errlen, "invalid time '%s': %s", s, FORMS);
         rest = dash + 1;
     }
     const char *f[3], *fe[3];
     int n = split_colons(rest, end, f, fe);
     long long v[3] = {0, 0, 0};
     if (n < 0)
-        return fail(err, errlen, "invalid time '%s': too many ':' fields; %s", s, FORMS);
+        return fg_cli_errf(err, errlen, "invalid time '%s': too many ':' fields; %s", s, FORMS);
     for (int i = 0; i < n; i++) {
         int d = digits(f[i], fe[i], &v[i]);
         if (d == -2)
-            return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
-                        FG_TIME_MAX_S);
+            return fg_cli_errf(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                               FG_TIME_MAX_S);
         if (d < 0)
-            return fail(err, errlen, "invalid time '%s': %s", s, FORMS);
+            return fg_cli_errf(err, errlen, "invalid time '%s': %s", s, FORMS);
     }
     long long h = 0, m = 0, sec = 0;
     if (dash) {
@@ -150,27 +137,31 @@ static int parse_slurm(const char *s, long long *total, char *err, size_t errlen
         m = n > 1 ? v[1] : 0;
         sec = n > 2 ? v[2] : 0;
         if (h >= 24)
-            return fail(err, errlen, "invalid time '%s': hours after 'D-' must be below 24", s);
+            return fg_cli_errf(err, errlen, "invalid time '%s': hours after 'D-' must be below 24",
+                               s);
         if (m >= 60 || sec >= 60)
-            return fail(err, errlen, "invalid time '%s': minutes and seconds must be below 60", s);
+            return fg_cli_errf(err, errlen,
+                               "invalid time '%s': minutes and seconds must be below 60", s);
     } else if (n == 1) {
         m = v[0];
     } else if (n == 2) {
         m = v[0];
         sec = v[1];
         if (sec >= 60)
-            return fail(err, errlen, "invalid time '%s': seconds must be below 60", s);
+            return fg_cli_errf(err, errlen, "invalid time '%s': seconds must be below 60", s);
     } else {
         h = v[0];
         m = v[1];
         sec = v[2];
         if (m >= 60 || sec >= 60)
-            return fail(err, errlen, "invalid time '%s': minutes and seconds must be below 60", s);
+            return fg_cli_errf(err, errlen,
+                               "invalid time '%s': minutes and seconds must be below 60", s);
     }
     /* Each term is bounded by FG_TIME_MAX_S * 86400 < 2^63, so this cannot overflow. */
     long long t = days * 86400 + h * 3600 + m * 60 + sec;
     if (t > FG_TIME_MAX_S)
-        return fail(err, errlen, "time '%s' is too long (at most %lld seconds)", s, FG_TIME_MAX_S);
+        return fg_cli_errf(err, errlen, "time '%s' is too long (at most %lld seconds)", s,
+                           FG_TIME_MAX_S);
     *total = t;
     return 0;
 }
@@ -180,10 +171,10 @@ int fg_parse_time(const char *s, long long *out, char *err, size_t errlen)
     if (err && errlen)
         err[0] = '\0';
     if (!s || !*s)
-        return fail(err, errlen, "empty time: %s", FORMS);
+        return fg_cli_errf(err, errlen, "empty time: %s", FORMS);
     size_t n = strlen(s);
     if (n > 64)
-        return fail(err, errlen, "invalid time (too long a string): %s", FORMS);
+        return fg_cli_errf(err, errlen, "invalid time (too long a string): %s", FORMS);
     char last = s[n - 1];
     long long t = 0;
     int rc;
@@ -194,7 +185,7 @@ int fg_parse_time(const char *s, long long *out, char *err, size_t errlen)
     if (rc < 0)
         return -1;
     if (t <= 0)
-        return fail(err, errlen, "invalid time '%s': must be more than zero", s);
+        return fg_cli_errf(err, errlen, "invalid time '%s': must be more than zero", s);
     *out = t;
     return 0;
 }

@@ -437,7 +437,8 @@ static bool fast_command(cur_t *c, bool *arr, size_t *items, size_t *total, size
 }
 
 /* The compact JSON of the (checked) command at src: what json_dumps gives for strings
- * without escapes. */
+ * without escapes. NULL if the text at src is not such a command after all (it was
+ * checked by fast_command: the caller then leaves the body to the reference parser). */
 static char *fast_command_text(const char *src, const char *end, bool arr, size_t items,
                                size_t total)
 {
@@ -445,7 +446,8 @@ static char *fast_command_text(const char *src, const char *end, bool arr, size_
         cur_t c = {src, end};
         const char *s;
         size_t n;
-        fast_str(&c, &s, &n);
+        if (!fast_str(&c, &s, &n))
+            return NULL;
         char *t = fg_xmalloc(n + 3);
         t[0] = '"';
         memcpy(t + 1, s, n);
@@ -461,7 +463,10 @@ static char *fast_command_text(const char *src, const char *end, bool arr, size_
         skip_ws(&c);
         const char *s;
         size_t n;
-        fast_str(&c, &s, &n);
+        if (!fast_str(&c, &s, &n)) {
+            free(t);
+            return NULL;
+        }
         if (i)
             *w++ = ',';
         *w++ = '"';
@@ -574,9 +579,12 @@ bool srv_submit_parse_fast(char *body, size_t len, const char *idem, const srv_s
         if ((prio = fg_prio_parse(t)) < 0)
             return false;
     }
+    char *cmd = fast_command_text(cmd_at, c.end, cmd_arr, cmd_items, cmd_total);
+    if (!cmd)
+        return false;
     /* accepted: the same fields as the reference */
     memset(in, 0, sizeof *in);
-    in->cmd = fast_command_text(cmd_at, c.end, cmd_arr, cmd_items, cmd_total);
+    in->cmd = cmd;
     for (int f = 0; f < F_N; f++)
         if (HAS(f) && !FIELDS[f].is_int && f != F_COMMAND)
             body[sv[f] - body + (ptrdiff_t)sn[f]] = 0; /* the closing quote */

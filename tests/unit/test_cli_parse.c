@@ -923,6 +923,49 @@ static void test_submit_dry_run(void **state)
     rm_rf(dir);
 }
 
+/* Subcommands: help and usage errors come before any request, in the order each
+ * command reads them (token, node-token and account read their options first). */
+static void test_subcommand_usage(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *argv[5];
+        int rc;
+        const char *out; /* what stdout starts with */
+    } cases[] = {
+        {{"token", "--help"}, 0, "usage: fairgpu token create"},
+        {{"token"}, 2, ""},
+        {{"token", "frob", "--help"}, 0, "usage: fairgpu token create"},
+        {{"token", "frob"}, 2, ""},
+        {{"token", "create"}, 2, ""},
+        {{"node-token", "frob"}, 2, ""},
+        {{"node-token", "revoke", "--help"}, 0, "usage: fairgpu node-token"},
+        {{"user", "frob", "--help"}, 2, ""},
+        {{"user", "list", "--help"}, 0, "usage: fairgpu user list"},
+        {{"user", "set", "7"}, 2, ""},
+        {{"account", "frob", "--help"}, 0, "usage: fairgpu account list"},
+        {{"account", "list", "extra"}, 2, ""},
+        {{"account", "set", "a"}, 2, ""},
+        {{"account", "remove-member", "a", "u", "--weight=2"}, 2, ""},
+        {{"account", "create", "a", "--priorities=high,bogus"}, 2, ""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *argv[6] = {0};
+        int argc = 0;
+        char buf[5][64];
+        for (; argc < 5 && cases[k].argv[argc]; argc++) {
+            snprintf(buf[argc], sizeof buf[argc], "%s", cases[k].argv[argc]);
+            argv[argc] = buf[argc];
+        }
+        char *out;
+        int rc = run_cli(&out, argc, argv);
+        if (rc != cases[k].rc || strncmp(out, cases[k].out, strlen(cases[k].out)))
+            fail_msg("case %zu (%s %s): rc %d, stdout '%.60s'", k, argv[0], argv[1] ? argv[1] : "",
+                     rc, out);
+        free(out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -946,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_submit_dry_run),
+        cmocka_unit_test(test_subcommand_usage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
