@@ -40,8 +40,13 @@ int cli_open(cli_ctx_t *x, int use_token)
         fg_cli_config_free(&x->cfg);
         return 1;
     }
-    fg_client_set_ca(&x->c, g_ca_file ? g_ca_file : x->cfg.ca_file);
+    fg_client_set_ca(&x->c, cli_ca_file(&x->cfg));
     return 0;
+}
+
+const char *cli_ca_file(const fg_cli_config_t *cfg)
+{
+    return g_ca_file ? g_ca_file : cfg->ca_file;
 }
 
 void cli_close(cli_ctx_t *x)

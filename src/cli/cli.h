@@ -37,6 +37,8 @@ typedef struct {
 /* Loads the config and opens a client (with the token when use_token). Returns 0 or
  * the exit status to return (cli_close is then not needed). */
 int cli_open(cli_ctx_t *x, int use_token);
+/* The CA file to trust: --ca-file of this invocation, else the config's (NULL: none) */
+const char *cli_ca_file(const fg_cli_config_t *cfg);
 void cli_close(cli_ctx_t *x);
 
 /* Points the client at url instead of the configured server (--url). */

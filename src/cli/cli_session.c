@@ -154,11 +154,12 @@ static char *saved_token(const fg_cli_config_t *cfg)
 
 /* Ends the session of token on the server at url (401: it had ended already).
  * Returns 0, or 1 after a message. */
-static int end_session(const char *url, const char *token)
+static int end_session(const fg_cli_config_t *cfg, const char *token)
 {
     fg_client_t c;
-    if (fg_client_init(&c, url, token) < 0)
+    if (fg_client_init(&c, cfg->url, token) < 0)
         return 1;
+    fg_client_set_ca(&c, cli_ca_file(cfg));
     int rc = 0;
     fg_resp_t r;
     if (fg_client_request(&c, "DELETE", "/v1/sessions/current", NULL, NULL, &r) < 0) {
@@ -195,7 +196,7 @@ int cli_cmd_logout(int argc, char **argv)
         fg_cli_config_free(&cfg);
         return 0;
     }
-    int rc = end_session(cfg.url, saved);
+    int rc = end_session(&cfg, saved);
     cli_wipe_free(saved);
     if (fg_cli_config_save(cfg.url, NULL, cfg.username) < 0)
         rc = 1;

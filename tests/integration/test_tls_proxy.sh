@@ -146,6 +146,11 @@ check "the follow ends with the job" wait_for 15 bash -c "! kill -0 $FOLLOW 2>/d
 check "... with the whole log" test "$(tr '\n' ' ' <"$TMP/follow.out")" = "first second "
 check "the agent with the wrong CA never registers" test -z "$(node_state tls2)"
 check "... and says why" grep -qi "certificate" "$TMP/agent-tls2.log"
+# logout (last: it ends alice's session) trusts --ca-file like every other command
+check "logout over https with --ca-file ends the session" \
+    bash -c "env -u FAIRGPU_URL -u FAIRGPU_TOKEN XDG_CONFIG_HOME=$TMP/xdg '$FG' logout --ca-file '$PKI/ca.pem'"
+check "... on the server (401 after)" \
+    test "$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/me" -H "Authorization: Bearer $ALICE")" = 401
 
 stop_nginx
 if [ "$FAILS" != 0 ]; then
