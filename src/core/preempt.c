@@ -44,18 +44,18 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
             d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
             w[i] = s->accounts[i].weight;
         }
-        fg__water_fill(na, d, w, cap, e->ent_a, e->idx);
+        fg_fair_water_fill(na, d, w, cap, e->ent_a, e->idx);
         return;
     }
-    fg__wf_t *f = &s->ent_wf;
+    fg_fair_kept_t *f = &s->ent_wf;
     if (f->n != na) /* (a new account: start again) */
-        fg__wf_init(f, na);
+        fg_fair_kept_init(f, na);
     for (size_t i = 0; i < na; i++) {
         const double d = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
         if (d != f->d[i] || s->accounts[i].weight != f->w[i])
-            fg__wf_set(f, (int32_t)i, d, s->accounts[i].weight);
+            fg_fair_kept_set(f, i, d, s->accounts[i].weight);
     }
-    fg__wf_fill(f, cap, e->ent_a);
+    fg_fair_kept_fill(f, cap, e->ent_a);
 }
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
@@ -100,7 +100,7 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
             e->w[c] = mb->weight;
             e->ms[c++] = (int32_t)i;
         }
-        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
+        fg_fair_water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
             e->ent_m[e->ms[k]] = e->om[k];
     }
