@@ -313,9 +313,7 @@ struct fg_sched {
     void *ent_blk; /* preempt.c, entitlements: the last preemption search's */
     size_t ent_cap;
     fg_fair_kept_t ent_wf; /* preempt.c, entitlements: the accounts' water fill, kept */
-    int32_t *ent_mem;      /* preempt.c, ent_member: the members by account, for that many */
-    size_t ent_mem_na, ent_mem_nm;
-    int32_t *cand; /* preempt.c, try_preempt: candidate nodes (room for every node) */
+    int32_t *cand;         /* preempt.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
     int32_t npreempting; /* running jobs with preempting set (preempt.c) */
     uint32_t sc_off;     /* bit k: shortcut k (shortcuts.h) is off; tests only */

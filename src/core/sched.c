@@ -125,7 +125,6 @@ void fg_sched_free(fg_sched_t *s)
     fg__set_free(&s->act_a);
     fg__set_free(&s->act_m);
     fg_fair_kept_free(&s->ent_wf);
-    free(s->ent_mem);
     free(s->claims);
     free(s);
 }
