@@ -64,8 +64,9 @@ void fg_fair_water_fill(size_t n, const double *d, const double *w, double cap, 
 /* The same split for entities whose demands change a few at a time (the accounts
  * between two preemption searches, the tenants of a replay): they stay sorted from one
  * fill to the next, and fg_fair_kept_fill gives fg_fair_water_fill's bits on the same
- * inputs. fg_fair_kept_init starts with n entities without demand (weight 1) and
- * allocates (aborting when out of memory); fg_fair_kept_free frees. */
+ * inputs. fg_fair_kept_init starts k (zeroed, or initialized before) over with n
+ * entities without demand (weight 1), in one allocation (aborting when out of memory);
+ * fg_fair_kept_free frees it and zeroes k. */
 typedef struct fg_fair_kept {
     size_t n, none;       /* entities; those without demand (first in order) */
     double *key, *d, *w;  /* key[p]: order[p]'s d/w (-1 without demand); d[i], w[i] */
