@@ -1,7 +1,8 @@
 /*
  * fairshare.h - fair share as one set of formulas, used by the scheduler core (plan
  * order, preemption), the simulator (fair share received) and the controller (the
- * fair-share view): decayed usage, the wfq key, and the share factor shown to users.
+ * fair-share view): decayed usage, the wfq key, the share factor shown to users, and
+ * the entitlements (the water fill, src/core/fairshare.c).
  *
  * Decayed usage, half-life h, τ = h / ln 2, R GPUs running over Δ seconds:
  *   U(t + Δ) = U(t)·e^(-Δ/τ) + R·τ·(1 - e^(-Δ/τ))
@@ -17,6 +18,7 @@
 #define FAIRGPU_FAIRSHARE_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* τ for a half-life of h seconds (0: no memory) */
@@ -51,5 +53,33 @@ static inline double fg_fair_share_factor(double usage, double siblings_usage, d
 {
     return siblings_usage > 0 && share > 0 ? pow(2.0, -(usage / siblings_usage) / share) : 1.0;
 }
+
+/* Entitlements: the weighted max-min split (water fill) of cap GPUs among n entities
+ * with demand d[i] >= 0 and weight w[i] > 0 into out[i] (0 without demand): each gets
+ * min(d[i], its weight's part of what the others leave). Worked example in fairshare.c.
+ * `scratch` holds n ints. */
+void fg_fair_water_fill(size_t n, const double *d, const double *w, double cap, double *out,
+                        int32_t *scratch);
+
+/* The same split for entities whose demands change a few at a time (the accounts
+ * between two preemption searches, the tenants of a replay): they stay sorted from one
+ * fill to the next, and fg_fair_kept_fill gives fg_fair_water_fill's bits on the same
+ * inputs. fg_fair_kept_init starts k (zeroed, or initialized before) over with n
+ * entities without demand (weight 1), in one allocation (aborting when out of memory);
+ * fg_fair_kept_free frees it and zeroes k. */
+typedef struct fg_fair_kept {
+    size_t n, none;       /* entities; those without demand (first in order) */
+    double *key, *d, *w;  /* key[p]: order[p]'s d/w (-1 without demand); d[i], w[i] */
+    int32_t *order, *pos; /* order[p]: the entity at place p; pos[i]: i's place */
+    double wsum;          /* the weights of those with demand, summed by index... */
+    int wsum_ok;          /* ...while this is set */
+} fg_fair_kept_t;
+
+void fg_fair_kept_init(fg_fair_kept_t *k, size_t n);
+void fg_fair_kept_free(fg_fair_kept_t *k);
+/* entity i's demand and weight are now d and w */
+void fg_fair_kept_set(fg_fair_kept_t *k, size_t i, double d, double w);
+/* the split of cap into out[0..n) */
+void fg_fair_kept_fill(fg_fair_kept_t *k, double cap, double *out);
 
 #endif

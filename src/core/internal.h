@@ -173,15 +173,6 @@ typedef struct fg__feas_memo {
     fg_reason_t why;
 } fg__feas_memo_t;
 
-/* A weighted max-min split kept from one call to the next (pass.c, fg__wf_*): the
- * entities sorted by (d/w, index), those without demand first (key -1). One block,
- * from key, holds the arrays. */
-typedef struct fg__wf {
-    size_t n, none;       /* entities; those without demand */
-    double *key, *d, *w;  /* key[p]: order[p]'s d/w (or -1); d[i], w[i]: i's inputs */
-    int32_t *order, *pos; /* order[p]: the entity at place p; pos[i]: i's place */
-} fg__wf_t;
-
 typedef struct fg__type {
     char name[FG_NAME_MAX];
     int32_t *nodes; /* node indices, ascending */
@@ -319,14 +310,12 @@ struct fg_sched {
     /* nodes as they were before the starts in deferred[], in start order */
     fg__node_snap_t *dsnap;
     size_t ndsnap, dsnap_cap;
-    void *ent_blk; /* pass.c, entitlements: the last preemption search's */
+    void *ent_blk; /* preempt.c, entitlements: the last preemption search's */
     size_t ent_cap;
-    fg__wf_t ent_wf;  /* pass.c, entitlements: the accounts' water fill, kept */
-    int32_t *ent_mem; /* pass.c, ent_member: the members by account, for that many */
-    size_t ent_mem_na, ent_mem_nm;
-    int32_t *cand; /* pass.c, try_preempt: candidate nodes (room for every node) */
+    fg_fair_kept_t ent_wf; /* preempt.c, entitlements: the accounts' water fill, kept */
+    int32_t *cand;         /* preempt.c, try_preempt: candidate nodes (room for every node) */
     size_t cand_cap;
-    int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
+    int32_t npreempting; /* running jobs with preempting set (preempt.c) */
     uint32_t sc_off;     /* bit k: shortcut k (shortcuts.h) is off; tests only */
     int32_t max_walks;   /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
     int64_t walks_cut;   /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
@@ -342,18 +331,6 @@ static inline bool fg__sc(const fg_sched_t *s, fg__shortcut_t k)
 /* pass.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
  * of a pass whose last walk still starts jobs */
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);
-
-/* pass.c: weighted max-min split of cap among n entities with demand d[i] and weight
- * w[i] > 0 into out[] (idx: scratch of n) */
-void fg__water_fill(size_t n, const double *d, const double *w, double cap, double *out,
-                    int32_t *idx);
-/* pass.c: the same split with the entities kept sorted from one call to the next
- * (fg__wf_t): fg__wf_init starts over with n entities without demand, fg__wf_set
- * changes one's demand and weight, fg__wf_fill splits cap (the same bits as
- * fg__water_fill on the same inputs) */
-void fg__wf_init(fg__wf_t *f, size_t n);
-void fg__wf_set(fg__wf_t *f, int32_t i, double d, double w);
-void fg__wf_fill(const fg__wf_t *f, double cap, double *out);
 
 /* ------------------------------------------------------------------ memory, invariants (sched.c)
  */

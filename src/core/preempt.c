@@ -1,22 +1,54 @@
 /*
- * preempt.c - TODO banner
+ * preempt.c - preemption: which blocked job may stop running ones, which running jobs
+ * it may stop (its victims) and on which nodes, and, before the next walk, starting
+ * the job those victims were stopped for (fg__serve_claims).
+ *
+ * A search for blocked job j (fg__try_preempt) reads, in order:
+ *   1. may j search (search_why)? A high job always may (it stops low jobs); under
+ *      wfq and round-robin (fair share) and las, a job that waited preempt_wait_s; under
+ *      fair share only while its account, or its member, would stay within its
+ *      entitlement with j's GPUs (the water fill of fairshare.c).
+ *   2. the legal victims (victim_ok): running, not already stopping, not started at
+ *      this very time; for a high job, low jobs; else no high job, none of a class
+ *      above j's, and only long runners (ran_enough): under fair share those of an
+ *      account over its entitlement (or, in j's account, of a member over its part),
+ *      under las those past j's las queue. They are marked, and the nodes they run on
+ *      that could hold j are the candidates.
+ *   3. on each candidate, the cheapest victims (the least work lost since their last
+ *      checkpoint) until j fits; the cheapest node (or the need_nodes cheapest for a
+ *      whole-node job) wins, and its victims are stopped: j claims their GPUs.
+ *
+ * Worked example: one 8-GPU node, accounts A and B of weight 1. B runs two 4-GPU jobs,
+ * b1 (1 h since its last checkpoint) and b2 (10 min); A's 4-GPU job a waited
+ * preempt_wait_s. Demands A 4, B 8 on 8 GPUs: entitlements A 4, B 4. A holds 0 + 4 <= 4:
+ * a may search. B runs 8 > 4: b1 and b2 are legal victims (if they ran min_run_s and
+ * quantum_s). The node has 0 free and 8 held by victims; the cheapest first, b2 (4 GPUs
+ * x 10 min lost), frees room enough: b2 is stopped, and a starts on its GPUs when they
+ * are free.
  */
 #include "plan.h"
 
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ preemption */
+/* ------------------------------------------------------------------ entitlements */
+
+/* Does an account (member) holding `held` GPUs stay within its entitlement `ent`? GPU
+ * counts are integers but entitlements are parts of a split (10 GPUs over three: 10/3),
+ * and the split's roundings may leave an entitlement a few ulps under the count that
+ * exactly meets it (3 x 10/3 adds up to 10 only within rounding): the tolerance, far
+ * below one GPU, takes such a count as within. */
+#define FG__ENT_TOLERANCE 1e-9
+static bool within_entitlement(double held, double ent)
+{
+    return held <= ent + FG__ENT_TOLERANCE;
+}
 
 /* The accounts' entitlements, once per preemption search; the members' are made per
  * account when one of them is first read (ent_member): a search reads those of the
  * waiting job's account and of the victims' in that account only. One block
- * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays.
- * The accounts' split is kept sorted from the last search (s->ent_wf): only the accounts
- * whose demand or weight changed since move. */
+ * (s->ent_blk, kept from one search to the next) holds them and the scratch arrays. */
 static void entitlements(fg_sched_t *s, ent_calc_t *e)
 {
     if (e->done)
@@ -38,24 +70,31 @@ static void entitlements(fg_sched_t *s, ent_calc_t *e)
     e->m_done = (bool *)(e->ms + n);
     memset(e->m_done, 0, sizeof(bool) * (na + 1));
     const double cap = (double)fg_sched_gpus_up(s);
-    if (!fg__sc(s, FG__SC_WATERFILL_KEPT)) {
-        double *d = e->d, *w = e->w;
+    if (fg__sc(s, FG__SC_WATERFILL_KEPT)) {
+        /* the split stays sorted from the last search: only the accounts whose demand or
+         * weight changed since move */
+        fg_fair_kept_t *f = &s->ent_wf;
+        if (f->n != na) /* (a new account: start again) */
+            fg_fair_kept_init(f, na);
         for (size_t i = 0; i < na; i++) {
-            d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
-            w[i] = s->accounts[i].weight;
+            const double d = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+            if (d != f->d[i] || s->accounts[i].weight != f->w[i]) /* (most have not: no call) */
+                fg_fair_kept_set(f, i, d, s->accounts[i].weight);
         }
-        fg__water_fill(na, d, w, cap, e->ent_a, e->idx);
-        return;
+        fg_fair_kept_fill(f, cap, e->ent_a);
+    } else {
+        for (size_t i = 0; i < na; i++) {
+            e->d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+            e->w[i] = s->accounts[i].weight;
+        }
+        fg_fair_water_fill(na, e->d, e->w, cap, e->ent_a, e->idx);
     }
-    fg__wf_t *f = &s->ent_wf;
-    if (f->n != na) /* (a new account: start again) */
-        fg__wf_init(f, na);
-    for (size_t i = 0; i < na; i++) {
-        const double d = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
-        if (d != f->d[i] || s->accounts[i].weight != f->w[i])
-            fg__wf_set(f, (int32_t)i, d, s->accounts[i].weight);
-    }
-    fg__wf_fill(f, cap, e->ent_a);
+#ifndef NDEBUG
+    double sum = 0;
+    for (size_t i = 0; i < na; i++)
+        sum += e->ent_a[i];
+    assert(within_entitlement(sum, cap)); /* the split gives out at most the GPUs up */
+#endif
 }
 
 /* Member m's entitlement (entitlements made): its account's entitlement split among the
@@ -65,34 +104,8 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
     const int32_t a = s->members[m].account;
     if (!e->m_done[a]) {
         e->m_done[a] = true;
-        /* The members of each account in ascending index (s->ent_mem: from first[a] to
-         * first[a + 1] in the list after first[]), made again when a member or an account
-         * was added (a member never leaves nor changes account); under
-         * fg__sched_set_plain, every member is read. */
-        const size_t na = s->naccounts, nm = s->nmembers;
-        if (fg__sc(s, FG__SC_MEMBER_LISTS) && (s->ent_mem_na != na || s->ent_mem_nm != nm)) {
-            free(s->ent_mem);
-            s->ent_mem = fg__alloc(sizeof(int32_t) * (na + 1 + nm));
-            int32_t *first = s->ent_mem, *list = first + na + 1;
-            memset(first, 0, sizeof(int32_t) * (na + 1));
-            for (size_t i = 0; i < nm; i++)
-                first[s->members[i].account + 1]++;
-            for (size_t b = 0; b < na; b++)
-                first[b + 1] += first[b];
-            for (size_t i = 0; i < nm; i++) /* (first[b] ends at b's end, then moves back) */
-                list[first[s->members[i].account]++] = (int32_t)i;
-            for (size_t b = na; b > 0; b--)
-                first[b] = first[b - 1];
-            first[0] = 0;
-            s->ent_mem_na = na;
-            s->ent_mem_nm = nm;
-        }
-        const int32_t *list = s->ent_mem + na + 1;
-        const size_t from = !fg__sc(s, FG__SC_MEMBER_LISTS) ? 0 : (size_t)s->ent_mem[a];
-        const size_t to = !fg__sc(s, FG__SC_MEMBER_LISTS) ? nm : (size_t)s->ent_mem[a + 1];
         size_t c = 0;
-        for (size_t k = from; k < to; k++) {
-            const size_t i = !fg__sc(s, FG__SC_MEMBER_LISTS) ? k : (size_t)list[k];
+        for (size_t i = 0; i < s->nmembers; i++) {
             const fg__member_t *mb = &s->members[i];
             if (mb->account != a)
                 continue;
@@ -100,22 +113,95 @@ static double ent_member(fg_sched_t *s, ent_calc_t *e, int32_t m)
             e->w[c] = mb->weight;
             e->ms[c++] = (int32_t)i;
         }
-        fg__water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
+        fg_fair_water_fill(c, e->d, e->w, e->ent_a[a], e->om, e->idx);
         for (size_t k = 0; k < c; k++)
             e->ent_m[e->ms[k]] = e->om[k];
     }
     return e->ent_m[m];
 }
 
+/* Does account a, with `extra` GPUs more, stay within its entitlement (entitlements
+ * made)? */
+static bool account_within(const fg_sched_t *s, const ent_calc_t *e, int32_t a, int32_t extra)
+{
+    return within_entitlement((double)s->accounts[a].running + extra, e->ent_a[a]);
+}
+
+/* The same for member m (its entitlement made at the first read). */
+static bool member_within(fg_sched_t *s, ent_calc_t *e, int32_t m, int32_t extra)
+{
+    return within_entitlement((double)s->members[m].running + extra, ent_member(s, e, m));
+}
+
+/* ------------------------------------------------------------------ who may search */
+
+/* May blocked job j search for victims now, and why (step 1 of the banner)? Lowers
+ * *wake to when j will have waited preempt_wait_s. */
+static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e,
+                       fg_time_t *wake, fg_preempt_why_t *why)
+{
+    assert(j->claim >= 0);
+    /* Victims already stopping for j: their GPUs go to j first (serve_claims), so it
+     * never frees a second set, even when the walk's plan lends those GPUs to a
+     * reservation ahead of j and its estimate stays in the future. */
+    if (j->claim > 0)
+        return false;
+    if (j->prio == FG_PRIO_HIGH) {
+        *why = FG_PREEMPT_PRIORITY;
+        return true;
+    }
+    const fg_policy_t p = s->cfg.policy;
+    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS)
+        return false;
+    const fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
+    if (ready > now) {
+        if (ready < *wake)
+            *wake = ready;
+        return false;
+    }
+    if (p == FG_POLICY_LAS) {
+        *why = FG_PREEMPT_LAS;
+        return true;
+    }
+    *why = FG_PREEMPT_FAIR_SHARE;
+    entitlements(s, e);
+    return account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus);
+}
+
+/* Could try_preempt search for victims for blocked job j? Its first tests, which read
+ * neither the plan nor the nodes (search_why). */
+bool fg__preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e)
+{
+    fg_time_t wake = FG_TIME_NEVER;
+    fg_preempt_why_t why;
+    return search_why(s, j, now, e, &wake, &why);
+}
+
+/* ------------------------------------------------------------------ legal victims */
+
+/* One search for blocked job j: what its steps share. */
+typedef struct search {
+    fg_sched_t *s;
+    fg__job_t *j;
+    fg_time_t now;
+    fg_preempt_why_t why;
+    ent_calc_t *e;
+    fg_time_t wake;     /* lowered to when a job would become a victim by running longer */
+    bool whole;         /* j takes whole nodes */
+    int32_t need_nodes; /* nodes j needs */
+    int32_t *cand;      /* candidate nodes (room for every node: each is one at most once) */
+    size_t ncand;
+} search_t;
+
 /* Has running job v run long enough to be stopped under fair share or las: quantum_s of
  * run time over all attempts, and in this attempt min_run_s and, when the job declares
  * one, a checkpoint interval (so every attempt keeps some progress)? If not, lowers
  * *wake to when it will have. */
-static inline bool ran_enough(const fg__job_t *v, fg_time_t now, fg_time_t min_run,
-                              fg_time_t quantum, fg_time_t *wake)
+static bool ran_enough(const fg_sched_t *s, const fg__job_t *v, fg_time_t now, fg_time_t *wake)
 {
+    const fg_time_t min_run = s->cfg.min_run_s;
     fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
-    fg_time_t q = v->start_time + quantum - v->run_s;
+    const fg_time_t q = v->start_time + s->cfg.quantum_s - v->run_s;
     if (q > ok_at)
         ok_at = q;
     if (ok_at > now) {
@@ -126,98 +212,192 @@ static inline bool ran_enough(const fg__job_t *v, fg_time_t now, fg_time_t min_r
     return true;
 }
 
-/* Is running job v a legal victim for waiting job j in this mode? Sets *wake when v
- * would become one later by running longer. `over`: under fair share, for v of another
- * account than j's, whether v's account runs more than its entitlement (the caller's
- * answer for the whole list: the same test), else -1. */
-static bool victim_ok(fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_preempt_why_t why,
-                      ent_calc_t *e, fg_time_t now, fg_time_t *wake, int over)
+/* Under las: has v passed j's las queue? If not, lowers *wake to when its attained
+ * service, growing while it runs, will have. */
+static bool las_passed(const fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_time_t now,
+                       fg_time_t *wake)
 {
+    const int64_t att = v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time);
+    if (fg__las_level(s, att) > j->band)
+        return true;
+    if (j->band + 1 < s->cfg.las_levels && v->gpus > 0) {
+        const int64_t need = s->cfg.las_thresholds_gpu_s[j->band] - att;
+        const fg_time_t at = now + (need + v->gpus - 1) / v->gpus;
+        if (at > now && at < *wake)
+            *wake = at;
+    }
+    return false;
+}
+
+/* Under fair share: does v's account (v of another account than j's) or v's member (in
+ * j's account, not j's member) run more than its entitlement? */
+static bool over_entitlement(search_t *q, const fg__job_t *v)
+{
+    fg_sched_t *s = q->s;
+    entitlements(s, q->e);
+    if (v->account != q->j->account)
+        return !account_within(s, q->e, v->account, 0);
+    return v->member != q->j->member && !member_within(s, q->e, v->member, 0);
+}
+
+/* Is running job v a legal victim for this search (step 2 of the banner)? Lowers
+ * q->wake when v would become one later. `over`: under fair share, for v of another
+ * account than j's, whether v's account runs more than its entitlement (the caller's
+ * answer for the whole account), else -1. */
+static bool victim_ok(search_t *q, const fg__job_t *v, int over)
+{
+    const fg__job_t *j = q->j;
     if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
         return false;
     /* Never start and stop a job at the same time (in one pass, or in a second pass at
      * that time: passes at one time decide what one pass would)... */
-    if (v->start_time >= now) {
-        if (now + 1 < *wake)
-            *wake = now + 1; /* ...but it may be a victim a second later */
+    if (v->start_time >= q->now) {
+        if (q->now + 1 < q->wake)
+            q->wake = q->now + 1; /* ...but it may be a victim a second later */
         return false;
     }
-    if (why == FG_PREEMPT_PRIORITY)
+    if (q->why == FG_PREEMPT_PRIORITY)
         return v->prio == FG_PRIO_LOW;
     if (v->prio == FG_PRIO_HIGH || v->prio > j->prio)
         return false;
-    fg_time_t ran = now - v->start_time;
-    if (why == FG_PREEMPT_LAS) {
-        int64_t att = v->attained_gpu_s + (int64_t)v->gpus * ran;
-        if (fg__las_level(s, att) <= j->band) {
-            /* its attained service grows while it runs: it may pass j's queue later */
-            if (j->band + 1 < s->cfg.las_levels && v->gpus > 0) {
-                int64_t need = s->cfg.las_thresholds_gpu_s[j->band] - att;
-                fg_time_t at = now + (need + v->gpus - 1) / v->gpus;
-                if (at > now && at < *wake)
-                    *wake = at;
-            }
+    if (q->why == FG_PREEMPT_LAS) {
+        if (!las_passed(q->s, j, v, q->now, &q->wake))
             return false;
+    } else if (!(over >= 0 ? over : over_entitlement(q, v))) {
+        return false;
+    }
+    /* Fair share and las stop only long runners */
+    return ran_enough(q->s, v, q->now, &q->wake);
+}
+
+/* ------------------------------------------------------------------ candidate nodes */
+
+/* Could node nd hold j (up, of j's type, large enough)? */
+static bool node_fits(const search_t *q, const fg__node_t *nd)
+{
+    return nd->state == FG_NODE_UP && fg__type_matches(q->j, nd->type) &&
+           (q->whole ? nd->gpus >= FG_WHOLE_NODE_GPUS : nd->gpus >= q->j->gpus);
+}
+
+/* Marks legal victim v, counts its GPUs on each of its nodes (cand_vict), and makes
+ * those nodes that could hold j candidates. */
+static void mark_victim(search_t *q, fg__job_t *v)
+{
+    v->victim_pass = q->s->stamp;
+    const fg_alloc_t *al = fg__job_allocs(v);
+    for (int32_t k = 0; k < v->nallocs; k++) {
+        fg__node_t *nd = &q->s->nodes[al[k].node];
+        /* (a job on one node holds all its GPUs there: fg__job_start,
+         * fg_sched_restore_running) */
+        const int32_t g = v->nallocs == 1 ? v->gpus : __builtin_popcountll(al[k].gpu_mask);
+        if (nd->cand_pass == q->s->stamp) {
+            nd->cand_vict += g;
+        } else if (node_fits(q, nd)) {
+            nd->cand_pass = q->s->stamp;
+            nd->cand_vict = g;
+            q->cand[q->ncand++] = al[k].node;
         }
-    } else if (over >= 0) {
-        if (!over)
-            return false;
+    }
+}
+
+/* Shortcut "victim-skip", under fair share: can account a have no legal victim? Not
+ * one of an account within its entitlement (not j's), nor of j's account when j's
+ * member holds all its running GPUs (victim_ok); only when none of its jobs may have
+ * started at `now` (last_start), which would lower the wake. */
+static bool account_skipped(const search_t *q, int32_t a)
+{
+    const fg_sched_t *s = q->s;
+    if (q->why != FG_PREEMPT_FAIR_SHARE || !fg__sc(s, FG__SC_VICTIM_SKIP) ||
+        s->accounts[a].last_start >= q->now)
+        return false;
+    if (a != q->j->account)
+        return account_within(s, q->e, a, 0);
+    return s->members[q->j->member].running == s->accounts[a].running;
+}
+
+/* Marks every legal victim, from the running lists of the accounts and classes that
+ * may lose GPUs (the cost is the number of possible victims, not the cluster size),
+ * and gathers the candidate nodes. */
+static void mark_victims(search_t *q)
+{
+    fg_sched_t *s = q->s;
+    for (size_t a = 0; a < s->naccounts; a++) {
+        if (account_skipped(q, (int32_t)a))
+            continue;
+        /* (victim-skip: the account's answer once for all its jobs) */
+        const int over = q->why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != q->j->account &&
+                                 fg__sc(s, FG__SC_VICTIM_SKIP)
+                             ? !account_within(s, q->e, (int32_t)a, 0)
+                             : -1;
+        for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
+            if (q->why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
+                continue;
+            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = s->jobs[v].rnext)
+                if (victim_ok(q, &s->jobs[v], over))
+                    mark_victim(q, &s->jobs[v]);
+        }
+    }
+}
+
+/* Whole-node jobs may also use nodes that are already entirely free. */
+static void add_free_whole_nodes(search_t *q)
+{
+    fg_sched_t *s = q->s;
+    for (size_t n = 0; n < s->nnodes; n++) {
+        fg__node_t *nd = &s->nodes[n];
+        if (nd->cand_pass != s->stamp && node_fits(q, nd) && nd->nfree == nd->gpus) {
+            nd->cand_pass = s->stamp;
+            nd->cand_vict = 0;
+            q->cand[q->ncand++] = (int32_t)n;
+        }
+    }
+}
+
+/* Shortcut "candidate-bound": node_room's have + vict counts GPUs that are free
+ * (nfree), held by a job being preempted or held by a legal victim (cand_vict), less
+ * those held for another: with no job being preempted, nfree + cand_vict bounds it, and
+ * a node under the target by that bound has no room (most candidates: their other GPUs
+ * run other jobs). Such nodes are no candidates (unmarked: sort_candidates reads the
+ * marks). */
+static void drop_bounded(search_t *q)
+{
+    fg_sched_t *s = q->s;
+    if (s->npreempting != 0 || !fg__sc(s, FG__SC_CANDIDATE_BOUND))
+        return;
+    size_t k = 0;
+    for (size_t c = 0; c < q->ncand; c++) {
+        fg__node_t *nd = &s->nodes[q->cand[c]];
+        if (nd->nfree + nd->cand_vict >= (q->whole ? nd->gpus : q->j->gpus))
+            q->cand[k++] = q->cand[c];
+        else
+            nd->cand_pass = 0;
+    }
+    q->ncand = k;
+}
+
+static int int32_cmp(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The candidates in ascending node index: the marked nodes read in order when they are
+ * many for the cluster, else sorted (distinct indices: the same order either way). */
+static void sort_candidates(search_t *q)
+{
+    const fg_sched_t *s = q->s;
+    if (q->ncand > 1 && s->nnodes <= 16 * q->ncand) {
+        size_t k = 0;
+        for (size_t n = 0; n < s->nnodes; n++)
+            if (s->nodes[n].cand_pass == s->stamp)
+                q->cand[k++] = (int32_t)n;
     } else {
-        entitlements(s, e);
-        if (v->account != j->account) {
-            if ((double)s->accounts[v->account].running <= e->ent_a[v->account] + 1e-9)
-                return false;
-        } else if (v->member == j->member ||
-                   (double)s->members[v->member].running <= ent_member(s, e, v->member) + 1e-9) {
-            return false;
-        }
+        qsort(q->cand, q->ncand, sizeof *q->cand, int32_cmp);
     }
-    /* Fair share and las stop only long runners (ran_enough) */
-    return ran_enough(v, now, s->cfg.min_run_s, s->cfg.quantum_s, wake);
 }
 
-/* victim_ok under fair share for v of another account than j's, one that runs more
- * than its entitlement (over == 1), with the configuration's min_run_s and quantum_s
- * read once per search, and its class test made once per running list (`cls`: the
- * list's class is neither high nor above j's; a job's class never changes): the same
- * tests in the same order. */
-static inline bool over_victim_ok(const fg__job_t *j, const fg__job_t *v, fg_time_t now,
-                                  fg_time_t min_run, fg_time_t quantum, bool cls, fg_time_t *wake)
-{
-    if (v->preempting || v->state != FG_JOB_RUNNING || v->id == j->id)
-        return false;
-    if (v->start_time >= now) {
-        if (now + 1 < *wake)
-            *wake = now + 1;
-        return false;
-    }
-    if (!cls)
-        return false;
-    return ran_enough(v, now, min_run, quantum, wake);
-}
+/* ------------------------------------------------------------------ choosing victims */
 
-static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
-{
-    fg_time_t ran = now - v->start_time;
-    return (int64_t)v->gpus * (v->ckpt > 0 ? ran % v->ckpt : ran);
-}
-
-typedef struct victim {
-    int32_t slot;
-    fg_job_id_t id;
-    int64_t lost;
-} victim_t;
-
-static int victim_cmp(const void *a, const void *b)
-{
-    const victim_t *x = a, *y = b;
-    if (x->lost != y->lost)
-        return x->lost < y->lost ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id; /* not the slot: restores lay them out anew */
-}
-
-/* GPUs of node n that are free or held by a job already being preempted, and the
- * GPUs held by this pass's legal victims; *cost is what those victims lose. */
 /* Is GPU i of node nd, in this walk's plan, held for another job of j's class or
  * higher (ahead of j)? Preempting cannot give j such a GPU. */
 static bool held_for_other(const fg_sched_t *s, const fg__node_t *nd, int i, const fg__job_t *j)
@@ -255,6 +435,25 @@ static int32_t gpus_of_on(const fg_sched_t *s, const fg__node_t *nd, const fg__j
     return n;
 }
 
+/* GPU-seconds that stopping v now loses: its run since its last checkpoint. */
+static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
+{
+    fg_time_t ran = now - v->start_time;
+    return (int64_t)v->gpus * (v->ckpt > 0 ? ran % v->ckpt : ran);
+}
+
+typedef struct victim {
+    int32_t slot;
+    fg_job_id_t id;
+    int64_t lost;
+} victim_t;
+
+/* Cheaper first: by (lost, id); not the slot, which restores lay out anew. */
+static bool victim_before(const victim_t *x, const victim_t *y)
+{
+    return x->lost < y->lost || (x->lost == y->lost && x->id < y->id);
+}
+
 /* The distinct legal victims (this search's marks) running on node nd, cheapest
  * first; returns how many were written to vs (room for FG_MAX_NODE_GPUS). */
 static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t now, victim_t *vs)
@@ -267,245 +466,154 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
         bool seen = false;
         for (int32_t k = 0; k < nv; k++)
             seen |= vs[k].slot == slot;
-        if (!seen) {
-            vs[nv].slot = slot;
-            vs[nv].id = s->jobs[slot].id;
-            vs[nv].lost = lost_gpu_s(&s->jobs[slot], now);
-            nv++;
-        }
-    }
-    for (int32_t a = 1; a < nv; a++) { /* (at most FG_MAX_NODE_GPUS: by insertion) */
-        victim_t x = vs[a];
-        int32_t b = a;
-        for (; b > 0 && victim_cmp(&vs[b - 1], &x) > 0; b--)
+        if (seen)
+            continue;
+        /* insertion by cost (at most FG_MAX_NODE_GPUS victims) */
+        const victim_t x = {slot, s->jobs[slot].id, lost_gpu_s(&s->jobs[slot], now)};
+        int32_t b = nv++;
+        for (; b > 0 && victim_before(&x, &vs[b - 1]); b--)
             vs[b] = vs[b - 1];
         vs[b] = x;
     }
     return nv;
 }
 
-static int int32_cmp(const void *a, const void *b)
+/* Can stopping victims on candidate nd make room for j? If so, *cost is what the
+ * cheapest victims that do lose. */
+static bool node_cost(const search_t *q, const fg__node_t *nd, int64_t *cost)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return x < y ? -1 : x > y;
+    int32_t have, vict;
+    node_room(q->s, nd, q->j, &have, &vict);
+    const int32_t target = q->whole ? nd->gpus : q->j->gpus;
+    if (have + vict < target)
+        return false;
+    victim_t vs[FG_MAX_NODE_GPUS];
+    const int32_t nv = node_victims(q->s, nd, q->now, vs);
+    *cost = 0;
+    for (int32_t k = 0; k < nv && have < target; k++) {
+        have += gpus_of_on(q->s, nd, q->j, vs[k].slot);
+        *cost += vs[k].lost;
+    }
+    return have >= target;
 }
 
-/* Tries to free room for blocked job j by preemption; pushes the victims.
- * Candidates come from the running lists of the accounts and classes that may lose
- * GPUs, so the cost is the number of possible victims, not the cluster size. */
-void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, fg_decisions_t *out,
-                     fg_time_t *wake)
+/* The need_nodes cheapest candidates into best[] by (cost, node index); returns how
+ * many have room (fewer than need_nodes: no room for j). */
+static int32_t choose_nodes(const search_t *q, int32_t *best)
 {
-    /* Victims already stopping for j: their GPUs go to j first (serve_claims), so it
-     * never frees a second set, even when the walk's plan lends those GPUs to a
-     * reservation ahead of j and its estimate stays in the future. */
-    if (j->claim > 0)
-        return;
-    fg_preempt_why_t why;
-    if (j->prio == FG_PRIO_HIGH) {
-        why = FG_PREEMPT_PRIORITY;
-    } else if (s->cfg.policy == FG_POLICY_WFQ || s->cfg.policy == FG_POLICY_RR ||
-               s->cfg.policy == FG_POLICY_LAS) {
-        fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
-        if (ready > now) {
-            if (ready < *wake)
-                *wake = ready;
-            return;
-        }
-        why = s->cfg.policy == FG_POLICY_LAS ? FG_PREEMPT_LAS : FG_PREEMPT_FAIR_SHARE;
-        if (why == FG_PREEMPT_FAIR_SHARE) {
-            entitlements(s, e);
-            bool acct_under =
-                (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9;
-            if (!acct_under && !((double)s->members[j->member].running + j->gpus <=
-                                 ent_member(s, e, j->member) + 1e-9))
-                return;
-        }
-    } else {
-        return;
-    }
-
-    /* 1. legal victims, marked with victim_pass; their nodes become candidates */
-    s->stamp++;
-    const bool whole = j->gpus > FG_WHOLE_NODE_GPUS;
-    const int32_t need_nodes = whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
-    /* (each node is a candidate at most once: room for all of them) */
-    if (s->cand_cap < s->nnodes)
-        s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
-    int32_t *cand = s->cand;
-    size_t ncand = 0;
-    /* (in locals: the marks written below could alias them) */
-    fg__job_t *const jobs = s->jobs;
-    fg__node_t *const nodes = s->nodes;
-    const int64_t stamp = s->stamp;
-    const fg_time_t min_run = s->cfg.min_run_s, quantum = s->cfg.quantum_s;
-    fg_time_t wk = *wake;
-    for (size_t a = 0; a < s->naccounts; a++) {
-        /* Under fair share no job of an account at or under its entitlement (not j's), nor
-         * of j's account when j's member holds all its running GPUs, is a legal victim
-         * (victim_ok); their lists are read only when one of their jobs may have started
-         * at `now` (last_start), which lowers *wake. */
-        if (why == FG_PREEMPT_FAIR_SHARE && s->accounts[a].last_start < now &&
-            ((int32_t)a != j->account ? (double)s->accounts[a].running <= e->ent_a[a] + 1e-9
-                                      : s->members[j->member].running == s->accounts[a].running) &&
-            fg__sc(s, FG__SC_VICTIM_SKIP))
-            continue;
-        const int over = why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != j->account &&
-                                 fg__sc(s, FG__SC_VICTIM_SKIP)
-                             ? !((double)s->accounts[a].running <= e->ent_a[a] + 1e-9)
-                             : -1;
-        for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
-            if (why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
-                continue;
-            const bool cls = c != FG_PRIO_HIGH && c <= (int)j->prio;
-            for (int32_t v = s->accounts[a].run_head[c]; v >= 0; v = jobs[v].rnext) {
-                fg__job_t *vj = &jobs[v];
-                if (!(over == 1 ? over_victim_ok(j, vj, now, min_run, quantum, cls, &wk)
-                                : victim_ok(s, j, vj, why, e, now, &wk, over)))
-                    continue;
-                vj->victim_pass = stamp;
-                const int32_t nal = vj->nallocs;
-                const fg_alloc_t *al = nal > 1 ? vj->allocm : &vj->alloc1;
-                for (int32_t k = 0; k < nal; k++) {
-                    fg__node_t *nd = &nodes[al[k].node];
-                    /* (a job on one node holds all its GPUs there: fg__job_start,
-                     * fg_sched_restore_running) */
-                    const int32_t g = nal == 1 ? vj->gpus : __builtin_popcountll(al[k].gpu_mask);
-                    if (nd->cand_pass == stamp) {
-                        nd->cand_vict += g;
-                        continue;
-                    }
-                    if (nd->state != FG_NODE_UP || !fg__type_matches(j, nd->type) ||
-                        (whole ? nd->gpus < FG_WHOLE_NODE_GPUS : nd->gpus < j->gpus))
-                        continue;
-                    nd->cand_pass = stamp;
-                    nd->cand_vict = g;
-                    cand[ncand++] = al[k].node;
-                }
-            }
-        }
-    }
-    *wake = wk;
-    if (!ncand)
-        return;
-    /* whole-node jobs may also use nodes that are already entirely free */
-    if (whole) {
-        for (size_t n = 0; n < s->nnodes; n++) {
-            fg__node_t *nd = &s->nodes[n];
-            if (nd->cand_pass != s->stamp && nd->state == FG_NODE_UP &&
-                fg__type_matches(j, nd->type) && nd->gpus >= FG_WHOLE_NODE_GPUS &&
-                nd->nfree == nd->gpus) {
-                nd->cand_pass = s->stamp;
-                nd->cand_vict = 0;
-                cand[ncand++] = (int32_t)n;
-            }
-        }
-    }
-    /* node_room's have + vict counts GPUs that are free (nfree), held by a job being
-     * preempted or held by a legal victim (cand_vict), less those held for another: with
-     * no job being preempted, nfree + cand_vict bounds it, and a node under the target
-     * by that bound has no room (most candidates: their other GPUs run other jobs). Such
-     * nodes are no candidates (unmarked: the order below reads the marks). */
-    if (s->npreempting == 0 && fg__sc(s, FG__SC_CANDIDATE_BOUND)) {
-        size_t k = 0;
-        for (size_t ci = 0; ci < ncand; ci++) {
-            fg__node_t *nd = &s->nodes[cand[ci]];
-            if (nd->nfree + nd->cand_vict >= (whole ? nd->gpus : j->gpus))
-                cand[k++] = cand[ci];
-            else
-                nd->cand_pass = 0;
-        }
-        ncand = k;
-        if (!ncand)
-            return;
-    }
-    /* ascending node index: the marked nodes read in order when they are many for the
-     * cluster, else sorted (distinct indices: the same order either way) */
-    if (ncand > 1 && s->nnodes <= 16 * ncand) {
-        size_t k = 0;
-        for (size_t n = 0; n < s->nnodes; n++)
-            if (s->nodes[n].cand_pass == s->stamp)
-                cand[k++] = (int32_t)n;
-    } else if (ncand > 1 && ncand <= 16) {
-        for (size_t a = 1; a < ncand; a++) {
-            int32_t v = cand[a];
-            size_t b = a;
-            for (; b > 0 && cand[b - 1] > v; b--)
-                cand[b] = cand[b - 1];
-            cand[b] = v;
-        }
-    } else {
-        qsort(cand, ncand, sizeof *cand, int32_cmp);
-    }
-
-    /* 2. cost of making room on each candidate node; keep the cheapest need_nodes */
-    int32_t best_nodes[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int64_t best_cost[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int32_t nbest = 0;
-    victim_t vs[FG_MAX_NODE_GPUS];
-    for (size_t ci = 0; ci < ncand; ci++) {
-        const fg__node_t *nd = &s->nodes[cand[ci]];
-        int32_t have, vict;
-        node_room(s, nd, j, &have, &vict);
-        int32_t target = whole ? nd->gpus : j->gpus;
-        if (have + vict < target)
-            continue;
-        int32_t nv = node_victims(s, nd, now, vs);
-        int64_t cost = 0;
-        for (int32_t k = 0; k < nv && have < target; k++) {
-            have += gpus_of_on(s, nd, j, vs[k].slot);
-            cost += vs[k].lost;
-        }
-        if (have < target)
+    for (size_t c = 0; c < q->ncand; c++) {
+        int64_t cost;
+        if (!node_cost(q, &q->s->nodes[q->cand[c]], &cost))
             continue;
         int32_t p = nbest; /* insertion by (cost, node index): nodes come ascending */
         while (p > 0 && best_cost[p - 1] > cost)
             p--;
-        if (p >= need_nodes)
+        if (p >= q->need_nodes)
             continue;
-        int32_t last = nbest < need_nodes ? nbest : need_nodes - 1;
-        for (int32_t q = last; q > p; q--) {
-            best_nodes[q] = best_nodes[q - 1];
-            best_cost[q] = best_cost[q - 1];
+        int32_t last = nbest < q->need_nodes ? nbest : q->need_nodes - 1;
+        for (int32_t k = last; k > p; k--) {
+            best[k] = best[k - 1];
+            best_cost[k] = best_cost[k - 1];
         }
-        best_nodes[p] = cand[ci];
+        best[p] = q->cand[c];
         best_cost[p] = cost;
-        if (nbest < need_nodes)
+        if (nbest < q->need_nodes)
             nbest++;
     }
-    if (nbest < need_nodes)
-        return;
+    return nbest;
+}
 
-    /* 3. preempt: on each chosen node, the cheapest victims until it has room */
+/* Stops victim v for j (a decision in out), and makes j claim its GPUs. */
+static void stop_victim(search_t *q, fg__job_t *v, fg_decisions_t *out)
+{
+    fg_sched_t *s = q->s;
+    fg__job_t *j = q->j;
+    assert(v->state == FG_JOB_RUNNING && !v->preempting);
+    assert(v->id != j->id); /* never preempted for itself */
+    v->preempting = true;
+    s->npreempting++;
+    v->r_job = j->id;
+    fg__push_preempt(out, v, q->why, j->id);
+    j->claim++;
+    if (!j->claimed) {
+        j->claimed = true;
+        s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
+        s->claims[s->nclaims++] = (int32_t)(j - s->jobs);
+    }
+    if (s->in_walk) /* queued estimates see the plan before this preemption */
+        fg__plan_settle(s);
+    const fg_alloc_t *al = fg__job_allocs(v);
+    for (int32_t k = 0; k < v->nallocs; k++)
+        fg__node_changed(s, al[k].node); /* its GPUs are now "free soon" */
+}
+
+/* On each chosen node, stops the cheapest victims until j has room there. */
+static void issue(search_t *q, const int32_t *best, int32_t nbest, fg_decisions_t *out)
+{
     const size_t before = out->npreempts;
     for (int32_t b = 0; b < nbest; b++) {
-        const fg__node_t *nd = &s->nodes[best_nodes[b]];
+        const fg__node_t *nd = &q->s->nodes[best[b]];
         int32_t have, vict;
-        node_room(s, nd, j, &have, &vict);
-        int32_t nv = node_victims(s, nd, now, vs);
-        int32_t target = whole ? nd->gpus : j->gpus;
+        node_room(q->s, nd, q->j, &have, &vict);
+        victim_t vs[FG_MAX_NODE_GPUS];
+        const int32_t nv = node_victims(q->s, nd, q->now, vs);
+        const int32_t target = q->whole ? nd->gpus : q->j->gpus;
         for (int32_t k = 0; k < nv && have < target; k++) {
-            fg__job_t *v = &s->jobs[vs[k].slot];
-            have += gpus_of_on(s, nd, j, vs[k].slot);
-            v->preempting = true;
-            s->npreempting++;
-            v->r_job = j->id;
-            fg__push_preempt(out, v, why, j->id);
-            j->claim++;
-            if (!j->claimed) {
-                j->claimed = true;
-                s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
-                s->claims[s->nclaims++] = (int32_t)(j - s->jobs);
-            }
-            if (s->in_walk) /* queued estimates see the plan before this preemption */
-                fg__plan_settle(s);
-            const fg_alloc_t *al = fg__job_allocs(v);
-            for (int32_t k2 = 0; k2 < v->nallocs; k2++)
-                fg__node_changed(s, al[k2].node); /* its GPUs are now "free soon" */
+            have += gpus_of_on(q->s, nd, q->j, vs[k].slot);
+            stop_victim(q, &q->s->jobs[vs[k].slot], out);
         }
     }
     if (out->npreempts > before)
-        j->r_job = out->preempts[out->npreempts - 1].job;
+        q->j->r_job = out->preempts[out->npreempts - 1].job;
+}
+
+/* Tries to free room for blocked job j by preemption (the banner's steps); pushes the
+ * victims to out and lowers *wake to when a search could find more. */
+void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, fg_decisions_t *out,
+                     fg_time_t *wake)
+{
+    search_t q = {.s = s, .j = j, .now = now, .e = e};
+    if (!search_why(s, j, now, e, wake, &q.why))
+        return;
+    q.whole = j->gpus > FG_WHOLE_NODE_GPUS;
+    q.need_nodes = q.whole ? j->gpus / FG_WHOLE_NODE_GPUS : 1;
+    if (s->cand_cap < s->nnodes)
+        s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
+    q.cand = s->cand;
+    q.wake = *wake;
+    s->stamp++; /* (this search's marks: victim_pass, cand_pass) */
+    mark_victims(&q);
+    *wake = q.wake;
+    if (!q.ncand)
+        return;
+    if (q.whole)
+        add_free_whole_nodes(&q);
+    drop_bounded(&q);
+    if (!q.ncand)
+        return;
+    sort_candidates(&q);
+    int32_t best[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
+    const int32_t nbest = choose_nodes(&q, best);
+    if (nbest == q.need_nodes)
+        issue(&q, best, nbest, out);
+}
+
+/* ------------------------------------------------------------------ claims */
+
+/* Can claiming job j start now (eligible, budget and quota, a feasible size), and
+ * where? Writes its allocations to al and their number to *n. */
+static bool claim_fits(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_alloc_t *al, int32_t *n)
+{
+    const fg__account_t *a = &s->accounts[j->account];
+    fg_reason_t why;
+    if (j->eligible_time > now || a->budget_exhausted ||
+        (a->quota >= 0 && a->running + j->gpus > a->quota) || !fg__feasible(s, j, &why))
+        return false;
+    const bool single = j->gpus <= FG_WHOLE_NODE_GPUS;
+    *n = single ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+    return single ? fg__place_single(s, j, now, al) : fg__place_whole(s, j, now, al);
 }
 
 /* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs
@@ -515,14 +623,12 @@ void fg__serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
 {
     if (!s->nclaims)
         return;
-    /* deterministic whatever the insertion order: by (submit, id) */
+    /* by (submit time, id), whatever the order they were made in (a few: by insertion) */
     for (size_t a = 1; a < s->nclaims; a++) {
-        int32_t v = s->claims[a];
+        const int32_t v = s->claims[a];
         size_t b = a;
-        while (b > 0 && fg__job_before(&s->jobs[v], &s->jobs[s->claims[b - 1]])) {
+        for (; b > 0 && fg__job_before(&s->jobs[v], &s->jobs[s->claims[b - 1]]); b--)
             s->claims[b] = s->claims[b - 1];
-            b--;
-        }
         s->claims[b] = v;
     }
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
@@ -532,13 +638,9 @@ void fg__serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         fg__job_t *j = &s->jobs[slot];
         if (j->state != FG_JOB_PENDING || !j->claimed)
             continue; /* started by a walk meanwhile */
-        const fg__account_t *a = &s->accounts[j->account];
-        fg_reason_t why;
-        bool ok = j->eligible_time <= now && !a->budget_exhausted &&
-                  (a->quota < 0 || a->running + j->gpus <= a->quota) && fg__feasible(s, j, &why);
-        if (ok && (j->gpus <= FG_WHOLE_NODE_GPUS ? fg__place_single(s, j, now, al)
-                                                 : fg__place_whole(s, j, now, al))) {
-            int32_t n = j->gpus <= FG_WHOLE_NODE_GPUS ? 1 : j->gpus / FG_WHOLE_NODE_GPUS;
+        assert(j->claim >= 0);
+        int32_t n;
+        if (claim_fits(s, j, now, al, &n)) {
             fg__job_start(s, slot, al, n, now);
             fg__push_start(out, j, al, n);
             continue;
@@ -549,26 +651,4 @@ void fg__serve_claims(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
             j->claimed = false; /* they stopped and it still does not fit: plain order */
     }
     s->nclaims = keep;
-}
-
-/* Could try_preempt search for victims for blocked job j? Its first tests, which read
- * neither the plan nor the nodes: no while victims stop for j, yes for a high job, and
- * under wfq, round-robin and las only once j waited preempt_wait_s, and under fair share
- * only when j's account or member would stay within its entitlement. */
-bool fg__preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e)
-{
-    if (j->claim > 0)
-        return false;
-    if (j->prio == FG_PRIO_HIGH)
-        return true;
-    const fg_policy_t p = s->cfg.policy;
-    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS)
-        return false;
-    if (j->queued_since + s->cfg.preempt_wait_s > now)
-        return false;
-    if (p == FG_POLICY_LAS)
-        return true;
-    entitlements(s, e);
-    return (double)s->accounts[j->account].running + j->gpus <= e->ent_a[j->account] + 1e-9 ||
-           (double)s->members[j->member].running + j->gpus <= ent_member(s, e, j->member) + 1e-9;
 }

@@ -124,8 +124,7 @@ void fg_sched_free(fg_sched_t *s)
     free(s->cand);
     fg__set_free(&s->act_a);
     fg__set_free(&s->act_m);
-    free(s->ent_wf.key);
-    free(s->ent_mem);
+    fg_fair_kept_free(&s->ent_wf);
     free(s->claims);
     free(s);
 }

@@ -33,8 +33,6 @@
     /* preempt.c */                                                                                \
     X(WATERFILL_KEPT, "waterfill-kept",                                                            \
       "the accounts' water fill stays sorted from one preemption search to the next")              \
-    X(MEMBER_LISTS, "member-lists",                                                                \
-      "a member's entitlement reads only its account's members, from a list")                      \
     X(VICTIM_SKIP, "victim-skip",                                                                  \
       "the victim scan skips the running lists of accounts within their entitlement")              \
     X(CANDIDATE_BOUND, "candidate-bound",                                                          \

@@ -6,11 +6,12 @@
  * pending or running jobs) and running GPUs change. Between events everything is
  * constant, so the tracker integrates piecewise: received_u += R_u*dt,
  * entitled_u += E_u*dt, and the number of tenants with demand, for Themis' N_j. The
- * entitlement E (water-filling) is recomputed only when a demand changed since the last
- * interval, in O(n) for n tenants: the tenants stay sorted between intervals and only
- * those whose demand changed move. Each interval adds E_u*dt for the tenants with
- * demand; received_u is brought up to date when R_u changes (fg_fair_flush at the
- * end), with the same bits while the sums stay below 2^53 (integers, exact).
+ * entitlement E (the water fill of include/fairgpu/fairshare.h) is recomputed only when
+ * a demand changed since the last interval, in O(n) for n tenants: the tenants stay
+ * sorted between intervals and only those whose demand changed move. Each interval
+ * adds E_u*dt for the tenants with demand; received_u is brought up to date when R_u
+ * changes (fg_fair_flush at the end), with the same bits while the sums stay below 2^53
+ * (integers, exact).
  *
  * Order of calls at time t: fg_fair_advance(t) first (closes [last, t) with the old
  * state), then the changes at t.
@@ -18,34 +19,27 @@
 #ifndef FG_SIM_FAIR_H
 #define FG_SIM_FAIR_H
 
+#include "fairgpu/fairshare.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 typedef struct fg_fair {
-    int32_t n;           /* tenants */
-    double capacity;     /* C, GPUs */
-    double *weight;      /* per tenant, > 0 */
-    int64_t *demand;     /* GPUs pending or running */
-    int64_t *running;    /* GPUs running */
-    double *ent;         /* current entitlement E_u */
-    double *entitled;    /* integral of E_u */
-    double *received;    /* integral of R_u (GPU-seconds); see fg_fair_flush */
-    int64_t *since;      /* received_u holds the integral up to since_u (while exact) */
-    int64_t max_running; /* the largest |R_u| so far */
-    int exact;           /* R_u x dt sums are exact integers: received is caught up lazily */
-    int64_t t0;          /* the start */
-    int32_t *order;      /* scratch: tenants with demand */
-    int32_t *sorted;     /* every tenant by (demand / weight, index), kept between calls */
-    int32_t *pos;        /* index of each tenant in sorted */
-    double *key;         /* demand / weight, set when the demand changes */
-    int32_t *act;        /* the tenants with demand (any order) */
-    int32_t *act_pos;    /* index of each tenant in act, -1 without demand */
-    int32_t *moved;      /* tenants whose demand changed since the last water-fill */
-    unsigned char *is_moved;
-    int32_t nmoved;
-    double wsum; /* sum of the weights of the tenants with demand, in index order */
-    int wsum_ok; /* wsum is up to date (the set with demand has not changed) */
-    int finite;  /* every weight is finite and > 0 */
+    int32_t n;            /* tenants */
+    double capacity;      /* C, GPUs */
+    double *weight;       /* per tenant, > 0 */
+    int64_t *demand;      /* GPUs pending or running */
+    int64_t *running;     /* GPUs running */
+    double *ent;          /* current entitlement E_u */
+    double *entitled;     /* integral of E_u */
+    double *received;     /* integral of R_u (GPU-seconds); see fg_fair_flush */
+    int64_t *since;       /* received_u holds the integral up to since_u (while exact) */
+    int64_t max_running;  /* the largest |R_u| so far */
+    int exact;            /* R_u x dt sums are exact integers: received is caught up lazily */
+    int64_t t0;           /* the start */
+    fg_fair_kept_t split; /* the water fill of the demands, kept sorted between changes */
+    int32_t *act;         /* the tenants with demand (any order) */
+    int32_t *act_pos;     /* index of each tenant in act, -1 without demand */
     int32_t with_demand;
     int64_t n_integral; /* integral of the number of tenants with demand */
     int64_t t_last;
@@ -76,11 +70,6 @@ void fg_fair_flush(fg_fair_t *f);
  * end or preemption -g) of tenant u. */
 void fg_fair_demand(fg_fair_t *f, int32_t u, int64_t dg);
 void fg_fair_running(fg_fair_t *f, int32_t u, int64_t dg);
-
-/* Water-filling split of capacity among tenants with demand > 0 (METRICS.md): writes
- * ent[u] for each of the n tenants (0 without demand). order is scratch of n ints. */
-void fg_fair_waterfill(int32_t n, const double *weight, const int64_t *demand, double capacity,
-                       int32_t *order, double *ent);
 
 /* Jain's index over tenants with entitled > 0 of x_u = received_u / entitled_u;
  * 1.0 when there is no such tenant. */

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "fairgpu/core.h"
+#include "fairgpu/fairshare.h"
 #include "splitmix.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -412,6 +413,46 @@ static void test_normalized_shares_follow_the_weights(void **state)
     fg_sched_free(s);
 }
 
+/* ------------------------------------------------------------------ the water fill */
+
+/* src/core/fairshare.c's worked example: 10 GPUs, weights 1, demands 2, 5, 20: A gets
+ * its 2, B and C split the 8 left (B asks 5 > 4). A tenant without demand gets 0. */
+static void test_the_water_fill_gives_a_demand_that_fits_and_splits_the_rest(void **state)
+{
+    (void)state;
+    const double d[4] = {2, 5, 20, 0}, w[4] = {1, 1, 1, 1};
+    double e[4];
+    int32_t scratch[4];
+    fg_fair_water_fill(4, d, w, 10, e, scratch);
+    assert_true(e[0] == 2 && e[1] == 4 && e[2] == 4 && e[3] == 0);
+    const double d2[2] = {100, 100}, w2[2] = {3, 1};
+    fg_fair_water_fill(2, d2, w2, 8, e, scratch);
+    assert_true(e[0] == 6 && e[1] == 2);
+}
+
+/* Every entity past the first whose demand does not fit gets the same part of what is
+ * left, bit for bit (10 over three equal demands: 10/3 each), and the kept split gives
+ * the plain one's bits. */
+static void test_saturated_entities_get_the_same_part_bit_for_bit(void **state)
+{
+    (void)state;
+    const double d[3] = {20, 20, 20}, w[3] = {1, 1, 1};
+    double e[3], k[3];
+    int32_t scratch[3];
+    fg_fair_water_fill(3, d, w, 10, e, scratch);
+    assert_true(e[0] == 10.0 / 3 && e[1] == 10.0 / 3 && e[2] == 10.0 / 3);
+    fg_fair_kept_t kept = {0};
+    fg_fair_kept_init(&kept, 3);
+    for (size_t i = 0; i < 3; i++)
+        fg_fair_kept_set(&kept, i, d[i], w[i]);
+    fg_fair_kept_fill(&kept, 10, k);
+    assert_memory_equal(e, k, sizeof e);
+    fg_fair_kept_set(&kept, 1, 0, 1); /* B leaves: A and C get 5 each */
+    fg_fair_kept_fill(&kept, 10, k);
+    assert_true(k[0] == 5 && k[1] == 0 && k[2] == 5);
+    fg_fair_kept_free(&kept);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -426,6 +467,8 @@ int main(void)
         cmocka_unit_test(test_decayed_usage_decides_who_goes_next),
         cmocka_unit_test(test_half_life_zero_forgets_past_usage),
         cmocka_unit_test(test_normalized_shares_follow_the_weights),
+        cmocka_unit_test(test_the_water_fill_gives_a_demand_that_fits_and_splits_the_rest),
+        cmocka_unit_test(test_saturated_entities_get_the_same_part_bit_for_bit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -296,7 +296,7 @@ static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **
 }
 
 /* The accounts' water fill of a preemption search is kept sorted from the last search
- * (fg__wf_t): after random changes of a few demands (and now and then a weight), the
+ * (fg_fair_kept_t): after random changes of a few demands (and now and then a weight), the
  * same bits as sorting from scratch. Demands and weights are small (many ties of d/w) or
  * fractional (rounding). */
 static void test_the_kept_water_fill_gives_the_same_bits(void **state)
@@ -309,17 +309,17 @@ static void test_the_kept_water_fill_gives_the_same_bits(void **state)
         const size_t n = (size_t)rnd(&r, 1, N);
         double d[N], w[N], plain[N], fast[N];
         int32_t idx[N];
-        fg__wf_t f = {0};
-        fg__wf_init(&f, n);
+        fg_fair_kept_t f = {0};
+        fg_fair_kept_init(&f, n);
         for (size_t i = 0; i < n; i++) {
             w[i] = ws[rnd(&r, 0, 7)];
             d[i] = (double)rnd(&r, 0, 12);
-            fg__wf_set(&f, (int32_t)i, d[i], w[i]);
+            fg_fair_kept_set(&f, i, d[i], w[i]);
         }
         for (int call = 0; call < 40; call++) {
             const double cap = (double)rnd(&r, 0, 80);
-            fg__water_fill(n, d, w, cap, plain, idx);
-            fg__wf_fill(&f, cap, fast);
+            fg_fair_water_fill(n, d, w, cap, plain, idx);
+            fg_fair_kept_fill(&f, cap, fast);
             if (memcmp(plain, fast, sizeof *plain * n) != 0) {
                 print_error("water fill seed %llu, call %d\n", (unsigned long long)seed, call);
                 fail();
@@ -329,10 +329,10 @@ static void test_the_kept_water_fill_gives_the_same_bits(void **state)
                 d[i] = (double)rnd(&r, 0, 12);
                 if (rnd(&r, 0, 9) == 0)
                     w[i] = ws[rnd(&r, 0, 7)];
-                fg__wf_set(&f, (int32_t)i, d[i], w[i]);
+                fg_fair_kept_set(&f, i, d[i], w[i]);
             }
         }
-        free(f.key);
+        fg_fair_kept_free(&f);
     }
 }
 

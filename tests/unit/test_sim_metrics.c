@@ -25,9 +25,9 @@ static void test_waterfill_equal(void **state)
 {
     (void)state;
     double w[3] = {1, 1, 1}, e[3];
-    int64_t d[3] = {2, 5, 20};
+    double d[3] = {2, 5, 20};
     int32_t order[3];
-    fg_fair_waterfill(3, w, d, 10, order, e);
+    fg_fair_water_fill(3, d, w, 10, e, order);
     assert_near(e[0], 2);
     assert_near(e[1], 4);
     assert_near(e[2], 4);
@@ -39,21 +39,21 @@ static void test_waterfill_weighted(void **state)
 {
     (void)state;
     double w[3] = {3, 1, 5}, e[3];
-    int64_t d[3] = {100, 100, 0};
+    double d[3] = {100, 100, 0};
     int32_t order[3];
-    fg_fair_waterfill(3, w, d, 8, order, e);
+    fg_fair_water_fill(3, d, w, 8, e, order);
     assert_near(e[0], 6);
     assert_near(e[1], 2);
     assert_near(e[2], 0);
-    int64_t small[3] = {1, 2, 3};
-    fg_fair_waterfill(3, w, small, 8, order, e);
+    double small[3] = {1, 2, 3};
+    fg_fair_water_fill(3, small, w, 8, e, order);
     assert_near(e[0], 1);
     assert_near(e[1], 2);
     assert_near(e[2], 3);
     /* weight 3 wants 1: its slice 6 is more than enough; the rest (7) goes to the
      * weight-1 tenant up to its demand 100 */
-    int64_t d2[3] = {1, 100, 0};
-    fg_fair_waterfill(3, w, d2, 8, order, e);
+    double d2[3] = {1, 100, 0};
+    fg_fair_water_fill(3, d2, w, 8, e, order);
     assert_near(e[0], 1);
     assert_near(e[1], 7);
 }
@@ -281,7 +281,7 @@ static void test_samples(void **state)
 
 /* The tracker keeps its tenants sorted between two water-fillings: random demand
  * changes (some tenants going to and from no demand, weights 1 and not), and after
- * each advance its entitlements are fg_fair_waterfill's, bit for bit. */
+ * each advance its entitlements are fg_fair_water_fill's, bit for bit. */
 static void test_waterfill_kept(void **state)
 {
     (void)state;
@@ -289,6 +289,7 @@ static void test_waterfill_kept(void **state)
     for (int round = 0; round < 50; round++) {
         int32_t n = (int32_t)rnd(&x, 1, 40);
         double *w = malloc((size_t)n * sizeof *w), *e = malloc((size_t)n * sizeof *e);
+        double *d = malloc((size_t)n * sizeof *d);
         int32_t *order = malloc((size_t)n * sizeof *order);
         for (int32_t u = 0; u < n; u++)
             w[u] = rnd(&x, 0, 2) ? 1.0 : (double)rnd(&x, 1, 7) / 3.0;
@@ -303,11 +304,14 @@ static void test_waterfill_kept(void **state)
                 fg_fair_demand(&f, u, dg);
             }
             fg_fair_advance(&f, t);
-            fg_fair_waterfill(n, w, f.demand, f.capacity, order, e);
+            for (int32_t u = 0; u < n; u++)
+                d[u] = (double)f.demand[u];
+            fg_fair_water_fill((size_t)n, d, w, f.capacity, e, order);
             assert_memory_equal(e, f.ent, (size_t)n * sizeof *e);
         }
         fg_fair_free(&f);
         free(w);
+        free(d);
         free(e);
         free(order);
     }
