@@ -288,7 +288,7 @@ struct fg_sched {
     /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
-    bool est_on_demand, in_walk, plan_alive;
+    bool est_on_demand, plan_alive;
     /* (fg_sched_set_no_reasons) the reasons left to be made when asked for never are:
      * FG__REASON_LAZY stays on the job, listed nowhere, and reads as not reached */
     bool no_reasons;
@@ -329,7 +329,7 @@ struct fg_sched {
     int32_t npreempting; /* running jobs with preempting set (pass.c, try_preempt) */
     uint32_t sc_off;     /* bit k: shortcut k (shortcuts.h) is off; tests only */
     int32_t max_walks;   /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
-    int64_t walks_cut;   /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
+    int64_t walks_cut;   /* walks a shortcut ended early (walk.c: they look at fewer jobs; tests) */
 };
 
 /* shortcuts (shortcuts.h): turns shortcut `name` ("all": every one) on or off, for the
@@ -439,7 +439,7 @@ int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
  * not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it is still
  * to be made. Both are no-ops unless estimates are on demand. */
 void fg__plan_close(fg_sched_t *s);
-void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
+void fg__plan_settle(fg_sched_t *s); /* make what the walk left (tail, reasons, estimates) */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 

@@ -100,13 +100,13 @@ void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t 
 
 static void walk_tail(fg_sched_t *s);
 
-/* Makes the walk's queued estimate-only claims now (and walks what it left first). Inside a
- * walk (before its preemption changes the plan: fg__node_changed) another walk follows, as
- * after every preemption, unless it is the last a pass may make: what the walk left is
- * then moot and dropped (the pass shows what its last walk leaves). */
+/* Makes what the walk left to be made when asked for now: its tail, its lazy reasons,
+ * its queued estimates: before a walk's first preemption changes the plan (preempt.c),
+ * and at the end of a pass whose last walk started jobs. A preemption in a walk that
+ * another follows makes them moot: they are dropped. */
 void fg__plan_settle(fg_sched_t *s)
 {
-    if (s->in_walk && !s->walk_last) {
+    if (!s->walk_last) { /* a preemption: another walk follows, and this one's rest is moot */
         s->tail_on = false;
         s->nlazy = 0;
         s->dhead = s->ndeferred = s->ndsnap = 0;

@@ -497,8 +497,7 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
                 s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
                 s->claims[s->nclaims++] = (int32_t)(j - s->jobs);
             }
-            if (s->in_walk) /* queued estimates see the plan before this preemption */
-                fg__plan_settle(s);
+            fg__plan_settle(s); /* queued estimates see the plan before this preemption */
             const fg_alloc_t *al = fg__job_allocs(v);
             for (int32_t k2 = 0; k2 < v->nallocs; k2++)
                 fg__node_changed(s, al[k2].node); /* its GPUs are now "free soon" */
