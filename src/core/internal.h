@@ -31,6 +31,30 @@
  * lazy_fix; estimates on demand only); never shown */
 #define FG__REASON_LAZY FG_REASON_COUNT
 
+/* Why a pending job waits, with the numbers its text shows (fg_sched_explain): `code`
+ * names the member of the union that holds them; the other codes have none. Example:
+ * {.code = FG_REASON_RESERVATION, .reservation = {.holder = 7, .from = 50}} reads "the
+ * free GPUs it fits are reserved for job 7 from t=50". */
+typedef struct fg__why {
+    fg_reason_t code; /* an FG_REASON_*, or FG__REASON_LAZY */
+    union {
+        struct {
+            fg_job_id_t head; /* the first blocked job (no backfill behind it) */
+        } priority;
+        struct {                /* FG_REASON_RESOURCES and FG_REASON_FRAGMENTATION */
+            int32_t free;       /* GPUs of its type free now */
+            fg_job_id_t victim; /* the last job preempted for it by this pass, or 0 */
+        } room;
+        struct {
+            fg_job_id_t holder; /* the job the free GPUs it fits are held for */
+            fg_time_t from;     /* the start of that reservation */
+        } reservation;
+        struct {
+            int32_t running, quota; /* the account's GPUs in use, its quota */
+        } quota;
+    };
+} fg__why_t;
+
 typedef struct fg__job {
     /* What a walk of the plan reads or writes for every job it looks at comes first
      * (order.c, walk.c), in as few cache lines as the fields allow. */
@@ -46,9 +70,8 @@ typedef struct fg__job {
      * it is the last walk of the last pass */
     int64_t reason_walk;
     fg_time_t est;
-    fg_reason_t reason;
-    fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
-    int64_t r_a, r_b;  /* numbers for the text */
+    int32_t est_node; /* with est: the first node of the claim it came from (place.c) */
+    fg__why_t why;
     fg_time_t submit_time, ckpt;
     fg_time_t queued_since; /* submit, or the last requeue */
     fg_time_t start_time;   /* current attempt */
@@ -57,7 +80,8 @@ typedef struct fg__job {
     int64_t run_s; /* seconds run by ended attempts */
     int32_t band;  /* queue band while pending */
     bool preempting;
-    int32_t live_pos; /* position in s->live */
+    fg_job_id_t preempt_for; /* with preempting: the job its GPUs go to */
+    int32_t live_pos;        /* position in s->live */
     /* while RUNNING: in its account's list of running jobs of its class */
     int32_t rprev, rnext;
     int64_t victim_pass; /* == s->stamp: a legal victim in this search */
@@ -159,9 +183,7 @@ typedef struct fg__fail {
 typedef struct fg__why_memo {
     int64_t walk, ver;
     int32_t gpus, type;
-    fg_reason_t reason;
-    fg_job_id_t r_job;
-    int64_t r_a, r_b;
+    fg__why_t why;
 } fg__why_memo_t;
 
 /* Memo of feasible (place.c, plan.h) for one job size and type: its answer depends only on the

@@ -30,7 +30,7 @@ static void deferred_run(fg_sched_t *s, size_t upto)
     }
     while (s->dhead < upto) {
         fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
-        fg__lazy_fix(s, j); /* its reason before the claim writes r_a */
+        fg__lazy_fix(s, j); /* its reason on the plan before its claim */
         j->est = fg__plan_claim(s, j, s->plan_now, false);
     }
 }
@@ -147,24 +147,20 @@ static void walk_tail(fg_sched_t *s)
             s->wout->scanned++;
         fg__reason_clear(s, j);
         if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
-            j->reason = FG_REASON_RETRY_BACKOFF;
+            j->why.code = FG_REASON_RETRY_BACKOFF;
             j->est = j->eligible_time;
         } else if (fg__reason_account_or_fit(s, j, &s->accounts[j->account])) {
             /* (set) */
         } else if (s->tail_head) { /* no backfill: behind the first blocked job */
-            j->reason = FG_REASON_PRIORITY;
-            j->r_job = s->tail_head;
+            fg__why_priority(j, s->tail_head);
             fg__estimate(s, j, now);
         } else if (window) { /* past the first K: a reason only (lazy_fix) */
-            if (s->no_reasons) {
-                j->reason = FG__REASON_LAZY;
-                continue;
-            }
-            j->reason = fg__blocked_reason_memo(s, j);
-            if (j->reason == FG_REASON_RESERVATION)
-                j->r_b = j->r_a;
+            if (s->no_reasons)
+                j->why.code = FG__REASON_LAZY;
+            else
+                fg__blocked_reason_memo(s, j);
         } else { /* blocked_reason with no GPU free */
-            j->reason = FG_REASON_RESOURCES;
+            fg__why_room(j, FG_REASON_RESOURCES, 0);
             fg__estimate(s, j, now);
         }
     }
@@ -223,7 +219,7 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
         walk_tail(s);
-    if (j->reason == FG__REASON_LAZY && j->reason_walk == s->walk_no)
+    if (j->why.code == FG__REASON_LAZY && j->reason_walk == s->walk_no)
         fg__lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {

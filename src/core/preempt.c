@@ -489,7 +489,7 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
             have += gpus_of_on(s, nd, j, vs[k].slot);
             v->preempting = true;
             s->npreempting++;
-            v->r_job = j->id;
+            v->preempt_for = j->id;
             fg__push_preempt(out, v, why, j->id);
             j->claim++;
             if (!j->claimed) {
@@ -504,7 +504,7 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
         }
     }
     if (out->npreempts > before)
-        j->r_job = out->preempts[out->npreempts - 1].job;
+        j->why.room.victim = out->preempts[out->npreempts - 1].job;
 }
 
 /* Starts, before the walk, the jobs that preemptions were issued for, so the GPUs

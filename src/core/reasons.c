@@ -9,17 +9,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Why a job that could not start waits: reserved GPUs, fragmentation or resources. */
+/* Why a job that could not start waits (sets j->why): too few free GPUs of its type
+ * (resources), free GPUs it would fit that are held for another job (reservation), or
+ * free GPUs not on one node or on whole nodes as it needs them (fragmentation). */
 static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
 {
     int32_t free_any = 0;
     for (size_t ti = 0; ti < s->ntypes; ti++)
         if (fg__type_matches(j, (int32_t)ti))
             free_any += s->types[ti].free_gpus;
-    j->r_b = free_any;
-    if (free_any < j->gpus)
+    if (free_any < j->gpus) {
+        fg__why_room(j, FG_REASON_RESOURCES, free_any);
         return FG_REASON_RESOURCES;
-    /* Free GPUs that would fit it but are held for another job? */
+    }
     for (size_t k = 0; k < s->ntouched; k++) {
         const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
         if (nd->state != FG_NODE_UP || !fg__type_matches(j, nd->type))
@@ -29,28 +31,25 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
             continue;
         for (int i = 0; i < nd->gpus; i++)
             if (nd->gpu_job[i] < 0 && nd->res_job[i] && nd->res_job[i] != j->id) {
-                j->r_job = nd->res_job[i];
-                j->r_a = nd->res_from[i];
+                j->why.code = FG_REASON_RESERVATION;
+                j->why.reservation.holder = nd->res_job[i];
+                j->why.reservation.from = nd->res_from[i];
                 return FG_REASON_RESERVATION;
             }
     }
+    fg__why_room(j, FG_REASON_FRAGMENTATION, free_any);
     return FG_REASON_FRAGMENTATION;
 }
 
 /* blocked_reason_memo when the memo does not hold the answer: makes it and keeps it. */
 fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m)
 {
-    fg_job_id_t r_job = j->r_job;
-    int64_t r_a = j->r_a;
-    fg_reason_t r = blocked_reason(s, j);
+    const fg_reason_t r = blocked_reason(s, j);
     m->walk = s->walk_no;
     m->ver = s->plan_ver;
     m->gpus = j->gpus;
     m->type = j->type;
-    m->reason = r;
-    m->r_b = j->r_b;
-    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
-    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    m->why = j->why;
     return r;
 }
 
@@ -69,15 +68,12 @@ fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t 
  * not reached). */
 void fg__lazy_fix(fg_sched_t *s, fg__job_t *j)
 {
-    if (j->reason != FG__REASON_LAZY || s->no_reasons)
+    if (j->why.code != FG__REASON_LAZY || s->no_reasons)
         return;
-    j->r_job = 0;
-    j->r_a = j->r_b = 0;
-    j->reason = fg__blocked_reason_memo(s, j);
-    if (j->reason == FG_REASON_RESERVATION)
-        j->r_b = j->r_a; /* as the walk writes it (no claim in between) */
+    fg__blocked_reason_memo(s, j);
 }
 
+/* Makes the reasons of the walk's list of lazy ones now. */
 void fg__lazy_flush(fg_sched_t *s)
 {
     for (size_t k = 0; k < s->nlazy; k++)
@@ -122,7 +118,7 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
     const fg__account_t *a = &s->accounts[j->account];
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_walk != s->walk_no || j->reason == FG__REASON_LAZY) {
+    if (j->reason_walk != s->walk_no || j->why.code == FG__REASON_LAZY) {
         /* not reached by the last pass (or its reason was left to be made when asked
          * for, and nobody asked before the next event): count the jobs before it in plan order */
         fg__order_t tmp = {0};
@@ -136,32 +132,32 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
             ahead, fg_policy_name(s->cfg.policy));
         return FG_REASON_PRIORITY;
     }
-    switch (j->reason) {
+    const fg__why_t *y = &j->why;
+    switch (y->code) {
     case FG_REASON_PRIORITY:
-        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", j->r_job,
+        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", y->priority.head,
             fg_policy_name(s->cfg.policy), w);
         break;
     case FG_REASON_RESOURCES:
-        if (j->r_job)
-            fmt(buf, n,
-                "waiting for %d GPUs (%" PRId64 " free); preempting job %" PRIu64 " to make room",
-                j->gpus, j->r_b, j->r_job);
+        if (y->room.victim)
+            fmt(buf, n, "waiting for %d GPUs (%d free); preempting job %" PRIu64 " to make room",
+                j->gpus, y->room.free, y->room.victim);
         else
-            fmt(buf, n, "waiting for %d free GPUs%s (%" PRId64 " free now); node %s; %s", j->gpus,
-                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", j->r_b,
-                j->est != FG_TIME_NEVER ? s->nodes[j->r_a].name : "?", w);
+            fmt(buf, n, "waiting for %d free GPUs%s (%d free now); node %s; %s", j->gpus,
+                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", y->room.free,
+                j->est != FG_TIME_NEVER ? s->nodes[j->est_node].name : "?", w);
         break;
     case FG_REASON_FRAGMENTATION:
-        fmt(buf, n, "%" PRId64 " GPUs free but not %d %s; %s", j->r_b, j->gpus,
+        fmt(buf, n, "%d GPUs free but not %d %s; %s", y->room.free, j->gpus,
             j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node", w);
         break;
     case FG_REASON_RESERVATION:
         fmt(buf, n, "the free GPUs it fits are reserved for job %" PRIu64 " from t=%" PRId64 "; %s",
-            j->r_job, j->r_b, w);
+            y->reservation.holder, y->reservation.from, w);
         break;
     case FG_REASON_QUOTA:
-        fmt(buf, n, "account %s at its quota: %" PRId64 "/%" PRId64 " GPUs in use, needs %d",
-            a->name, j->r_a, j->r_b, j->gpus);
+        fmt(buf, n, "account %s at its quota: %d/%d GPUs in use, needs %d", a->name,
+            y->quota.running, y->quota.quota, j->gpus);
         break;
     case FG_REASON_BUDGET:
         fmt(buf, n, "account %s has exhausted its budget", a->name);
@@ -181,5 +177,5 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         fmt(buf, n, "waiting for the next scheduling pass");
         break;
     }
-    return (int)j->reason;
+    return (int)y->code;
 }

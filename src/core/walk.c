@@ -315,7 +315,7 @@ static bool rest_needs_only_reasons(const walk_t *w)
 static void reason_later(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
-    j->reason = FG__REASON_LAZY;
+    j->why.code = FG__REASON_LAZY;
     if (s->no_reasons)
         return; /* (stays unknown) */
     if (!fg__sc(s, FG__SC_LAZY_REASONS)) {
@@ -446,7 +446,7 @@ static bool known_not_to_fit(walk_t *w, int32_t slot)
     w->out->scanned++;
     fg__reason_clear(s, j);
     if (w->free_now == 0)
-        j->reason = FG_REASON_RESOURCES;
+        fg__why_room(j, FG_REASON_RESOURCES, 0);
     else
         reason_later(s, slot);
     if (w->idx <= w->K && !w->moot)
@@ -459,7 +459,7 @@ static bool waits_backoff(walk_t *w, fg__job_t *j)
 {
     if (j->eligible_time <= w->now)
         return false;
-    j->reason = FG_REASON_RETRY_BACKOFF;
+    j->why.code = FG_REASON_RETRY_BACKOFF;
     j->est = j->eligible_time;
     if (j->eligible_time < w->wake)
         w->wake = j->eligible_time;
@@ -469,8 +469,7 @@ static bool waits_backoff(walk_t *w, fg__job_t *j)
 /* Without backfill, a job behind the first blocked one waits for it. */
 static void behind_head(walk_t *w, fg__job_t *j)
 {
-    j->reason = FG_REASON_PRIORITY;
-    j->r_job = w->head_blocked;
+    fg__why_priority(j, w->head_blocked);
     if (w->idx <= w->K)
         j->est = fg__estimate(w->s, j, w->now);
 }
@@ -550,10 +549,10 @@ static void walk_blocked(walk_t *w, int32_t slot)
      * always get an estimate, so what is preempted never depends on estimate_depth. */
     const bool candidate = c->preemption && w->nblk++ < c->preempt_jobs_per_pass;
     /* (a candidate's reason decides whether it may preempt: always made) */
-    j->reason =
-        (s->no_reasons || w->moot) && !candidate ? FG__REASON_LAZY : fg__blocked_reason_memo(s, j);
-    fg_job_id_t keep_job = j->r_job;
-    int64_t keep_from = j->r_a;
+    if ((s->no_reasons || w->moot) && !candidate)
+        j->why.code = FG__REASON_LAZY;
+    else
+        fg__blocked_reason_memo(s, j);
     if (!w->head_blocked)
         w->head_blocked = j->id;
     if (protect || candidate)
@@ -561,12 +560,10 @@ static void walk_blocked(walk_t *w, int32_t slot)
     else if (w->idx <= w->K && !w->moot)
         j->est = fg__estimate(s, j, w->now);
     w->reserved += protect;
-    if (j->reason == FG_REASON_RESERVATION) {
-        j->r_job = keep_job;
-        j->r_b = keep_from;
-    }
-    if (candidate && j->reason != FG_REASON_RESERVATION && j->est != FG_TIME_NEVER &&
+    if (candidate && j->why.code != FG_REASON_RESERVATION && j->est != FG_TIME_NEVER &&
         j->est > w->now) {
+        /* (its numbers name the job preempted for it: fg__try_preempt) */
+        assert(j->why.code == FG_REASON_RESOURCES || j->why.code == FG_REASON_FRAGMENTATION);
         s->blocked = fg__grow(s->blocked, &s->blocked_cap, s->nblocked + 1, sizeof *s->blocked);
         s->blocked[s->nblocked++] = slot;
     }
