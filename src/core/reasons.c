@@ -1,13 +1,26 @@
 /*
- * reasons.c - TODO banner
+ * reasons.c - why a pending job waits: its blocked reason, lazy reasons, explain.
+ *
+ * Every walk leaves on each pending job it looks at a reason (fg__why_t, internal.h:
+ * a code and the numbers its text shows). The reasons that need no plan (backoff,
+ * budget, quota, no node that could hold it) come from plan.h's
+ * fg__reason_account_or_fit; a job that could have started but did not fit gets its
+ * blocked reason here, from the walk's plan: resources (too few free GPUs of its type),
+ * reservation (free GPUs it fits are held for a job ahead) or fragmentation (enough
+ * free GPUs, not on one node or on whole nodes as it needs them). fg_sched_explain
+ * says the same in words; a job the last pass did not reach reads as "behind N jobs".
+ *
+ * Worked example: 2 nodes x 8 GPUs, n0 with 3 GPUs free, n1 with 6 free that the walk
+ * reserved from t=50 for job 7. A 6-GPU job that would end after t=50: 9 GPUs free in
+ * all (not resources), and n1 would fit it but holds them for job 7: "the free GPUs it
+ * fits are reserved for job 7 from t=50; expected at ..." (its estimate). A 7-GPU job fits
+ * no node: "9 GPUs free but not 7 on one node; ..." (fragmentation).
  */
 #include "plan.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* Why a job that could not start waits (sets j->why): too few free GPUs of its type
  * (resources), free GPUs it would fit that are held for another job (reservation), or
@@ -103,36 +116,29 @@ static void when(char *b, size_t n, fg_time_t t, fg_time_t now)
         fmt(b, n, "expected at t=%" PRId64 " (in %" PRId64 " s)", t, t - now);
 }
 
-int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+/* A job the last pass did not reach (or whose reason was left to be made when asked for,
+ * and nobody asked before the next event): the jobs before it in plan order. */
+static void explain_unreached(fg_sched_t *s, const fg__job_t *j, fg_time_t now, char *buf, size_t n)
 {
-    fg__job_t *j = fg__job_by_id(s, id);
-    if (!j)
-        return FG_ENOENT;
-    if (!buf || !n)
-        return FG_EINVAL;
-    fg__plan_ask(s, (int32_t)(j - s->jobs));
-    if (j->state == FG_JOB_RUNNING) {
-        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
-        return FG_REASON_NONE;
-    }
+    fg__order_t tmp = {0};
+    fg__order_prepare(s, &tmp, now);
+    int64_t ahead = 0;
+    int32_t slot;
+    while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
+        ahead++;
+    fg__order_free(&tmp);
+    fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
+        ahead, fg_policy_name(s->cfg.policy));
+}
+
+/* The words for pending job j's reason, with its numbers and its estimate. */
+static void explain_why(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, char *buf, size_t n)
+{
     const fg__account_t *a = &s->accounts[j->account];
+    const fg__why_t *y = &j->why;
+    const char *where = j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node";
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_walk != s->walk_no || j->why.code == FG__REASON_LAZY) {
-        /* not reached by the last pass (or its reason was left to be made when asked
-         * for, and nobody asked before the next event): count the jobs before it in plan order */
-        fg__order_t tmp = {0};
-        fg__order_prepare(s, &tmp, now);
-        int64_t ahead = 0;
-        int32_t slot;
-        while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
-            ahead++;
-        fg__order_free(&tmp);
-        fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
-            ahead, fg_policy_name(s->cfg.policy));
-        return FG_REASON_PRIORITY;
-    }
-    const fg__why_t *y = &j->why;
     switch (y->code) {
     case FG_REASON_PRIORITY:
         fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", y->priority.head,
@@ -143,13 +149,11 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
             fmt(buf, n, "waiting for %d GPUs (%d free); preempting job %" PRIu64 " to make room",
                 j->gpus, y->room.free, y->room.victim);
         else
-            fmt(buf, n, "waiting for %d free GPUs%s (%d free now); node %s; %s", j->gpus,
-                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", y->room.free,
-                j->est != FG_TIME_NEVER ? s->nodes[j->est_node].name : "?", w);
+            fmt(buf, n, "waiting for %d free GPUs %s (%d free now); node %s; %s", j->gpus, where,
+                y->room.free, j->est != FG_TIME_NEVER ? s->nodes[j->est_node].name : "?", w);
         break;
     case FG_REASON_FRAGMENTATION:
-        fmt(buf, n, "%d GPUs free but not %d %s; %s", y->room.free, j->gpus,
-            j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node", w);
+        fmt(buf, n, "%d GPUs free but not %d %s; %s", y->room.free, j->gpus, where, w);
         break;
     case FG_REASON_RESERVATION:
         fmt(buf, n, "the free GPUs it fits are reserved for job %" PRIu64 " from t=%" PRId64 "; %s",
@@ -177,5 +181,24 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         fmt(buf, n, "waiting for the next scheduling pass");
         break;
     }
-    return (int)y->code;
+}
+
+int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+{
+    fg__job_t *j = fg__job_by_id(s, id);
+    if (!j)
+        return FG_ENOENT;
+    if (!buf || !n)
+        return FG_EINVAL;
+    fg__plan_ask(s, (int32_t)(j - s->jobs));
+    if (j->state == FG_JOB_RUNNING) {
+        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
+        return FG_REASON_NONE;
+    }
+    if (j->reason_walk != s->walk_no || j->why.code == FG__REASON_LAZY) {
+        explain_unreached(s, j, now, buf, n);
+        return FG_REASON_PRIORITY;
+    }
+    explain_why(s, j, now, buf, n);
+    return (int)j->why.code;
 }
