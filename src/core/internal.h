@@ -27,8 +27,8 @@
 #define FG__SIZE_WHOLE   9
 #define FG__TREE_KEYS    9  /* g = 1..8 on one node, then "whole node" */
 #define FG__MAX_WALKS    64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
-/* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
- * lazy_fix; estimates on demand only); never shown */
+/* fg__why_t.code of a job whose blocked reason a walk did not make (without reasons,
+ * fg_sched_set_no_reasons, or in a walk that another follows): it reads as not reached */
 #define FG__REASON_LAZY FG_REASON_COUNT
 
 /* Why a pending job waits, with the numbers its text shows (fg_sched_explain): `code`
@@ -311,8 +311,8 @@ struct fg_sched {
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
     bool est_on_demand, plan_alive;
-    /* (fg_sched_set_no_reasons) the reasons left to be made when asked for never are:
-     * FG__REASON_LAZY stays on the job, listed nowhere, and reads as not reached */
+    /* (fg_sched_set_no_reasons) blocked reasons are not made: FG__REASON_LAZY stays on
+     * the job and reads as not reached */
     bool no_reasons;
     /* the walk running is the last one its pass may make (FG__MAX_WALKS): what it leaves
      * is shown even after it started jobs (pass.c, walk) */
@@ -332,10 +332,7 @@ struct fg_sched {
     fg_time_t tail_now;
     fg_decisions_t *wout;
     fg_time_t max_eligible; /* latest eligible_time ever set by a backoff or a restore */
-    /* jobs of the walk whose blocked reason is made when asked for (pass.c, lazy_fix) */
-    int32_t *lazy;
-    size_t nlazy, lazy_cap;
-    int32_t *peek_buf; /* fg__order_peek's skipped jobs */
+    int32_t *peek_buf;      /* fg__order_peek's skipped jobs */
     size_t peek_cap;
     int32_t peek_hint; /* the member of the last job fg__order_peek's reading found */
     /* nodes as they were before the starts in deferred[], in start order */

@@ -5,12 +5,11 @@
  * The simulator replays months of a trace in seconds: it passes after every event but
  * reads few estimates. So in this mode a walk, once it has made every claim decisions
  * depend on (the first blocked jobs' reservations, the preemption candidates' claims),
- * leaves three things to be made later, on the plan it leaves (plan_alive), which stays
+ * leaves two things to be made later, on the plan it leaves (plan_alive), which stays
  * in the trees until the next event or pass (fg__plan_close):
  *   - queued estimates: an estimate-only claim (not protected, not a candidate's)
  *     reserves nothing, so it changes nothing but later estimate-only claims; the walk
  *     queues them (fg__estimate) and they are made later in the same order;
- *   - lazy reasons (reasons.c, fg__lazy_fix);
  *   - its tail (walk_tail): the rest of a walk that stopped early (walk.c: tail-stop).
  * fg__plan_ask makes what one job needs when its info or explanation is asked for;
  * fg__plan_settle makes all of it before a preemption changes the plan (or drops it,
@@ -77,10 +76,9 @@ static void undo_starts(fg_sched_t *s)
     s->ndsnap = 0;
 }
 
-/* A queued estimate, made now: its reason first, on the plan before its claim. */
+/* A queued estimate, made now. */
 static void estimate_now(fg_sched_t *s, fg__job_t *j)
 {
-    fg__lazy_fix(s, j);
     j->est = fg__plan_claim(s, j, s->plan_now, false);
 }
 
@@ -132,7 +130,7 @@ static void tail_job(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool window)
     } else if (s->tail_head) { /* no backfill: behind the first blocked job */
         fg__why_priority(j, s->tail_head);
         fg__estimate(s, j, now);
-    } else if (window) { /* past the first K: a reason only (as lazy_fix) */
+    } else if (window) { /* past the first K: a reason only */
         if (s->no_reasons)
             j->why.code = FG__REASON_LAZY;
         else
@@ -193,20 +191,18 @@ static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
 
 /* ------------------------------------------------------------------ the plan's life */
 
-/* Makes what the walk left to be made when asked for now: its tail, its lazy reasons,
- * its queued estimates: before a walk's first preemption changes the plan (preempt.c),
- * and at the end of a pass whose last walk started jobs. A preemption in a walk that
- * another follows makes them moot: they are dropped. */
+/* Makes what the walk left to be made when asked for now: its tail, its queued
+ * estimates: before a walk's first preemption changes the plan (preempt.c), and at the
+ * end of a pass whose last walk started jobs. A preemption in a walk that another
+ * follows makes them moot: they are dropped. */
 void fg__plan_settle(fg_sched_t *s)
 {
     if (!s->walk_last) { /* a preemption: another walk follows, and this one's rest is moot */
         s->tail_on = false;
-        s->nlazy = 0;
         s->dhead = s->ndeferred = s->ndsnap = 0;
         return;
     }
     walk_tail(s);
-    fg__lazy_flush(s);
     deferred_run(s, s->ndeferred);
 }
 
@@ -232,8 +228,8 @@ void fg__plan_restore(fg_sched_t *s)
 /* At the next event or pass: what nobody asked for stays unknown, and the plan goes. */
 void fg__plan_close(fg_sched_t *s)
 {
-    /* estimates and lazy reasons not asked for stay unknown */
-    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    /* estimates not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = 0;
     if (s->plan_alive)
         fg__plan_restore(s);
 }
@@ -247,8 +243,6 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
         walk_tail(s);
-    if (j->why.code == FG__REASON_LAZY && j->reason_walk == s->walk_no)
-        fg__lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {
             deferred_run(s, k + 1);

@@ -45,8 +45,6 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
                      fg_time_t *wake);
 bool fg__preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e);
 /* reasons.c */
-void fg__lazy_fix(fg_sched_t *s, fg__job_t *j);
-void fg__lazy_flush(fg_sched_t *s);
 fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m);
 /* walk.c */
 void fg__push_start(fg_decisions_t *d, const fg__job_t *j, const fg_alloc_t *al, int32_t n);

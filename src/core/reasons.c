@@ -1,5 +1,5 @@
 /*
- * reasons.c - why a pending job waits: its blocked reason, lazy reasons, explain.
+ * reasons.c - why a pending job waits: its blocked reason, and explain.
  *
  * Every walk leaves on each pending job it looks at a reason (fg__why_t, internal.h:
  * a code and the numbers its text shows). The reasons that need no plan (backoff,
@@ -64,34 +64,6 @@ fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t 
     m->type = j->type;
     m->why = j->why;
     return r;
-}
-
-/* Lazy reasons (estimates on demand only). Once a walk has made every claim that
- * decisions depend on (its first blocked jobs' reservations and preemption candidates)
- * and a job is known not to fit (no free GPU, or a failed placement of the walk proves
- * it: see fg__fail_t), what the walk leaves on that job is its blocked reason and, within
- * the first estimate_depth jobs, a queued estimate. The reason depends only on the job's
- * size, type and id and on what blocked_reason reads: the free GPUs, and the touched
- * nodes' free GPUs and reservations. Until the walk's next start or preemption, or the
- * next event, only estimate-only claims change the plan, and they reserve nothing and
- * only add touched nodes without reservations at the end of the list: the answer is the
- * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
- * asked for (fg__plan_ask), or before a start or a preemption of the walk (lazy_flush);
- * one not asked for before the next walk, event or pass stays unknown (the job shows as
- * not reached). */
-void fg__lazy_fix(fg_sched_t *s, fg__job_t *j)
-{
-    if (j->why.code != FG__REASON_LAZY || s->no_reasons)
-        return;
-    fg__blocked_reason_memo(s, j);
-}
-
-/* Makes the reasons of the walk's list of lazy ones now. */
-void fg__lazy_flush(fg_sched_t *s)
-{
-    for (size_t k = 0; k < s->nlazy; k++)
-        fg__lazy_fix(s, &s->jobs[s->lazy[k]]);
-    s->nlazy = 0;
 }
 
 /* ------------------------------------------------------------------ explain */

@@ -26,9 +26,9 @@
  * by name in the random tests: "tail-stop" (the rest of a walk that can only get
  * reasons and queued estimates is left to walk_tail, ondemand.c), "look-ahead" (the
  * order moves past the backfill window's jobs that cannot start, fg__order_peek),
- * "lazy-reasons" (a job known not to fit gets its blocked reason when asked for,
- * reasons.c) and "walk-cut" (a walk that another follows ends when a start leaves no
- * GPU free). The first three need estimates on demand (ondemand.c).
+ * "known-misfit" (a job that a failed placement of the walk proves cannot fit gets its
+ * reason without a placement) and "walk-cut" (a walk that another follows ends when a
+ * start leaves no GPU free). The first three need estimates on demand (ondemand.c).
  */
 #include "plan.h"
 
@@ -219,9 +219,9 @@ typedef struct walk {
      * time limits are pending does not change during the walk) */
     fg_time_t short_for;
     bool short_any;
-    /* lazy reasons and the look ahead are possible (estimates on demand, backfill; the
-     * look ahead under wfq with a backfill window) */
-    bool can_lazy, can_peek;
+    /* the shortcuts past the claims are possible (estimates on demand, backfill), the
+     * look ahead too (and wfq with a backfill window) */
+    bool can_skip, can_peek;
     /* past every claim that decisions depend on: the first blocked jobs' reservations and
      * preemption candidates (without backfill, the first blocked job's) */
     bool past_claims;
@@ -288,7 +288,7 @@ static void tail_stop(walk_t *w, int64_t left, bool window, fg_job_id_t head)
 static bool reservations_decide_nothing(walk_t *w)
 {
     fg_sched_t *s = w->s;
-    if (!fg__sc(s, FG__SC_TAIL_STOP) || !w->can_lazy || w->past_claims || !w->head_blocked ||
+    if (!fg__sc(s, FG__SC_TAIL_STOP) || !w->can_skip || w->past_claims || !w->head_blocked ||
         w->free_now != 0 || w->idx >= w->K || w->reserved >= w->c->reserve_depth ||
         walk_started(w) || s->max_eligible > w->now || !candidates_known(w))
         return false;
@@ -310,32 +310,24 @@ static bool rest_needs_only_reasons(const walk_t *w)
            (w->no_backfill || w->free_now == 0);
 }
 
-/* A job that cannot start, past the walk's claims: its blocked reason is made when asked
- * for (lazy-reasons: fg__lazy_fix), or now. */
-static void reason_later(fg_sched_t *s, int32_t slot)
+/* A job that cannot start, past the walk's claims: its blocked reason (none without
+ * reasons: it reads as not reached). */
+static void reason_blocked(fg_sched_t *s, fg__job_t *j)
 {
-    fg__job_t *j = &s->jobs[slot];
-    j->why.code = FG__REASON_LAZY;
     if (s->no_reasons)
-        return; /* (stays unknown) */
-    if (!fg__sc(s, FG__SC_LAZY_REASONS)) {
-        fg__lazy_fix(s, j);
-        return;
-    }
-    if (s->nlazy == s->lazy_cap)
-        s->lazy = fg__grow(s->lazy, &s->lazy_cap, s->nlazy + 1, sizeof *s->lazy);
-    s->lazy[s->nlazy++] = slot;
+        j->why.code = FG__REASON_LAZY;
+    else
+        fg__blocked_reason_memo(s, j);
 }
 
 /* What the walk leaves on a job fg__order_peek moved past (it cannot start; pending,
- * eligible): as the walk would, its blocked reason through reason_later. (No estimate:
- * it lies past the first K.) */
+ * eligible): as the walk would, its reason. (No estimate: it lies past the first K.) */
 static void peeked(fg_sched_t *s, int32_t slot)
 {
     fg__job_t *j = &s->jobs[slot];
     fg__reason_clear(s, j);
     if (s->no_reasons || !fg__reason_account_or_fit(s, j, &s->accounts[j->account]))
-        reason_later(s, slot);
+        reason_blocked(s, j);
 }
 
 /* Shortcut look-ahead: past the first K jobs under wfq with GPUs free, the order moves
@@ -423,18 +415,18 @@ static bool walk_stops(walk_t *w)
     return w->reserved >= c->reserve_depth && nothing_fits_before_reservations(w);
 }
 
-/* Shortcut lazy-reasons, past the claims: a job known not to fit gets only its reason
- * (and, among the first K, a queued estimate): with no free GPU the reason is known
- * (blocked_reason: resources, none free); with some, a failed placement of the walk
- * proves it cannot fit (fg__fail_known) and its reason is made later (reason_later).
- * True when the job is done with. */
+/* Shortcut known-misfit, past the claims: a job known not to fit gets its reason (and,
+ * among the first K, a queued estimate) without a placement: with no free GPU the reason
+ * is known (blocked_reason: resources, none free); with some, a failed placement of the
+ * walk proves it cannot fit (fg__fail_known). True when the job is done with. */
 static bool known_not_to_fit(walk_t *w, int32_t slot)
 {
     fg_sched_t *s = w->s;
     fg__job_t *j = &s->jobs[slot];
     const fg__account_t *a = &s->accounts[j->account];
     fg_reason_t why;
-    if (!w->can_lazy || !w->past_claims || j->eligible_time > w->now || a->budget_exhausted ||
+    if (!fg__sc(s, FG__SC_KNOWN_MISFIT) || !w->can_skip || !w->past_claims ||
+        j->eligible_time > w->now || a->budget_exhausted ||
         (a->quota >= 0 && a->running + j->gpus > a->quota) || !fg__feasible(s, j, &why))
         return false;
     if (w->free_now > 0) {
@@ -447,8 +439,10 @@ static bool known_not_to_fit(walk_t *w, int32_t slot)
     fg__reason_clear(s, j);
     if (w->free_now == 0)
         fg__why_room(j, FG_REASON_RESOURCES, 0);
+    else if (w->moot)
+        j->why.code = FG__REASON_LAZY; /* (never shown) */
     else
-        reason_later(s, slot);
+        reason_blocked(s, j);
     if (w->idx <= w->K && !w->moot)
         fg__estimate(s, j, w->now);
     return true;
@@ -495,7 +489,7 @@ static void assert_start_ok(const walk_t *w, const fg__job_t *j, int32_t n)
 }
 
 /* Job `slot` starts on w->al. What the walk left on the jobs before it is made on the
- * plan before the start (lazy reasons; queued estimates: fg__defer_start), or is moot.
+ * plan before the start (queued estimates: fg__defer_start), or is moot.
  * True when the walk ends here (walk-cut). */
 static bool walk_start(walk_t *w, int32_t slot)
 {
@@ -514,14 +508,10 @@ static bool walk_start(walk_t *w, int32_t slot)
     assert(s->reserved_free >= 0);
     if (!w->moot && !s->walk_last) { /* what the walk left so far is moot too */
         w->moot = true;
-        s->nlazy = 0;
         s->dhead = s->ndeferred = s->ndsnap = 0;
     }
-    if (!w->moot) {
-        fg__lazy_flush(s); /* their reasons, on the plan before this start */
-        if (s->dhead < s->ndeferred)
-            fg__defer_start(s, slot, w->al, n);
-    }
+    if (!w->moot && s->dhead < s->ndeferred)
+        fg__defer_start(s, slot, w->al, n);
     fg__job_start(s, slot, w->al, n, w->now);
     fg__push_start(w->out, j, w->al, n);
     w->free_now = fg_sched_gpus_free(s);
@@ -587,14 +577,14 @@ static void walk_begin(walk_t *w, fg_sched_t *s, fg_time_t now, fg_decisions_t *
     w->K = w->c->estimate_depth;
     w->free_now = fg_sched_gpus_free(s);
     w->short_for = -1;
-    w->can_lazy = s->est_on_demand && !w->no_backfill;
-    w->can_peek = w->can_lazy && w->c->policy == FG_POLICY_WFQ && w->c->backfill_depth > 0 &&
+    w->can_skip = s->est_on_demand && !w->no_backfill;
+    w->can_peek = w->can_skip && w->c->policy == FG_POLICY_WFQ && w->c->backfill_depth > 0 &&
                   fg__sc(s, FG__SC_LOOK_AHEAD);
     w->peek_at = w->can_peek ? w->K : INT64_MAX;
     s->walk_no++;
     s->ntouched = 0;
     s->touched_free_max = 0;
-    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    s->dhead = s->ndeferred = s->ndsnap = 0;
     s->tail_on = false;
     s->nblocked = 0;
     s->reserved_free = 0;
@@ -650,7 +640,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     }
     walk_preempt(&w);
     *wakep = w.wake;
-    if (s->dhead < s->ndeferred || s->nlazy || s->tail_on)
+    if (s->dhead < s->ndeferred || s->tail_on)
         s->plan_alive = true; /* kept for fg__plan_ask (or dropped by plan_next_walk) */
     else
         fg__plan_restore(s);
@@ -711,7 +701,7 @@ int fg_sched_pass(fg_sched_t *s, fg_time_t now, fg_decisions_t *out)
         /* Before another walk of the same pass: the pass shows what its last walk
          * leaves (a job's reason and estimate count only when that walk wrote them:
          * reason_walk), so what this walk left to be made when asked for (its tail,
-         * queued estimates, lazy reasons) is moot: dropped, and the plan restored. */
+         * queued estimates) is moot: dropped, and the plan restored. */
         if (!settled) {
             if (w + 1 < max_walks)
                 fg__plan_close(s);
