@@ -24,7 +24,8 @@
  * walk would have (a reason and a queued estimate for each of the 40), and the queued
  * estimates up to job 17's are made, in plan order, on the plan the walk left.
  *
- * Without it the Philly replay under wfq drops below 100,000 jobs/s (bench/bench_sim).
+ * It is worth its code: the Philly replay under wfq (74,167 jobs) takes about 1.0 s of
+ * CPU without it, 0.4 s with it (under 100,000 jobs/s against about 200,000).
  */
 #include "plan.h"
 

@@ -82,6 +82,18 @@ static size_t pass(fg_sched_t *s, fg_time_t now)
     return n;
 }
 
+/* A pass that preempts one job: its id. */
+static fg_job_id_t pass_preempting(fg_sched_t *s, fg_time_t now)
+{
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+    assert_int_equal(d.npreempts, 1);
+    const fg_job_id_t victim = d.preempts[0].job;
+    fg_decisions_free(&d);
+    return victim;
+}
+
 /* Does text mention `word`? A number must stand alone ("100" is not in "1000"), so the
  * tests check the numbers of an explanation, not its phrasing. */
 static bool mentions(const char *text, const char *word)
@@ -412,12 +424,7 @@ static void test_reasons_name_the_victim_and_the_quota(void **state)
         fg_job_spec_t hi = spec(2, 8, NULL, 100, 5);
         hi.prio = FG_PRIO_HIGH;
         assert_int_equal(fg_sched_submit(s, &hi, 5), FG_OK);
-        fg_decisions_t d;
-        fg_decisions_init(&d);
-        assert_int_equal(fg_sched_pass(s, 10, &d), FG_OK);
-        assert_int_equal(d.npreempts, 1);
-        assert_int_equal(d.preempts[0].job, 1);
-        fg_decisions_free(&d);
+        assert_int_equal(pass_preempting(s, 10), 1);
         const char *const victim[] = {"8", "2", "preempting job", "1", NULL};
         expect_reason(s, 2, 10, FG_REASON_RESOURCES, victim);
         fg_sched_free(s);
