@@ -157,7 +157,7 @@ typedef struct fg__node {
 } fg__node_t;
 
 /* A node as it was before a start of the walk whose queued estimates were not yet made
- * (ondemand.c, deferred_run): what fg__job_take_gpus changes. */
+ * (ondemand.c, deferred_replay): what fg__job_take_gpus changes. */
 typedef struct fg__node_snap {
     int32_t node, nfree;
     uint64_t free_mask;
@@ -178,7 +178,7 @@ typedef struct fg__fail {
     fg_time_t whole_end[FG__FAIL_WHOLE];      /* and the end */
 } fg__fail_t;
 
-/* Walk-local memo of blocked_reason (pass.c): its answer depends only on the job's GPU
+/* Walk-local memo of blocked_reason (reasons.c, plan.h): its answer depends only on the job's GPU
  * count and type and on the plan's state, which plan_ver numbers. */
 typedef struct fg__why_memo {
     int64_t walk, ver;
@@ -307,7 +307,7 @@ struct fg_sched {
     /* bit g (g = 1..8): a job of g GPUs of any type is feasible on the nodes as they are
      * (pass.c, feasible; emptied where node_gen is bumped) */
     uint32_t feas_any;
-    /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
+    /* estimates on demand (ondemand.c): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
     bool est_on_demand, plan_alive;
@@ -315,13 +315,13 @@ struct fg_sched {
      * the job and reads as not reached */
     bool no_reasons;
     /* the walk running is the last one its pass may make (FG__MAX_WALKS): what it leaves
-     * is shown even after it started jobs (pass.c, walk) */
+     * is shown even after it started jobs (walk.c) */
     bool walk_last;
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
     /* the last walk of the pass, stopped once nothing it left could change a decision
-     * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
+     * (ondemand.c, walk_tail): no GPU free, or none of the rest of its backfill window can
      * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
      * order, where it stopped, its time; wout: the pass's decisions while it runs (NULL
      * outside fg_sched_pass) */
@@ -358,7 +358,7 @@ static inline bool fg__sc(const fg_sched_t *s, fg__shortcut_t k)
 {
     return !(s->sc_off >> k & 1);
 }
-/* pass.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
+/* walk.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
  * of a pass whose last walk still starts jobs */
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);
 
@@ -458,7 +458,6 @@ int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
  * not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it is still
  * to be made. Both are no-ops unless estimates are on demand. */
 void fg__plan_close(fg_sched_t *s);
-void fg__plan_settle(fg_sched_t *s); /* make what the walk left (tail, reasons, estimates) */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 

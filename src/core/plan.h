@@ -29,6 +29,7 @@ typedef struct ent_calc {
 } ent_calc_t;
 
 /* ondemand.c */
+void fg__plan_settle(fg_sched_t *s); /* makes what the walk left: its tail, queued estimates */
 void fg__plan_restore(fg_sched_t *s);
 void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n);
 /* place.c */

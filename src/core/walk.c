@@ -641,7 +641,7 @@ static void walk(fg_sched_t *s, fg_time_t now, fg_decisions_t *out, fg_time_t *w
     walk_preempt(&w);
     *wakep = w.wake;
     if (s->dhead < s->ndeferred || s->tail_on)
-        s->plan_alive = true; /* kept for fg__plan_ask (or dropped by plan_next_walk) */
+        s->plan_alive = true; /* kept for fg__plan_ask (or fg__plan_close drops it) */
     else
         fg__plan_restore(s);
 }
