@@ -44,8 +44,6 @@
       "a walk whose rest only gets reasons and queued estimates leaves it to walk_tail")           \
     X(LOOK_AHEAD, "look-ahead",                                                                    \
       "the walk moves past the backfill window's jobs that cannot start (fg__order_peek)")         \
-    X(KNOWN_MISFIT, "known-misfit",                                                                \
-      "a job that a failed placement of the walk proves cannot fit is not placed")                 \
     X(WALK_CUT, "walk-cut", "a walk that another follows ends when a start leaves no GPU free")
 
 typedef enum fg__shortcut {

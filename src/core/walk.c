@@ -25,10 +25,10 @@
  * The speed shortcuts (shortcuts.h), each a named helper beside the loop, each one off
  * by name in the random tests: "tail-stop" (the rest of a walk that can only get
  * reasons and queued estimates is left to walk_tail, ondemand.c), "look-ahead" (the
- * order moves past the backfill window's jobs that cannot start, fg__order_peek),
- * "known-misfit" (a job that a failed placement of the walk proves cannot fit gets its
- * reason without a placement) and "walk-cut" (a walk that another follows ends when a
- * start leaves no GPU free). The first three need estimates on demand (ondemand.c).
+ * order moves past the backfill window's jobs that cannot start, fg__order_peek) and
+ * "walk-cut" (a walk that another follows ends when a start leaves no GPU free). The
+ * first two need estimates on demand (ondemand.c), as does known_not_to_fit (a job a
+ * failed placement of the walk proves cannot fit is not placed again).
  */
 #include "plan.h"
 
@@ -415,18 +415,20 @@ static bool walk_stops(walk_t *w)
     return w->reserved >= c->reserve_depth && nothing_fits_before_reservations(w);
 }
 
-/* Shortcut known-misfit, past the claims: a job known not to fit gets its reason (and,
+/* With estimates on demand, past the claims: a job known not to fit gets its reason (and,
  * among the first K, a queued estimate) without a placement: with no free GPU the reason
- * is known (blocked_reason: resources, none free); with some, a failed placement of the
- * walk proves it cannot fit (fg__fail_known). True when the job is done with. */
+ * is known (blocked_reason: resources, none free, made even without reasons); with some,
+ * a failed placement of the walk proves it cannot fit (fg__fail_known). True when the
+ * job is done with. (Not a shortcut by name: without it, a walk without reasons would
+ * leave no reason on a job with no GPU free. It does not change the wfq replay's
+ * instructions, 3,526 M, and saves 1.6 % of the priority one's.) */
 static bool known_not_to_fit(walk_t *w, int32_t slot)
 {
     fg_sched_t *s = w->s;
     fg__job_t *j = &s->jobs[slot];
     const fg__account_t *a = &s->accounts[j->account];
     fg_reason_t why;
-    if (!fg__sc(s, FG__SC_KNOWN_MISFIT) || !w->can_skip || !w->past_claims ||
-        j->eligible_time > w->now || a->budget_exhausted ||
+    if (!w->can_skip || !w->past_claims || j->eligible_time > w->now || a->budget_exhausted ||
         (a->quota >= 0 && a->running + j->gpus > a->quota) || !fg__feasible(s, j, &why))
         return false;
     if (w->free_now > 0) {
