@@ -13,8 +13,9 @@
  *   - its tail (walk_tail): the rest of a walk that stopped early (walk.c: tail-stop).
  * fg__plan_ask makes what one job needs when its info or explanation is asked for;
  * fg__plan_settle makes all of it before a preemption changes the plan (or drops it,
- * when another walk follows) or when the pass ends with a walk that started jobs; what nobody asked
- * for before the next event or pass stays unknown (no estimate; the reason reads as not reached).
+ * when another walk follows) or when the pass ends with a walk that started jobs; what
+ * nobody asked for before the next event or pass stays unknown (no estimate; the reason
+ * reads as not reached).
  *
  * Worked example: estimate_depth 40, a full cluster, 500 pending jobs. The walk makes
  * the reservations of the first reserve_depth blocked jobs and its candidates' claims;
