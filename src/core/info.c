@@ -45,10 +45,10 @@ static void job_info(const fg_sched_t *s, const fg__job_t *j, fg_job_info_t *o)
     o->claim_victims = o->claimed ? j->claim : 0;
     /* (a reason left to be made when asked for, and not asked for before the next
      * event: as if the pass had not reached the job) */
-    bool fresh =
-        j->state == FG_JOB_PENDING && j->reason_walk == s->walk_no && j->reason != FG__REASON_LAZY;
+    bool fresh = j->state == FG_JOB_PENDING && j->reason_walk == s->walk_no &&
+                 j->why.code != FG__REASON_LAZY;
     o->reason = j->state != FG_JOB_PENDING ? FG_REASON_NONE
-                : fresh                    ? j->reason
+                : fresh                    ? j->why.code
                                            : FG_REASON_PRIORITY;
     /* (with no reasons, a lazy mark of this pass keeps the estimate the pass gave) */
     o->estimated_start =

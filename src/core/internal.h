@@ -27,9 +27,33 @@
 #define FG__SIZE_WHOLE   9
 #define FG__TREE_KEYS    9  /* g = 1..8 on one node, then "whole node" */
 #define FG__MAX_WALKS    64 /* walks per pass (see fg_sched_pass); usually 1 or 2 */
-/* fg__job_t.reason of a job whose reason a walk left to be made when asked for (pass.c,
- * lazy_fix; estimates on demand only); never shown */
+/* fg__why_t.code of a job whose blocked reason a walk did not make (without reasons,
+ * fg_sched_set_no_reasons, or in a walk that another follows): it reads as not reached */
 #define FG__REASON_LAZY FG_REASON_COUNT
+
+/* Why a pending job waits, with the numbers its text shows (fg_sched_explain): `code`
+ * names the member of the union that holds them; the other codes have none. Example:
+ * {.code = FG_REASON_RESERVATION, .reservation = {.holder = 7, .from = 50}} reads "the
+ * free GPUs it fits are reserved for job 7 from t=50". */
+typedef struct fg__why {
+    fg_reason_t code; /* an FG_REASON_*, or FG__REASON_LAZY */
+    union {
+        struct {
+            fg_job_id_t head; /* the first blocked job (no backfill behind it) */
+        } priority;
+        struct {                /* FG_REASON_RESOURCES and FG_REASON_FRAGMENTATION */
+            int32_t free;       /* GPUs of its type free now */
+            fg_job_id_t victim; /* the last job preempted for it by this pass, or 0 */
+        } room;
+        struct {
+            fg_job_id_t holder; /* the job the free GPUs it fits are held for */
+            fg_time_t from;     /* the start of that reservation */
+        } reservation;
+        struct {
+            int32_t running, quota; /* the account's GPUs in use, its quota */
+        } quota;
+    };
+} fg__why_t;
 
 typedef struct fg__job {
     /* What a walk of the plan reads or writes for every job it looks at comes first
@@ -46,9 +70,8 @@ typedef struct fg__job {
      * it is the last walk of the last pass */
     int64_t reason_walk;
     fg_time_t est;
-    fg_reason_t reason;
-    fg_job_id_t r_job; /* reservation holder, preempted-for, ... */
-    int64_t r_a, r_b;  /* numbers for the text */
+    int32_t est_node; /* with est: the first node of the claim it came from (place.c) */
+    fg__why_t why;
     fg_time_t submit_time, ckpt;
     fg_time_t queued_since; /* submit, or the last requeue */
     fg_time_t start_time;   /* current attempt */
@@ -57,7 +80,8 @@ typedef struct fg__job {
     int64_t run_s; /* seconds run by ended attempts */
     int32_t band;  /* queue band while pending */
     bool preempting;
-    int32_t live_pos; /* position in s->live */
+    fg_job_id_t preempt_for; /* with preempting: the job its GPUs go to */
+    int32_t live_pos;        /* position in s->live */
     /* while RUNNING: in its account's list of running jobs of its class */
     int32_t rprev, rnext;
     int64_t victim_pass; /* == s->stamp: a legal victim in this search */
@@ -133,7 +157,7 @@ typedef struct fg__node {
 } fg__node_t;
 
 /* A node as it was before a start of the walk whose queued estimates were not yet made
- * (ondemand.c, deferred_run): what fg__job_take_gpus changes. */
+ * (ondemand.c, deferred_replay): what fg__job_take_gpus changes. */
 typedef struct fg__node_snap {
     int32_t node, nfree;
     uint64_t free_mask;
@@ -154,14 +178,12 @@ typedef struct fg__fail {
     fg_time_t whole_end[FG__FAIL_WHOLE];      /* and the end */
 } fg__fail_t;
 
-/* Walk-local memo of blocked_reason (pass.c): its answer depends only on the job's GPU
+/* Walk-local memo of blocked_reason (reasons.c, plan.h): its answer depends only on the job's GPU
  * count and type and on the plan's state, which plan_ver numbers. */
 typedef struct fg__why_memo {
     int64_t walk, ver;
     int32_t gpus, type;
-    fg_reason_t reason;
-    fg_job_id_t r_job;
-    int64_t r_a, r_b;
+    fg__why_t why;
 } fg__why_memo_t;
 
 /* Memo of feasible (place.c, plan.h) for one job size and type: its answer depends only on the
@@ -276,21 +298,21 @@ struct fg_sched {
     /* bit g (g = 1..8): a job of g GPUs of any type is feasible on the nodes as they are
      * (pass.c, feasible; emptied where node_gen is bumped) */
     uint32_t feas_any;
-    /* estimates on demand (pass.c, fg_sched_set_estimates_on_demand): the last walk's
+    /* estimates on demand (ondemand.c): the last walk's
      * estimate-only claims, in plan order, still to be made on deferred[dhead..ndeferred)
      * of the plan that stays in the trees (plan_alive) until the next event or pass */
-    bool est_on_demand, in_walk, plan_alive;
-    /* (fg_sched_set_no_reasons) the reasons left to be made when asked for never are:
-     * FG__REASON_LAZY stays on the job, listed nowhere, and reads as not reached */
+    bool est_on_demand, plan_alive;
+    /* (fg_sched_set_no_reasons) blocked reasons are not made: FG__REASON_LAZY stays on
+     * the job and reads as not reached */
     bool no_reasons;
     /* the walk running is the last one its pass may make (FG__MAX_WALKS): what it leaves
-     * is shown even after it started jobs (pass.c, walk) */
+     * is shown even after it started jobs (walk.c) */
     bool walk_last;
     fg_time_t plan_now;
     int32_t *deferred; /* a job slot, or -1 - slot: that job started (deferred_run) */
     size_t ndeferred, dhead, deferred_cap;
     /* the last walk of the pass, stopped once nothing it left could change a decision
-     * (pass.c, walk_tail): no GPU free, or none of the rest of its backfill window can
+     * (ondemand.c, walk_tail): no GPU free, or none of the rest of its backfill window can
      * start (tail_window), or no backfill behind a blocked job (tail_head: its id); its
      * order, where it stopped, its time; wout: the pass's decisions while it runs (NULL
      * outside fg_sched_pass) */
@@ -301,10 +323,7 @@ struct fg_sched {
     fg_time_t tail_now;
     fg_decisions_t *wout;
     fg_time_t max_eligible; /* latest eligible_time ever set by a backoff or a restore */
-    /* jobs of the walk whose blocked reason is made when asked for (pass.c, lazy_fix) */
-    int32_t *lazy;
-    size_t nlazy, lazy_cap;
-    int32_t *peek_buf; /* fg__order_peek's skipped jobs */
+    int32_t *peek_buf;      /* fg__order_peek's skipped jobs */
     size_t peek_cap;
     int32_t peek_hint; /* the member of the last job fg__order_peek's reading found */
     /* nodes as they were before the starts in deferred[], in start order */
@@ -318,7 +337,7 @@ struct fg_sched {
     int32_t npreempting; /* running jobs with preempting set (preempt.c) */
     uint32_t sc_off;     /* bit k: shortcut k (shortcuts.h) is off; tests only */
     int32_t max_walks;   /* tests only (fg__sched_set_max_walks): 0 is FG__MAX_WALKS */
-    int64_t walks_cut;   /* walks that a start leaving no GPU free ended (pass.c; read by tests) */
+    int64_t walks_cut;   /* walks a shortcut ended early (walk.c: they look at fewer jobs; tests) */
 };
 
 /* shortcuts (shortcuts.h): turns shortcut `name` ("all": every one) on or off, for the
@@ -328,7 +347,7 @@ static inline bool fg__sc(const fg_sched_t *s, fg__shortcut_t k)
 {
     return !(s->sc_off >> k & 1);
 }
-/* pass.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
+/* walk.c: at most n walks per pass instead of FG__MAX_WALKS (0: the default); for tests
  * of a pass whose last walk still starts jobs */
 void fg__sched_set_max_walks(fg_sched_t *s, int32_t n);
 
@@ -416,7 +435,6 @@ int fg__member_of_h(const fg_sched_t *s, int a, const char *user, uint64_t hu);
  * not asked for stay unknown); fg__plan_ask makes job `slot`'s estimate if it is still
  * to be made. Both are no-ops unless estimates are on demand. */
 void fg__plan_close(fg_sched_t *s);
-void fg__plan_settle(fg_sched_t *s);            /* during a walk: make the queued estimates now */
 void fg__plan_ask(fg_sched_t *s, int32_t slot); /* out of its queue and counts */
 void fg__plan_finish_walk(fg_sched_t *s);       /* before account changes: walk_tail now */
 

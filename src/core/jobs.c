@@ -531,7 +531,7 @@ static void job_run(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32
     fg__job_take_gpus(s, slot, allocs, n, now + j->time_limit);
     s->accounts[j->account].running += j->gpus;
     s->members[j->member].running += j->gpus;
-    j->reason = FG_REASON_NONE;
+    j->why.code = FG_REASON_NONE;
     j->est = now;
 }
 
@@ -761,8 +761,8 @@ int fg_sched_attempt_ended(fg_sched_t *s, fg_job_id_t id, int32_t attempt, fg_en
         now = j->start_time;
     const fg_time_t run = attempt_charged(cause) ? now - j->start_time : 0;
     fg_attempt_t rec = attempt_record(j, cause, now, run);
-    if (j->preempting && j->r_job) { /* one victim fewer stopping for its job */
-        fg__job_t *f = fg__job_by_id(s, j->r_job);
+    if (j->preempting && j->preempt_for) { /* one victim fewer stopping for its job */
+        fg__job_t *f = fg__job_by_id(s, j->preempt_for);
         if (f && f->state == FG_JOB_PENDING && f->claim > 0)
             f->claim--;
     }

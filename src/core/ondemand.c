@@ -1,82 +1,45 @@
 /*
- * ondemand.c - TODO banner
+ * ondemand.c - estimates on demand: what a walk leaves on the jobs that cannot start is
+ * made only when someone asks for it (fg_sched_set_estimates_on_demand).
+ *
+ * The simulator replays months of a trace in seconds: it passes after every event but
+ * reads few estimates. So in this mode a walk, once it has made every claim decisions
+ * depend on (the first blocked jobs' reservations, the preemption candidates' claims),
+ * leaves two things to be made later, on the plan it leaves (plan_alive), which stays
+ * in the trees until the next event or pass (fg__plan_close):
+ *   - queued estimates: an estimate-only claim (not protected, not a candidate's)
+ *     reserves nothing, so it changes nothing but later estimate-only claims; the walk
+ *     queues them (fg__estimate) and they are made later in the same order;
+ *   - its tail (walk_tail): the rest of a walk that stopped early (walk.c: tail-stop).
+ * fg__plan_ask makes what one job needs when its info or explanation is asked for;
+ * fg__plan_settle makes all of it before a preemption changes the plan (or drops it,
+ * when another walk follows) or when the pass ends with a walk that started jobs; what
+ * nobody asked for before the next event or pass stays unknown (no estimate; the reason
+ * reads as not reached).
+ *
+ * Worked example: estimate_depth 40, a full cluster, 500 pending jobs. The walk makes
+ * the reservations of the first reserve_depth blocked jobs and its candidates' claims;
+ * no GPU is free, so the rest of the first 40 jobs can only get the reason "resources"
+ * and an estimate. The walk stops there, leaving the order where it is (tail-stop).
+ * When the simulator then asks for job 17's estimate, walk_tail walks the rest as the
+ * walk would have (a reason and a queued estimate for each of the 40), and the queued
+ * estimates up to job 17's are made, in plan order, on the plan the walk left.
+ *
+ * It is worth its code: the Philly replay under wfq (74,167 jobs) takes about 1.0 s of
+ * CPU without it, 0.4 s with it (under 100,000 jobs/s against about 200,000).
  */
 #include "plan.h"
 
-#include <inttypes.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* ------------------------------------------------------------------ the pass */
+/* ------------------------------------------------------------------ queued estimates */
 
-/* Estimates on demand (fg_sched_set_estimates_on_demand). An estimate-only claim (not
- * protected, not for a preemption candidate) changes nothing but later estimate-only
- * claims: it reserves nothing, and placement treats a node it touched like any other.
- * Such claims come after every protecting or candidate claim of the walk, so the walk
- * may queue them and make them later, in the same order, on the same plan: before a
- * preemption changes the plan (fg__plan_settle), when the walk started jobs (another
- * walk follows; the starts are taken back and made again in between: deferred_replay),
- * or when one of them is asked for after the pass
- * (fg__plan_ask). The plan then stays in the trees until the next event or pass
- * (fg__plan_close), which drops the claims never asked for. */
-static void deferred_replay(fg_sched_t *s, size_t upto);
-static void deferred_run(fg_sched_t *s, size_t upto)
-{
-    if (s->ndsnap && upto > s->dhead) { /* estimates queued before a start */
-        deferred_replay(s, upto);
-        return;
-    }
-    while (s->dhead < upto) {
-        fg__job_t *j = &s->jobs[s->deferred[s->dhead++]];
-        fg__lazy_fix(s, j); /* its reason before the claim writes r_a */
-        j->est = fg__plan_claim(s, j, s->plan_now, false);
-    }
-}
-
-/* A start with estimates queued (walk) does not make them first: it leaves a mark in
- * the queue and the nodes it changes as they were, so that the estimates are made only
- * if someone needs them (a walk that started something is followed by another walk of
- * the same pass, which makes them moot: plan_next_walk; only the last walk a pass may
- * make keeps them, fg__plan_settle). To make them, the starts are taken back, newest first, and the
- * queue is replayed in its order: each estimate on the plan as it was then, each start
- * made again (fg__job_take_gpus), so the plan ends as the walk left it. The estimates
- * from deferred[upto] on are not made (moot, or dropped by fg__plan_close). Between
- * the first queued estimate and the end of the walk only starts change the nodes (a
- * walk's reserving and candidate claims come before its estimate-only ones, and a walk
- * that started something preempts nothing). */
-static void deferred_replay(fg_sched_t *s, size_t upto)
-{
-    for (size_t k = s->ndsnap; k-- > 0;) {
-        const fg__node_snap_t *sn = &s->dsnap[k];
-        fg__node_t *nd = &s->nodes[sn->node];
-        nd->nfree = sn->nfree;
-        nd->free_mask = sn->free_mask;
-        for (int i = 0; i < nd->gpus; i++) {
-            nd->gpu_job[i] = sn->gpu_job[i];
-            nd->avail[i] = sn->avail[i];
-        }
-        fg__node_changed(s, sn->node);
-    }
-    s->ndsnap = 0;
-    for (size_t k = s->dhead; k < s->ndeferred; k++) {
-        int32_t e = s->deferred[k];
-        if (e < 0) {
-            fg__job_t *j = &s->jobs[-1 - e];
-            fg__job_take_gpus(s, -1 - e, fg__job_allocs(j), j->nallocs,
-                              s->plan_now + j->time_limit);
-        } else if (k < upto) {
-            fg__job_t *j = &s->jobs[e];
-            fg__lazy_fix(s, j);
-            j->est = fg__plan_claim(s, j, s->plan_now, false);
-        }
-    }
-    s->dhead = s->ndeferred;
-}
-
-/* Job `slot` starts on al[0..n) while estimates are queued: its mark and the nodes as
- * they were (deferred_replay). */
+/* Job `slot` starts on al[0..n) while estimates are queued: its mark in the queue and
+ * the nodes as they were, so that the estimates are made only if someone needs them (a
+ * walk that started something is followed by another walk of the same pass, which
+ * makes them moot; only the last walk a pass may make keeps them). deferred_replay
+ * takes the start back to make them. */
 void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n)
 {
     if (s->ndeferred == s->deferred_cap)
@@ -98,30 +61,92 @@ void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t 
     }
 }
 
-static void walk_tail(fg_sched_t *s);
-
-/* Makes the walk's queued estimate-only claims now (and walks what it left first). Inside a
- * walk (before its preemption changes the plan: fg__node_changed) another walk follows, as
- * after every preemption, unless it is the last a pass may make: what the walk left is
- * then moot and dropped (the pass shows what its last walk leaves). */
-void fg__plan_settle(fg_sched_t *s)
+/* Puts the nodes of the queued starts back as they were before them, newest first. */
+static void undo_starts(fg_sched_t *s)
 {
-    if (s->in_walk && !s->walk_last) {
-        s->tail_on = false;
-        s->nlazy = 0;
-        s->dhead = s->ndeferred = s->ndsnap = 0;
-        return;
+    for (size_t k = s->ndsnap; k-- > 0;) {
+        const fg__node_snap_t *sn = &s->dsnap[k];
+        fg__node_t *nd = &s->nodes[sn->node];
+        nd->nfree = sn->nfree;
+        nd->free_mask = sn->free_mask;
+        for (int i = 0; i < nd->gpus; i++) {
+            nd->gpu_job[i] = sn->gpu_job[i];
+            nd->avail[i] = sn->avail[i];
+        }
+        fg__node_changed(s, sn->node);
     }
-    walk_tail(s);
-    fg__lazy_flush(s);
-    deferred_run(s, s->ndeferred);
+    s->ndsnap = 0;
 }
 
-/* The rest of a walk that stopped with no GPU free (walk): every claim that decisions
- * depend on is made (the first blocked jobs' reservations and preemption candidates),
- * nothing can start (no GPU is free and the walk starts nothing), and no pending job waits
- * out a backoff (so none of them moves next_wake). What is left up to the walk's end, its
- * first estimate_depth jobs, only gets reasons and queued estimates, on a plan that only
+/* A queued estimate, made now. */
+static void estimate_now(fg_sched_t *s, fg__job_t *j)
+{
+    j->est = fg__plan_claim(s, j, s->plan_now, false);
+}
+
+/* The queue with starts in it: the starts are taken back, and the queue is replayed in
+ * its order, each estimate on the plan as it was then, each start made again
+ * (fg__job_take_gpus), so the plan ends as the walk left it. The estimates from
+ * deferred[upto] on are not made (moot, or dropped by fg__plan_close). (Between the
+ * first queued estimate and the end of the walk only starts change the nodes: a walk's
+ * reserving and candidate claims come before its estimate-only ones, and a walk that
+ * started something preempts nothing.) */
+static void deferred_replay(fg_sched_t *s, size_t upto)
+{
+    undo_starts(s);
+    for (size_t k = s->dhead; k < s->ndeferred; k++) {
+        const int32_t e = s->deferred[k];
+        if (e < 0) {
+            fg__job_t *j = &s->jobs[-1 - e];
+            fg__job_take_gpus(s, -1 - e, fg__job_allocs(j), j->nallocs,
+                              s->plan_now + j->time_limit);
+        } else if (k < upto) {
+            estimate_now(s, &s->jobs[e]);
+        }
+    }
+    s->dhead = s->ndeferred;
+}
+
+/* Makes the queued estimates up to deferred[upto], in their order. */
+static void deferred_run(fg_sched_t *s, size_t upto)
+{
+    if (s->ndsnap && upto > s->dhead) { /* estimates queued before a start */
+        deferred_replay(s, upto);
+        return;
+    }
+    while (s->dhead < upto)
+        estimate_now(s, &s->jobs[s->deferred[s->dhead++]]);
+}
+
+/* ------------------------------------------------------------------ the tail */
+
+/* What the walk leaves on pending job j of its tail (walk_tail): as walk.c's steps. */
+static void tail_job(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool window)
+{
+    fg__reason_clear(s, j);
+    if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
+        j->why.code = FG_REASON_RETRY_BACKOFF;
+        j->est = j->eligible_time;
+    } else if (fg__reason_account_or_fit(s, j, &s->accounts[j->account])) {
+        /* (set) */
+    } else if (s->tail_head) { /* no backfill: behind the first blocked job */
+        fg__why_priority(j, s->tail_head);
+        fg__estimate(s, j, now);
+    } else if (window) { /* past the first K: a reason only */
+        if (s->no_reasons)
+            j->why.code = FG__REASON_LAZY;
+        else
+            fg__blocked_reason_memo(s, j);
+    } else { /* blocked_reason with no GPU free */
+        fg__why_room(j, FG_REASON_RESOURCES, 0);
+        fg__estimate(s, j, now);
+    }
+}
+
+/* The rest of a walk that stopped early (walk.c, tail-stop): every claim that decisions
+ * depend on is made, nothing can start, and no pending job waits out a backoff (so none
+ * of them moves next_wake). What is left (the rest of the first estimate_depth jobs, or
+ * of the backfill window) only gets reasons and queued estimates, on a plan that only
  * estimate-only claims change until the next event or pass: walked here, as the walk
  * would have walked it, when someone asks about a job it did not reach yet
  * (fg__plan_ask), before a preemption of the walk (fg__plan_settle) and before an
@@ -132,41 +157,17 @@ static void walk_tail(fg_sched_t *s)
     if (!s->tail_on)
         return;
     s->tail_on = false;
-    const fg_time_t now = s->tail_now;
-    const bool window = s->tail_window;
-    fg__order_t *o = s->tail_o;
     int64_t left = s->tail_left;
     int32_t slot;
-    while (left > 0 && (slot = fg__order_next(s, o)) >= 0) {
+    while (left > 0 && (slot = fg__order_next(s, s->tail_o)) >= 0) {
         fg__job_t *j = &s->jobs[slot];
         /* (the backfill window counts every job the order gives; the first K, pending ones) */
-        left -= window || j->state == FG_JOB_PENDING;
+        left -= s->tail_window || j->state == FG_JOB_PENDING;
         if (j->state != FG_JOB_PENDING)
             continue;
         if (s->wout)
             s->wout->scanned++;
-        fg__reason_clear(s, j);
-        if (j->eligible_time > now) { /* (not when the walk stopped: s->max_eligible) */
-            j->reason = FG_REASON_RETRY_BACKOFF;
-            j->est = j->eligible_time;
-        } else if (fg__reason_account_or_fit(s, j, &s->accounts[j->account])) {
-            /* (set) */
-        } else if (s->tail_head) { /* no backfill: behind the first blocked job */
-            j->reason = FG_REASON_PRIORITY;
-            j->r_job = s->tail_head;
-            fg__estimate(s, j, now);
-        } else if (window) { /* past the first K: a reason only (lazy_fix) */
-            if (s->no_reasons) {
-                j->reason = FG__REASON_LAZY;
-                continue;
-            }
-            j->reason = fg__blocked_reason_memo(s, j);
-            if (j->reason == FG_REASON_RESERVATION)
-                j->r_b = j->r_a;
-        } else { /* blocked_reason with no GPU free */
-            j->reason = FG_REASON_RESOURCES;
-            fg__estimate(s, j, now);
-        }
+        tail_job(s, j, s->tail_now, s->tail_window);
     }
 }
 
@@ -190,6 +191,24 @@ static bool tail_may_reach(const fg_sched_t *s, const fg__job_t *j)
     return lo >= cur && lo - cur < left;
 }
 
+/* ------------------------------------------------------------------ the plan's life */
+
+/* Makes what the walk left to be made when asked for now: its tail, its queued
+ * estimates: before a walk's first preemption changes the plan (preempt.c), and at the
+ * end of a pass whose last walk started jobs. A preemption in a walk that another
+ * follows makes them moot: they are dropped. */
+void fg__plan_settle(fg_sched_t *s)
+{
+    if (!s->walk_last) { /* a preemption: another walk follows, and this one's rest is moot */
+        s->tail_on = false;
+        s->dhead = s->ndeferred = s->ndsnap = 0;
+        return;
+    }
+    walk_tail(s);
+    deferred_run(s, s->ndeferred);
+}
+
+/* Before an account, member or turn changes: the tail is walked on the old ones. */
 void fg__plan_finish_walk(fg_sched_t *s)
 {
     walk_tail(s);
@@ -208,14 +227,17 @@ void fg__plan_restore(fg_sched_t *s)
     s->tail_on = false;
 }
 
+/* At the next event or pass: what nobody asked for stays unknown, and the plan goes. */
 void fg__plan_close(fg_sched_t *s)
 {
-    /* estimates and lazy reasons not asked for stay unknown */
-    s->dhead = s->ndeferred = s->ndsnap = s->nlazy = 0;
+    /* estimates not asked for stay unknown */
+    s->dhead = s->ndeferred = s->ndsnap = 0;
     if (s->plan_alive)
         fg__plan_restore(s);
 }
 
+/* Someone asks about job `slot` (its info, its explanation): its reason and estimate,
+ * as the walk would have left them. */
 void fg__plan_ask(fg_sched_t *s, int32_t slot)
 {
     if (!s->plan_alive)
@@ -223,14 +245,14 @@ void fg__plan_ask(fg_sched_t *s, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     if (s->tail_on && j->state == FG_JOB_PENDING && tail_may_reach(s, j))
         walk_tail(s);
-    if (j->reason == FG__REASON_LAZY && j->reason_walk == s->walk_no)
-        fg__lazy_fix(s, j); /* (a mark of this pass while the plan lives: the walk's list) */
     for (size_t k = s->dhead; k < s->ndeferred; k++)
         if (s->deferred[k] == slot) {
             deferred_run(s, k + 1);
             return;
         }
 }
+
+/* ------------------------------------------------------------------ settings */
 
 const char *fg__shortcut_name(int k)
 {

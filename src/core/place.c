@@ -343,7 +343,7 @@ static fg_time_t claim_single(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool p
     touch(s, n);
     claim_soonest_gpus(s, &s->nodes[n], g, kth, &c);
     fg__node_leaf_claim(s, n, g, c.end);
-    j->r_a = n;
+    j->est_node = n;
     return T;
 }
 
@@ -438,13 +438,13 @@ static fg_time_t claim_whole(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool pr
             claim_gpu(s, nd, i, &c);
         fg__node_leaf_claim(s, n, nd->gpus, c.end);
     }
-    j->r_a = best[0];
+    j->est_node = best[0];
     return T;
 }
 
 /* Claims for j, in the plan, the GPUs that free up soonest; with `protect`, later jobs
  * may not use them before the claim starts (a reservation). Returns the estimated
- * start (FG_TIME_NEVER if no up node could ever hold j); j->r_a: the (first) node. */
+ * start (FG_TIME_NEVER if no up node could ever hold j); j->est_node: the (first) node. */
 fg_time_t fg__plan_claim(fg_sched_t *s, fg__job_t *j, fg_time_t now, bool protect)
 {
     return j->gpus <= FG_WHOLE_NODE_GPUS ? claim_single(s, j, now, protect)

@@ -1,5 +1,17 @@
 /*
- * plan.h - TODO
+ * plan.h - what the files of the plan share: the walk (walk.c), placement and claims
+ * (place.c), reasons (reasons.c), estimates on demand (ondemand.c) and preemption
+ * (preempt.c). The plan is a walk's pass-local view of the cluster: the nodes it
+ * touched (fg__is_touched) carry per-GPU availability (avail) and reservations
+ * (res_from, res_job); untouched nodes are as the availability trees say (index.c).
+ *
+ * The inline helpers below are the walk's per-job steps that more than one file takes:
+ * the memos of failed placements (fg__fail_known), of feasibility (fg__feasible) and of
+ * blocked reasons (fg__blocked_reason_memo), the reasons that need no plan
+ * (fg__reason_account_or_fit) and an estimate (fg__estimate). Example: in one walk, a
+ * 4-GPU job ending at t=500 fails to fit; fg__fail_known then answers "no" for a later
+ * 4-GPU job ending at t=800 without a placement, and that job's blocked reason comes
+ * from the memo when a job of the same size and type already got one on the same plan.
  */
 #ifndef FG_CORE_PLAN_H
 #define FG_CORE_PLAN_H
@@ -17,6 +29,7 @@ typedef struct ent_calc {
 } ent_calc_t;
 
 /* ondemand.c */
+void fg__plan_settle(fg_sched_t *s); /* makes what the walk left: its tail, queued estimates */
 void fg__plan_restore(fg_sched_t *s);
 void fg__defer_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *al, int32_t n);
 /* place.c */
@@ -33,8 +46,6 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
                      fg_time_t *wake);
 bool fg__preempt_may_search(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e);
 /* reasons.c */
-void fg__lazy_fix(fg_sched_t *s, fg__job_t *j);
-void fg__lazy_flush(fg_sched_t *s);
 fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m);
 /* walk.c */
 void fg__push_start(fg_decisions_t *d, const fg__job_t *j, const fg_alloc_t *al, int32_t n);
@@ -84,13 +95,27 @@ static inline bool fg__feasible(fg_sched_t *s, const fg__job_t *j, fg_reason_t *
     return m->ok;
 }
 
-/* A pending job looked at in this pass: no estimate or numbers yet. */
+/* A pending job looked at in this walk: no reason, estimate or numbers yet. */
 static inline void fg__reason_clear(const fg_sched_t *s, fg__job_t *j)
 {
     j->reason_walk = s->walk_no;
     j->est = FG_TIME_NEVER;
-    j->r_job = 0;
-    j->r_a = j->r_b = 0;
+    memset(&j->why, 0, sizeof j->why);
+}
+
+/* No room for j now (resources, fragmentation): `free` GPUs of its type are free. */
+static inline void fg__why_room(fg__job_t *j, fg_reason_t code, int32_t free)
+{
+    j->why.code = code;
+    j->why.room.free = free;
+    j->why.room.victim = 0;
+}
+
+/* Without backfill, j waits behind `head`, the first blocked job. */
+static inline void fg__why_priority(fg__job_t *j, fg_job_id_t head)
+{
+    j->why.code = FG_REASON_PRIORITY;
+    j->why.priority.head = head;
 }
 
 /* The reasons that depend on neither the plan nor the order, in the order every walk
@@ -100,34 +125,32 @@ static inline bool fg__reason_account_or_fit(fg_sched_t *s, fg__job_t *j, const 
 {
     fg_reason_t why;
     if (a->budget_exhausted) {
-        j->reason = FG_REASON_BUDGET;
+        j->why.code = FG_REASON_BUDGET;
     } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
-        j->reason = FG_REASON_QUOTA;
-        j->r_a = a->running;
-        j->r_b = a->quota;
+        j->why.code = FG_REASON_QUOTA;
+        j->why.quota.running = a->running;
+        j->why.quota.quota = a->quota;
     } else if (!fg__feasible(s, j, &why)) {
-        j->reason = why;
+        j->why.code = why;
     } else {
         return false;
     }
     return true;
 }
 
-/* blocked_reason through the walk's memo: the same job size and type get the same
- * answer while the plan is unchanged (plan_ver). */
+/* j's blocked reason (reasons.c: resources, fragmentation or reservation) through the
+ * walk's memo: the same job size and type get the same answer while the plan is
+ * unchanged (plan_ver), unless the reservation it names is j's own. Sets j->why. */
 static inline fg_reason_t fg__blocked_reason_memo(fg_sched_t *s, fg__job_t *j)
 {
     fg__why_memo_t *m =
         &s->why_memo[(j->gpus <= FG_WHOLE_NODE_GPUS ? j->gpus : 8 + j->gpus / FG_WHOLE_NODE_GPUS) &
                      15];
     if (m->walk == s->walk_no && m->ver == s->plan_ver && m->gpus == j->gpus &&
-        m->type == j->type && m->r_job != j->id) {
-        j->r_b = m->r_b;
-        if (m->reason == FG_REASON_RESERVATION) {
-            j->r_job = m->r_job;
-            j->r_a = m->r_a;
-        }
-        return m->reason;
+        m->type == j->type &&
+        !(m->why.code == FG_REASON_RESERVATION && m->why.reservation.holder == j->id)) {
+        j->why = m->why;
+        return j->why.code;
     }
     return fg__blocked_reason_fill(s, j, m);
 }

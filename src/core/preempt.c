@@ -534,7 +534,7 @@ static void stop_victim(search_t *q, fg__job_t *v, fg_decisions_t *out)
     assert(v->id != j->id); /* never preempted for itself */
     v->preempting = true;
     s->npreempting++;
-    v->r_job = j->id;
+    v->preempt_for = j->id;
     fg__push_preempt(out, v, q->why, j->id);
     j->claim++;
     if (!j->claimed) {
@@ -542,8 +542,7 @@ static void stop_victim(search_t *q, fg__job_t *v, fg_decisions_t *out)
         s->claims = fg__grow(s->claims, &s->claims_cap, s->nclaims + 1, sizeof *s->claims);
         s->claims[s->nclaims++] = (int32_t)(j - s->jobs);
     }
-    if (s->in_walk) /* queued estimates see the plan before this preemption */
-        fg__plan_settle(s);
+    fg__plan_settle(s); /* queued estimates see the plan before this preemption */
     const fg_alloc_t *al = fg__job_allocs(v);
     for (int32_t k = 0; k < v->nallocs; k++)
         fg__node_changed(s, al[k].node); /* its GPUs are now "free soon" */
@@ -566,7 +565,7 @@ static void issue(search_t *q, const int32_t *best, int32_t nbest, fg_decisions_
         }
     }
     if (out->npreempts > before)
-        q->j->r_job = out->preempts[out->npreempts - 1].job;
+        q->j->why.room.victim = out->preempts[out->npreempts - 1].job;
 }
 
 /* Tries to free room for blocked job j by preemption (the banner's steps); pushes the

@@ -1,25 +1,40 @@
 /*
- * reasons.c - TODO banner
+ * reasons.c - why a pending job waits: its blocked reason, and explain.
+ *
+ * Every walk leaves on each pending job it looks at a reason (fg__why_t, internal.h:
+ * a code and the numbers its text shows). The reasons that need no plan (backoff,
+ * budget, quota, no node that could hold it) come from plan.h's
+ * fg__reason_account_or_fit; a job that could have started but did not fit gets its
+ * blocked reason here, from the walk's plan: resources (too few free GPUs of its type),
+ * reservation (free GPUs it fits are held for a job ahead) or fragmentation (enough
+ * free GPUs, not on one node or on whole nodes as it needs them). fg_sched_explain
+ * says the same in words; a job the last pass did not reach reads as "behind N jobs".
+ *
+ * Worked example: 2 nodes x 8 GPUs, n0 with 3 GPUs free, n1 with 6 free that the walk
+ * reserved from t=50 for job 7. A 6-GPU job that would end after t=50: 9 GPUs free in
+ * all (not resources), and n1 would fit it but holds them for job 7: "the free GPUs it
+ * fits are reserved for job 7 from t=50; expected at ..." (its estimate). A 7-GPU job fits
+ * no node: "9 GPUs free but not 7 on one node; ..." (fragmentation).
  */
 #include "plan.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
-/* Why a job that could not start waits: reserved GPUs, fragmentation or resources. */
+/* Why a job that could not start waits (sets j->why): too few free GPUs of its type
+ * (resources), free GPUs it would fit that are held for another job (reservation), or
+ * free GPUs not on one node or on whole nodes as it needs them (fragmentation). */
 static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
 {
     int32_t free_any = 0;
     for (size_t ti = 0; ti < s->ntypes; ti++)
         if (fg__type_matches(j, (int32_t)ti))
             free_any += s->types[ti].free_gpus;
-    j->r_b = free_any;
-    if (free_any < j->gpus)
+    if (free_any < j->gpus) {
+        fg__why_room(j, FG_REASON_RESOURCES, free_any);
         return FG_REASON_RESOURCES;
-    /* Free GPUs that would fit it but are held for another job? */
+    }
     for (size_t k = 0; k < s->ntouched; k++) {
         const fg__node_t *nd = &s->nodes[s->touched_nodes[k]];
         if (nd->state != FG_NODE_UP || !fg__type_matches(j, nd->type))
@@ -29,60 +44,26 @@ static fg_reason_t blocked_reason(fg_sched_t *s, fg__job_t *j)
             continue;
         for (int i = 0; i < nd->gpus; i++)
             if (nd->gpu_job[i] < 0 && nd->res_job[i] && nd->res_job[i] != j->id) {
-                j->r_job = nd->res_job[i];
-                j->r_a = nd->res_from[i];
+                j->why.code = FG_REASON_RESERVATION;
+                j->why.reservation.holder = nd->res_job[i];
+                j->why.reservation.from = nd->res_from[i];
                 return FG_REASON_RESERVATION;
             }
     }
+    fg__why_room(j, FG_REASON_FRAGMENTATION, free_any);
     return FG_REASON_FRAGMENTATION;
 }
 
 /* blocked_reason_memo when the memo does not hold the answer: makes it and keeps it. */
 fg_reason_t fg__blocked_reason_fill(fg_sched_t *s, fg__job_t *j, fg__why_memo_t *m)
 {
-    fg_job_id_t r_job = j->r_job;
-    int64_t r_a = j->r_a;
-    fg_reason_t r = blocked_reason(s, j);
+    const fg_reason_t r = blocked_reason(s, j);
     m->walk = s->walk_no;
     m->ver = s->plan_ver;
     m->gpus = j->gpus;
     m->type = j->type;
-    m->reason = r;
-    m->r_b = j->r_b;
-    m->r_job = r == FG_REASON_RESERVATION ? j->r_job : r_job;
-    m->r_a = r == FG_REASON_RESERVATION ? j->r_a : r_a;
+    m->why = j->why;
     return r;
-}
-
-/* Lazy reasons (estimates on demand only). Once a walk has made every claim that
- * decisions depend on (its first blocked jobs' reservations and preemption candidates)
- * and a job is known not to fit (no free GPU, or a failed placement of the walk proves
- * it: see fg__fail_t), what the walk leaves on that job is its blocked reason and, within
- * the first estimate_depth jobs, a queued estimate. The reason depends only on the job's
- * size, type and id and on what blocked_reason reads: the free GPUs, and the touched
- * nodes' free GPUs and reservations. Until the walk's next start or preemption, or the
- * next event, only estimate-only claims change the plan, and they reserve nothing and
- * only add touched nodes without reservations at the end of the list: the answer is the
- * same. So the walk marks the job (FG__REASON_LAZY) and lists it; its reason is made when
- * asked for (fg__plan_ask), or before a start or a preemption of the walk (lazy_flush);
- * one not asked for before the next walk, event or pass stays unknown (the job shows as
- * not reached). */
-void fg__lazy_fix(fg_sched_t *s, fg__job_t *j)
-{
-    if (j->reason != FG__REASON_LAZY || s->no_reasons)
-        return;
-    j->r_job = 0;
-    j->r_a = j->r_b = 0;
-    j->reason = fg__blocked_reason_memo(s, j);
-    if (j->reason == FG_REASON_RESERVATION)
-        j->r_b = j->r_a; /* as the walk writes it (no claim in between) */
-}
-
-void fg__lazy_flush(fg_sched_t *s)
-{
-    for (size_t k = 0; k < s->nlazy; k++)
-        fg__lazy_fix(s, &s->jobs[s->lazy[k]]);
-    s->nlazy = 0;
 }
 
 /* ------------------------------------------------------------------ explain */
@@ -107,61 +88,52 @@ static void when(char *b, size_t n, fg_time_t t, fg_time_t now)
         fmt(b, n, "expected at t=%" PRId64 " (in %" PRId64 " s)", t, t - now);
 }
 
-int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+/* A job the last pass did not reach (or whose reason was left to be made when asked for,
+ * and nobody asked before the next event): the jobs before it in plan order. */
+static void explain_unreached(fg_sched_t *s, const fg__job_t *j, fg_time_t now, char *buf, size_t n)
 {
-    fg__job_t *j = fg__job_by_id(s, id);
-    if (!j)
-        return FG_ENOENT;
-    if (!buf || !n)
-        return FG_EINVAL;
-    fg__plan_ask(s, (int32_t)(j - s->jobs));
-    if (j->state == FG_JOB_RUNNING) {
-        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
-        return FG_REASON_NONE;
-    }
+    fg__order_t tmp = {0};
+    fg__order_prepare(s, &tmp, now);
+    int64_t ahead = 0;
+    int32_t slot;
+    while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
+        ahead++;
+    fg__order_free(&tmp);
+    fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
+        ahead, fg_policy_name(s->cfg.policy));
+}
+
+/* The words for pending job j's reason, with its numbers and its estimate. */
+static void explain_why(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, char *buf, size_t n)
+{
     const fg__account_t *a = &s->accounts[j->account];
+    const fg__why_t *y = &j->why;
+    const char *where = j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node";
     char w[96];
     when(w, sizeof w, j->est, now);
-    if (j->reason_walk != s->walk_no || j->reason == FG__REASON_LAZY) {
-        /* not reached by the last pass (or its reason was left to be made when asked
-         * for, and nobody asked before the next event): count the jobs before it in plan order */
-        fg__order_t tmp = {0};
-        fg__order_prepare(s, &tmp, now);
-        int64_t ahead = 0;
-        int32_t slot;
-        while ((slot = fg__order_next(s, &tmp)) >= 0 && &s->jobs[slot] != j)
-            ahead++;
-        fg__order_free(&tmp);
-        fmt(buf, n, "behind %" PRId64 " jobs ahead of it in %s order; not reached by the last pass",
-            ahead, fg_policy_name(s->cfg.policy));
-        return FG_REASON_PRIORITY;
-    }
-    switch (j->reason) {
+    switch (y->code) {
     case FG_REASON_PRIORITY:
-        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", j->r_job,
+        fmt(buf, n, "behind job %" PRIu64 " at the head of the %s queue; %s", y->priority.head,
             fg_policy_name(s->cfg.policy), w);
         break;
     case FG_REASON_RESOURCES:
-        if (j->r_job)
-            fmt(buf, n,
-                "waiting for %d GPUs (%" PRId64 " free); preempting job %" PRIu64 " to make room",
-                j->gpus, j->r_b, j->r_job);
+        if (y->room.victim)
+            fmt(buf, n, "waiting for %d GPUs (%d free); preempting job %" PRIu64 " to make room",
+                j->gpus, y->room.free, y->room.victim);
         else
-            fmt(buf, n, "waiting for %d free GPUs%s (%" PRId64 " free now); node %s; %s", j->gpus,
-                j->gpus > FG_WHOLE_NODE_GPUS ? " on whole nodes" : " on one node", j->r_b,
-                j->est != FG_TIME_NEVER ? s->nodes[j->r_a].name : "?", w);
+            fmt(buf, n, "waiting for %d free GPUs %s (%d free now); node %s; %s", j->gpus, where,
+                y->room.free, j->est != FG_TIME_NEVER ? s->nodes[j->est_node].name : "?", w);
         break;
     case FG_REASON_FRAGMENTATION:
-        fmt(buf, n, "%" PRId64 " GPUs free but not %d %s; %s", j->r_b, j->gpus,
-            j->gpus > FG_WHOLE_NODE_GPUS ? "on whole nodes" : "on one node", w);
+        fmt(buf, n, "%d GPUs free but not %d %s; %s", y->room.free, j->gpus, where, w);
         break;
     case FG_REASON_RESERVATION:
         fmt(buf, n, "the free GPUs it fits are reserved for job %" PRIu64 " from t=%" PRId64 "; %s",
-            j->r_job, j->r_b, w);
+            y->reservation.holder, y->reservation.from, w);
         break;
     case FG_REASON_QUOTA:
-        fmt(buf, n, "account %s at its quota: %" PRId64 "/%" PRId64 " GPUs in use, needs %d",
-            a->name, j->r_a, j->r_b, j->gpus);
+        fmt(buf, n, "account %s at its quota: %d/%d GPUs in use, needs %d", a->name,
+            y->quota.running, y->quota.quota, j->gpus);
         break;
     case FG_REASON_BUDGET:
         fmt(buf, n, "account %s has exhausted its budget", a->name);
@@ -181,5 +153,24 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         fmt(buf, n, "waiting for the next scheduling pass");
         break;
     }
-    return (int)j->reason;
+}
+
+int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
+{
+    fg__job_t *j = fg__job_by_id(s, id);
+    if (!j)
+        return FG_ENOENT;
+    if (!buf || !n)
+        return FG_EINVAL;
+    fg__plan_ask(s, (int32_t)(j - s->jobs));
+    if (j->state == FG_JOB_RUNNING) {
+        fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
+        return FG_REASON_NONE;
+    }
+    if (j->reason_walk != s->walk_no || j->why.code == FG__REASON_LAZY) {
+        explain_unreached(s, j, now, buf, n);
+        return FG_REASON_PRIORITY;
+    }
+    explain_why(s, j, now, buf, n);
+    return (int)j->why.code;
 }

@@ -118,7 +118,6 @@ void fg_sched_free(fg_sched_t *s)
     free(s->fail);
     free(s->deferred);
     free(s->dsnap);
-    free(s->lazy);
     free(s->peek_buf);
     free(s->ent_blk);
     free(s->cand);

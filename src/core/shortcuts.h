@@ -38,6 +38,10 @@
     X(CANDIDATE_BOUND, "candidate-bound",                                                          \
       "a preemption search drops candidate nodes that a bound shows have no room")                 \
     /* walk.c */                                                                                   \
+    X(TAIL_STOP, "tail-stop",                                                                      \
+      "a walk whose rest only gets reasons and queued estimates leaves it to walk_tail")           \
+    X(LOOK_AHEAD, "look-ahead",                                                                    \
+      "the walk moves past the backfill window's jobs that cannot start (fg__order_peek)")         \
     X(WALK_CUT, "walk-cut", "a walk that another follows ends when a start leaves no GPU free")
 
 typedef enum fg__shortcut {

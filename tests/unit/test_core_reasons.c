@@ -82,6 +82,18 @@ static size_t pass(fg_sched_t *s, fg_time_t now)
     return n;
 }
 
+/* A pass that preempts one job: its id. */
+static fg_job_id_t pass_preempting(fg_sched_t *s, fg_time_t now)
+{
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
+    assert_int_equal(d.npreempts, 1);
+    const fg_job_id_t victim = d.preempts[0].job;
+    fg_decisions_free(&d);
+    return victim;
+}
+
 /* Does text mention `word`? A number must stand alone ("100" is not in "1000"), so the
  * tests check the numbers of an explanation, not its phrasing. */
 static bool mentions(const char *text, const char *word)
@@ -391,6 +403,43 @@ static void test_the_last_walk_a_pass_may_make_shows_what_it_leaves(void **state
     }
 }
 
+/* A job the pass's last walk preempts for names its victim: with one walk per pass, the
+ * high job on a node full of a low one reads "resources", the GPUs free and the job
+ * preempted for it; the quota's numbers read as in use / quota. */
+static void test_reasons_name_the_victim_and_the_quota(void **state)
+{
+    (void)state;
+    for (int on_demand = 0; on_demand <= 1; on_demand++) {
+        fg_config_t c;
+        fg_config_default(&c);
+        c.preemption = true;
+        fg_sched_t *s = sched_new(&c);
+        fg_sched_set_estimates_on_demand(s, on_demand);
+        fg__sched_set_max_walks(s, 1);
+        add_node(s, "n0", 8, "a100", FG_NODE_UP);
+        fg_job_spec_t lo = spec(1, 6, NULL, 1000, 0);
+        lo.prio = FG_PRIO_LOW;
+        assert_int_equal(fg_sched_submit(s, &lo, 0), FG_OK);
+        assert_int_equal(pass(s, 0), 1);
+        fg_job_spec_t hi = spec(2, 8, NULL, 100, 5);
+        hi.prio = FG_PRIO_HIGH;
+        assert_int_equal(fg_sched_submit(s, &hi, 5), FG_OK);
+        assert_int_equal(pass_preempting(s, 10), 1);
+        const char *const victim[] = {"8", "2", "preempting job", "1", NULL};
+        expect_reason(s, 2, 10, FG_REASON_RESOURCES, victim);
+        fg_sched_free(s);
+    }
+    fg_sched_t *s = sched_new(NULL);
+    assert_true(fg_sched_account_set(s, "a", 1.0, 4) >= 0);
+    add_node(s, "n0", 8, "a100", FG_NODE_UP);
+    submit(s, 1, 3, NULL, 1000, 0);
+    submit(s, 2, 2, NULL, 1000, 1);
+    assert_int_equal(pass(s, 10), 1);
+    const char *const quota[] = {"3/4", "2", NULL}; /* in use / quota, needs */
+    expect_reason(s, 2, 10, FG_REASON_QUOTA, quota);
+    fg_sched_free(s);
+}
+
 /* explain writes at most n bytes, NUL included, and returns the reason code whatever the
  * room: the first n-1 characters of the full text. An unknown job is an error. */
 static void test_explain_fits_any_buffer(void **state)
@@ -449,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_jobs_beyond_the_estimate_depth_are_explained_by_their_place),
         cmocka_unit_test(test_a_job_only_an_earlier_walk_reached_shows_as_not_reached),
         cmocka_unit_test(test_the_last_walk_a_pass_may_make_shows_what_it_leaves),
+        cmocka_unit_test(test_reasons_name_the_victim_and_the_quota),
         cmocka_unit_test(test_explain_fits_any_buffer),
         cmocka_unit_test(test_reason_codes_have_their_api_names),
     };
