@@ -359,13 +359,13 @@ static void unexclude(fg_sched_t *s, const int32_t *nodes, int32_t n)
 /* Picks type t's k nodes that free up entirely first, by (whole-node key, position),
  * into chosen[]; returns how many it found (fewer than k: t has too few up nodes), and
  * in *T the key of the last one. With few nodes per node asked for, one read of the
- * leaves picks them all; else one descent per node, each node but the last taken out
- * of the tree (excluded, *out set) while the next ones are picked: the same nodes in
+ * leaves picks them all (shortcut "whole-leaves"); else one descent per node, each node but the
+ * last taken out of the tree (excluded, *out set) while the next ones are picked: the same nodes in
  * the same order. */
 static int32_t pick_whole(fg_sched_t *s, fg__type_t *t, int32_t k, int32_t *chosen, int64_t *T,
                           bool *out)
 {
-    *out = t->n > 64 * k;
+    *out = t->n > 64 * k || !fg__sc(s, FG__SC_WHOLE_LEAVES); /* (else descents) */
     if (!*out)
         return fg__tree_smallest(t, FG__TREE_KEYS - 1, k, chosen, T);
     int32_t got = 0;

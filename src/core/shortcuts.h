@@ -30,6 +30,8 @@
     /* place.c */                                                                                  \
     X(FEASIBLE_MASK, "feasible-mask",                                                              \
       "a size of one node, any type, found feasible is a bit read before the memo")                \
+    X(WHOLE_LEAVES, "whole-leaves",                                                                \
+      "whole nodes of a type with few nodes are picked by one read of the tree's leaves")          \
     /* preempt.c */                                                                                \
     X(WATERFILL_KEPT, "waterfill-kept",                                                            \
       "the accounts' water fill stays sorted from one preemption search to the next")              \
