@@ -610,16 +610,24 @@ int fg_sched_restore_running(fg_sched_t *s, const fg_job_spec_t *spec, int32_t a
     return FG_OK;
 }
 
+/* The slot of pending job `id` into *slot: FG_OK, FG_ENOENT or FG_ESTATE. */
+static int pending_slot(const fg_sched_t *s, fg_job_id_t id, int32_t *slot)
+{
+    *slot = fg__hash_get(s, id);
+    if (*slot < 0)
+        return FG_ENOENT;
+    return s->jobs[*slot].state == FG_JOB_PENDING ? FG_OK : FG_ESTATE;
+}
+
 int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, int32_t retries_used,
                              int64_t attained_gpu_s, fg_time_t eligible_time)
 {
     fg__plan_close(s);
-    int32_t slot = fg__hash_get(s, id);
-    if (slot < 0)
-        return FG_ENOENT;
+    int32_t slot;
+    const int rc = pending_slot(s, id, &slot);
+    if (rc != FG_OK)
+        return rc;
     fg__job_t *j = &s->jobs[slot];
-    if (j->state != FG_JOB_PENDING)
-        return FG_ESTATE;
     if (attempts < 0 || retries_used < 0 || attained_gpu_s < 0)
         return FG_EINVAL;
     fg__pending_del(s, slot);
@@ -638,12 +646,11 @@ int fg_sched_restore_pending(fg_sched_t *s, fg_job_id_t id, int32_t attempts, in
 
 int fg_sched_restore_claim(fg_sched_t *s, fg_job_id_t id, int32_t victims_stopping)
 {
-    int32_t slot = fg__hash_get(s, id);
-    if (slot < 0)
-        return FG_ENOENT;
+    int32_t slot;
+    const int rc = pending_slot(s, id, &slot);
+    if (rc != FG_OK)
+        return rc;
     fg__job_t *j = &s->jobs[slot];
-    if (j->state != FG_JOB_PENDING)
-        return FG_ESTATE;
     if (victims_stopping < 0)
         return FG_EINVAL;
     j->claim = victims_stopping;
