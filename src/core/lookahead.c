@@ -145,7 +145,7 @@ static void peek_move(const peek_t *p)
         else
             o->ah[nah++] = (fg__hk_t){fg__acct_key(o, a), a, fg__acct_one(p->s, o, a, m)};
     }
-    fg__acct_order_begin(o, nah);
+    fg__acct_order_begin(p->s, o, nah);
 }
 
 /* ------------------------------------------------------------------ refusing */

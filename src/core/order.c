@@ -333,11 +333,11 @@ void fg__hk_sort_last(fg__hk_t *h, int32_t n)
         fg__hk_insert(h, i, h[i], fg__hk_after);
 }
 
-void fg__acct_order_begin(fg__order_t *o, int32_t n)
+void fg__acct_order_begin(const fg_sched_t *s, fg__order_t *o, int32_t n)
 {
     assert(0 <= n && (size_t)n <= o->cap_a);
     o->nah = n;
-    o->a_sorted = n <= FG__ACCT_SORTED;
+    o->a_sorted = n <= FG__ACCT_SORTED && fg__sc(s, FG__SC_SORTED_ACCOUNTS);
     if (o->a_sorted)
         fg__hk_sort_last(o->ah, n);
     else
@@ -411,7 +411,7 @@ static int64_t wfq_band_alone(const fg_sched_t *s, fg__order_t *o, int b)
         if (o->a_left[a])
             o->ah[n++] = (fg__hk_t){fg__acct_key(o, a), a, m};
     }
-    fg__acct_order_begin(o, n);
+    fg__acct_order_begin(s, o, n);
     return total;
 }
 
@@ -474,7 +474,7 @@ static int64_t wfq_band_begin(const fg_sched_t *s, fg__order_t *o, int b)
         return 0;
     for (int32_t k = 0; k < o->nact_a; k++)
         account_enter(s, o, o->act_a[k]);
-    fg__acct_order_begin(o, o->nah);
+    fg__acct_order_begin(s, o, o->nah);
     return total;
 }
 

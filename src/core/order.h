@@ -185,7 +185,7 @@ void fg__order_free(fg__order_t *o);
 void fg__sift_key(fg__hk_t *h, int32_t n, int32_t i);
 /* order.c: begins the account order over ah[0..n), with their keys: sorted with the
  * smallest last when at most FG__ACCT_SORTED, else a heap */
-void fg__acct_order_begin(fg__order_t *o, int32_t n);
+void fg__acct_order_begin(const fg_sched_t *s, fg__order_t *o, int32_t n);
 /* order.c: the account order's `one` for account a with member m: m when it is the
  * account's only member (and "one-member" is on), else -1 */
 int32_t fg__acct_one(const fg_sched_t *s, const fg__order_t *o, int32_t a, int32_t m);

@@ -24,6 +24,8 @@
       "the wfq order sets up only the accounts and members with pending jobs")                     \
     X(ONE_MEMBER, "one-member",                                                                    \
       "an account's only member keeps no counts or heap of its own in the wfq order")              \
+    X(SORTED_ACCOUNTS, "sorted-accounts",                                                          \
+      "a band of at most 32 accounts keeps them sorted by key instead of in a heap")               \
     /* lookahead.c */                                                                              \
     X(QUEUE_RUNS, "queue-runs",                                                                    \
       "the look ahead passes a run of queue entries at once when its summary refuses all")         \
