@@ -58,7 +58,8 @@ const char *fg_strerror(int err);
 /* ------------------------------------------------------------------ enums */
 
 typedef enum fg_policy {
-    FG_POLICY_WFQ = 0,  /* weighted fair queuing: class, then account, then user */
+    FG_POLICY_FAIR = 0, /* class, LAS queue, then account and user by fair share */
+    FG_POLICY_WFQ,      /* weighted fair queuing: class, then account, then user */
     FG_POLICY_FIFO,     /* strict submit order, no backfill (head-of-line blocking) */
     FG_POLICY_PRIORITY, /* class, then submit order */
     FG_POLICY_RR,       /* users (members) in turn, class first */
@@ -67,7 +68,7 @@ typedef enum fg_policy {
 } fg_policy_t;
 
 const char *fg_policy_name(fg_policy_t p);
-/* Parses "wfq", "fifo", "priority", "round-robin" (or "rr"), "las". -1 if unknown. */
+/* Parses "wfq", "fifo", "priority", "round-robin" (or "rr"), "las", "fair". -1 if unknown. */
 int fg_policy_parse(const char *s);
 
 typedef enum fg_prio { FG_PRIO_LOW = 0, FG_PRIO_NORMAL = 1, FG_PRIO_HIGH = 2 } fg_prio_t;

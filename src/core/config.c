@@ -8,7 +8,7 @@
 void fg_config_default(fg_config_t *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
-    cfg->policy = FG_POLICY_WFQ;
+    cfg->policy = FG_POLICY_FAIR;
     cfg->half_life_s = 7 * 24 * 3600;
     cfg->backfill = true;
     cfg->backfill_depth = 256;
@@ -33,7 +33,7 @@ int fg_config_check(const fg_config_t *cfg, const char **msg)
 {
     const char *m = NULL;
     if ((unsigned)cfg->policy >= FG_POLICY_COUNT)
-        m = "policy: must be one of wfq, fifo, priority, round-robin, las";
+        m = "policy: must be one of fair, wfq, fifo, priority, round-robin, las";
     else if (cfg->half_life_s < 0)
         m = "half_life_s: must be >= 0 (0 = no memory)";
     else if (cfg->backfill_depth < 0)

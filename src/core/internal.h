@@ -20,8 +20,8 @@
 #include <assert.h>
 #include <math.h>
 
-#define FG__NBANDS       FG_LAS_MAX_LEVELS /* >= 3 classes */
-#define FG__PAST         (INT64_MIN / 4)   /* "available since forever" */
+#define FG__NBANDS       (3 * FG_LAS_MAX_LEVELS) /* fair: 3 classes x LAS queues */
+#define FG__PAST         (INT64_MIN / 4)         /* "available since forever" */
 #define FG__INF          INT64_MAX
 #define FG__SIZE_CLASSES 10 /* pending jobs by size: g = 1..8, and 9 for whole nodes */
 #define FG__SIZE_WHOLE   9
@@ -369,7 +369,19 @@ int32_t fg__hash_get(const fg_sched_t *s, fg_job_id_t id);     /* job slot, or -
 fg__job_t *fg__job_by_id(const fg_sched_t *s, fg_job_id_t id); /* NULL if none */
 int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j); /* its queue band */
 int64_t fg__las_level(const fg_sched_t *s, int64_t attained);  /* las: its queue */
-const fg_alloc_t *fg__job_allocs(const fg__job_t *j);          /* its nallocs allocations */
+
+/* Does the policy order a band by fair-share keys (wfq, fair)? */
+static inline bool fg__keyed(const fg_sched_t *s)
+{
+    return s->cfg.policy == FG_POLICY_WFQ || s->cfg.policy == FG_POLICY_FAIR;
+}
+
+/* The LAS queue of band b (las: the band; fair: the band inside its class). */
+static inline int32_t fg__band_las(const fg_sched_t *s, int32_t b)
+{
+    return s->cfg.policy == FG_POLICY_FAIR ? b % s->cfg.las_levels : b;
+}
+const fg_alloc_t *fg__job_allocs(const fg__job_t *j); /* its nallocs allocations */
 /* a start decided by a pass: job `slot` takes allocs[0..n) and runs from `now` */
 void fg__job_start(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32_t n, fg_time_t now);
 /* what a start changes on the nodes (and in the walk's plan): the GPUs of allocs are

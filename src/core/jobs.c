@@ -138,6 +138,9 @@ int32_t fg__job_band(const fg_sched_t *s, const fg__job_t *j)
         return 0;
     case FG_POLICY_LAS:
         return (int32_t)fg__las_level(s, j->attained_gpu_s);
+    case FG_POLICY_FAIR:
+        return (FG_PRIO_HIGH - (int32_t)j->prio) * s->cfg.las_levels +
+               (int32_t)fg__las_level(s, j->attained_gpu_s);
     default:
         return FG_PRIO_HIGH - (int32_t)j->prio;
     }

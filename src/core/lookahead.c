@@ -463,7 +463,7 @@ int64_t fg__order_peek(fg_sched_t *s, fg__order_t *o, int64_t limit, const fg_ti
                        bool (*accept)(fg_sched_t *, int32_t, void *), void *ctx, int32_t *skipped,
                        bool move_all)
 {
-    if (s->cfg.policy != FG_POLICY_WFQ || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
+    if (!fg__keyed(s) || o->band < 0 || o->nah <= 0 || o->nah > PEEK_MAX)
         return -1;
     peek_acct_t acc[PEEK_MAX]; /* (filled by peek_accounts) */
     peek_t p = {.s = s,

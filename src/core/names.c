@@ -34,8 +34,8 @@ const char *fg_strerror(int err)
     return "unknown error";
 }
 
-static const char *const policy_names[FG_POLICY_COUNT] = {"wfq", "fifo", "priority", "round-robin",
-                                                          "las"};
+static const char *const policy_names[FG_POLICY_COUNT] = {"fair",     "wfq",         "fifo",
+                                                          "priority", "round-robin", "las"};
 
 const char *fg_policy_name(fg_policy_t p)
 {

@@ -252,7 +252,7 @@ void fg__order_prepare(fg_sched_t *s, fg__order_t *o, fg_time_t now)
     o->run_w = s->tau > 0 ? 0.25 : 1.0;
     o->band = -1;
     o->nah = o->nfast = 0;
-    if (s->cfg.policy != FG_POLICY_WFQ) {
+    if (!fg__keyed(s)) {
         o->rr_pos = rr_start(s);
         for (size_t i = 0; i < s->naccounts; i++)
             o->a_picked[i] = 0;
@@ -484,7 +484,7 @@ static int64_t band_begin(const fg_sched_t *s, fg__order_t *o, int b)
     o->nah = o->nfast = 0;
     if (s->cfg.policy == FG_POLICY_RR)
         o->rr_pos = rr_start(s);
-    return s->cfg.policy == FG_POLICY_WFQ ? wfq_band_begin(s, o, b) : plain_band_begin(s, o, b);
+    return fg__keyed(s) ? wfq_band_begin(s, o, b) : plain_band_begin(s, o, b);
 }
 
 /* ------------------------------------------------------------------ steps */
@@ -595,7 +595,7 @@ static int32_t wfq_next(const fg_sched_t *s, fg__order_t *o)
 /* Has band o->band given all its jobs (every count of the band at 0)? For asserts. */
 static bool band_spent(const fg_sched_t *s, const fg__order_t *o)
 {
-    if (s->cfg.policy == FG_POLICY_WFQ) {
+    if (fg__keyed(s)) {
         for (int32_t k = 0; k < o->nact_a; k++)
             if (o->a_left[o->act_a[k]] != 0)
                 return false;
@@ -628,9 +628,7 @@ int32_t fg__order_next_any(fg_sched_t *s, fg__order_t *o)
 {
     for (;;) {
         if (o->band >= 0 && o->band < FG__NBANDS) {
-            const int32_t slot = s->cfg.policy != FG_POLICY_WFQ ? plain_next(s, o)
-                                 : o->nah                       ? wfq_next(s, o)
-                                                                : -1;
+            const int32_t slot = !fg__keyed(s) ? plain_next(s, o) : o->nah ? wfq_next(s, o) : -1;
             if (slot >= 0)
                 return slot;
             assert(band_spent(s, o));

@@ -151,7 +151,7 @@ static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_cal
         return true;
     }
     const fg_policy_t p = s->cfg.policy;
-    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS)
+    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS && p != FG_POLICY_FAIR)
         return false;
     const fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
     if (ready > now) {
@@ -165,7 +165,13 @@ static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_cal
     }
     *why = FG_PREEMPT_FAIR_SHARE;
     entitlements(s, e);
-    return account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus);
+    if (account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus))
+        return true;
+    if (p == FG_POLICY_FAIR) {
+        *why = FG_PREEMPT_LAS;
+        return true;
+    }
+    return false;
 }
 
 /* Could try_preempt search for victims for blocked job j? Its first tests, which read
@@ -218,10 +224,11 @@ static bool las_passed(const fg_sched_t *s, const fg__job_t *j, const fg__job_t 
                        fg_time_t *wake)
 {
     const int64_t att = v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time);
-    if (fg__las_level(s, att) > j->band)
+    const int32_t jq = fg__band_las(s, j->band);
+    if (fg__las_level(s, att) > jq)
         return true;
-    if (j->band + 1 < s->cfg.las_levels && v->gpus > 0) {
-        const int64_t need = s->cfg.las_thresholds_gpu_s[j->band] - att;
+    if (jq + 1 < s->cfg.las_levels && v->gpus > 0) {
+        const int64_t need = s->cfg.las_thresholds_gpu_s[jq] - att;
         const fg_time_t at = now + (need + v->gpus - 1) / v->gpus;
         if (at > now && at < *wake)
             *wake = at;
@@ -262,6 +269,10 @@ static bool victim_ok(search_t *q, const fg__job_t *v, int over)
         return false;
     if (q->why == FG_PREEMPT_LAS) {
         if (!las_passed(q->s, j, v, q->now, &q->wake))
+            return false;
+        /* fair: an over-share job takes only from its own account or an over-share one */
+        if (q->s->cfg.policy == FG_POLICY_FAIR && v->account != j->account &&
+            !over_entitlement(q, v))
             return false;
     } else if (!(over >= 0 ? over : over_entitlement(q, v))) {
         return false;

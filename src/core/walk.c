@@ -580,8 +580,8 @@ static void walk_begin(walk_t *w, fg_sched_t *s, fg_time_t now, fg_decisions_t *
     w->free_now = fg_sched_gpus_free(s);
     w->short_for = -1;
     w->can_skip = s->est_on_demand && !w->no_backfill;
-    w->can_peek = w->can_skip && w->c->policy == FG_POLICY_WFQ && w->c->backfill_depth > 0 &&
-                  fg__sc(s, FG__SC_LOOK_AHEAD);
+    w->can_peek =
+        w->can_skip && fg__keyed(s) && w->c->backfill_depth > 0 && fg__sc(s, FG__SC_LOOK_AHEAD);
     w->peek_at = w->can_peek ? w->K : INT64_MAX;
     s->walk_no++;
     s->ntouched = 0;

@@ -272,7 +272,7 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
     } else if (!strcmp(key, "policy")) {
         int p = fg_policy_parse(v);
         if (p < 0)
-            BAD("policy '%s' must be wfq, fifo, priority, round-robin or las", v);
+            BAD("policy '%s' must be fair, wfq, fifo, priority, round-robin or las", v);
         c->core.policy = (fg_policy_t)p;
     } else if (!strcmp(key, "half-life")) {
         if (parse_duration(v, &d))
@@ -404,7 +404,7 @@ static void usage(FILE *f)
           "  --heartbeat-interval DUR   agent heartbeat period (default 2s)\n"
           "  --heartbeat-misses N       node down after N missed heartbeats (default 3)\n"
           "  --longpoll-max DUR         longest long-poll wait (default 60s)\n"
-          "  --policy P                 wfq|fifo|priority|round-robin|las (default wfq)\n"
+          "  --policy P                 fair|wfq|fifo|priority|round-robin|las (default fair)\n"
           "  --half-life DUR --backfill on|off --preemption on|off --quantum DUR\n"
           "  --preempt-wait DUR --min-run DUR --retry-backoff DUR --retry-backoff-max DUR\n"
           "  --backfill-depth N --reserve-depth N --estimate-depth N   scheduler tunables\n"

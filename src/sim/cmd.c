@@ -30,7 +30,7 @@ static const char usage[] =
     "  --gpus-per-node G       GPUs per node (default 8)\n"
     "  --cluster FILE          mixed nodes: lines 'COUNT GPUS [GPU_TYPE]' ('#' comments)\n"
     "policy (defaults are the core's, see docs/scheduler.md):\n"
-    "  --policy P              wfq (default), fifo, priority, round-robin, las\n"
+    "  --policy P              fair (default), wfq, fifo, priority, round-robin, las\n"
     "  --compare               run every policy and print one table (one JSON line each)\n"
     "  --half-life T           usage half-life (0 = no memory)\n"
     "  --quantum T             run time after which a job is a long runner\n"
@@ -357,7 +357,7 @@ static int sim_option(sim_args_t *a, int c, const char *name, const char *arg)
     case O_POLICY: {
         int p = fg_policy_parse(arg);
         if (p < 0)
-            return bad_opt(name, arg, "wfq, fifo, priority, round-robin or las");
+            return bad_opt(name, arg, "fair, wfq, fifo, priority, round-robin or las");
         a->o.cfg.policy = (fg_policy_t)p;
         return 0;
     }

@@ -21,7 +21,7 @@ awk 'BEGIN { srand(7); print "job_id,user,submit_time_s,num_gpus,duration_s,acco
 # 1. determinism, every policy
 "$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json > "$TMP/a.json"
 "$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json > "$TMP/b.json"
-[ "$(wc -l < "$TMP/a.json")" = 5 ] || fail "--compare --json should print 5 lines"
+[ "$(wc -l < "$TMP/a.json")" = 6 ] || fail "--compare --json should print 6 lines"
 sed -E 's/"replay_seconds":[0-9.e+-]+//' "$TMP/a.json" > "$TMP/a.norm"
 sed -E 's/"replay_seconds":[0-9.e+-]+//' "$TMP/b.json" > "$TMP/b.norm"
 cmp "$TMP/a.norm" "$TMP/b.norm" || fail "two runs differ"
@@ -31,9 +31,9 @@ pass "determinism"
 for k in policy trace nodes gpus_per_node jobs rounded_up makespan_s utilization jct_avg_s \
          jct_p50_s jct_p95_s jct_p99_s wait_avg_s wait_p50_s wait_p50_by_size wait_max_s \
          preemptions lost_gpu_seconds jain ftf_rho_avg ftf_rho_max waits_over_24h replay_seconds; do
-  [ "$(grep -c "\"$k\":" "$TMP/a.json")" = 5 ] || fail "key $k missing"
+  [ "$(grep -c "\"$k\":" "$TMP/a.json")" = 6 ] || fail "key $k missing"
 done
-for p in wfq fifo priority round-robin las; do
+for p in fair wfq fifo priority round-robin las; do
   grep -q "\"policy\":\"$p\"" "$TMP/a.json" || fail "policy $p missing"
 done
 grep -q '"wait_p50_by_size":{"1":[0-9]*,"2-4":[0-9]*,"8":[0-9]*,">8":[0-9]*}' "$TMP/a.json" \
@@ -47,7 +47,7 @@ pass "json keys"
 grep -qE '^policy +fifo' "$TMP/t.txt" || fail "table"
 grep -qE '^jain +[0-9]' "$TMP/t.txt" || fail "table jain row"
 "$FG" sim "$TMP/syn.csv" --nodes 8 --max-jobs 200 --markdown > "$TMP/t.md"
-grep -q '^| policy | wfq |' "$TMP/t.md" || fail "markdown"
+grep -q '^| policy | fair |' "$TMP/t.md" || fail "markdown"
 pass "tables"
 
 # 4. malformed CSV: the error names the file and the line; --skip-bad counts
@@ -90,8 +90,8 @@ pass "share series"
 "$FG" sim "$TMP/syn.csv" --nodes 8 --compare --json --jobs-out "$TMP/jobs.txt" > "$TMP/j.json"
 [ "$(sed -n 2p "$TMP/jobs.txt")" = "line tenant gpus submit start end duration wait attempts" ] ||
   fail "job records header"
-grep -q '^# fairgpu sim job records: policy wfq' "$TMP/jobs.txt" || fail "job records: the --policy run"
-njobs=$(grep '"policy":"wfq"' "$TMP/j.json" | grep -o '"jobs":[0-9]*' | cut -d: -f2)
+grep -q '^# fairgpu sim job records: policy fair' "$TMP/jobs.txt" || fail "job records: the --policy run"
+njobs=$(grep '"policy":"fair"' "$TMP/j.json" | grep -o '"jobs":[0-9]*' | cut -d: -f2)
 [ "$(($(wc -l < "$TMP/jobs.txt") - 2))" = "$njobs" ] || fail "job records: one line per job"
 awk 'NR > 2 && ($8 != $5 - $4 || $5 < $4 || $6 < $5 + $7 || $9 < 1) { bad = 1 } END { exit bad }' \
   "$TMP/jobs.txt" || fail "job records: wait = start - submit, end >= start + duration"
@@ -115,7 +115,7 @@ pass "usage errors"
 TR="$SRC/../shared/traces/philly_2017_sep_nov/trace.csv"
 if [ -f "$TR" ]; then
   "$FG" sim "$TR" --max-jobs 2000 --compare --json > "$TMP/p.json"
-  [ "$(wc -l < "$TMP/p.json")" = 5 ] || fail "philly slice"
+  [ "$(wc -l < "$TMP/p.json")" = 6 ] || fail "philly slice"
   pass "philly slice"
 fi
 echo "all sim cli checks passed"

@@ -208,7 +208,7 @@ static void test_policy_names_parse_both_ways(void **state)
     const char *const names[FG_POLICY_COUNT] = {
         [FG_POLICY_WFQ] = "wfq",           [FG_POLICY_FIFO] = "fifo",
         [FG_POLICY_PRIORITY] = "priority", [FG_POLICY_RR] = "round-robin",
-        [FG_POLICY_LAS] = "las",
+        [FG_POLICY_LAS] = "las",           [FG_POLICY_FAIR] = "fair",
     };
     for (int p = 0; p < FG_POLICY_COUNT; p++) {
         assert_string_equal(fg_policy_name((fg_policy_t)p), names[p]);

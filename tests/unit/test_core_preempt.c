@@ -38,10 +38,12 @@ static fg_sched_t *sched_new(const fg_config_t *cfg)
     return s;
 }
 
+/* The fair-share rules of wfq (fair's own are in test_core_fair.c). */
 static fg_sched_t *sched_default(void)
 {
     fg_config_t cfg;
     fg_config_default(&cfg);
+    cfg.policy = FG_POLICY_WFQ;
     return sched_new(&cfg);
 }
 

@@ -852,9 +852,10 @@ static void check_preempt(world_t *w, const snapshot_t *sn, const fg_preempt_t *
         break;
     case FG_PREEMPT_FAIR_SHARE:
     case FG_PREEMPT_LAS:
-        CHECK(p->why == FG_PREEMPT_FAIR_SHARE
-                  ? (c->policy == FG_POLICY_WFQ || c->policy == FG_POLICY_RR)
-                  : c->policy == FG_POLICY_LAS,
+        CHECK(c->policy == FG_POLICY_FAIR ||
+                  (p->why == FG_PREEMPT_FAIR_SHARE
+                       ? (c->policy == FG_POLICY_WFQ || c->policy == FG_POLICY_RR)
+                       : c->policy == FG_POLICY_LAS),
               "preemption reason %s under %s", fg_preempt_why_name(p->why),
               fg_policy_name(c->policy));
         CHECK(victim->prio != FG_PRIO_HIGH, "a high job preempted for %s",
