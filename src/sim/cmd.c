@@ -45,6 +45,8 @@ static const char usage[] =
     "  --weights FILE          tenant weights: lines 'TENANT WEIGHT' (default weight 1)\n"
     "  --time-limit-factor F   time limit = duration x F (F >= 1, default 2)\n"
     "  --checkpoint-interval T checkpoint every T of run time (default 900 s; 0 = never)\n"
+    "  --restart-overhead T    a job resumed after a preemption first runs T without\n"
+    "                          progress on its GPUs (default 120 s; 0 = free restarts)\n"
     "  --skip-bad              skip and count bad trace rows instead of failing\n"
     "  --max-jobs N            replay only the first N rows of the trace\n"
     "output:\n"
@@ -221,6 +223,7 @@ enum {
     O_WEIGHTS,
     O_TLF,
     O_CKPT,
+    O_RESTART,
     O_SKIP,
     O_MAXJOBS,
     O_JSON,
@@ -251,6 +254,7 @@ static const struct option longopts[] = {
     {"weights", required_argument, 0, O_WEIGHTS},
     {"time-limit-factor", required_argument, 0, O_TLF},
     {"checkpoint-interval", required_argument, 0, O_CKPT},
+    {"restart-overhead", required_argument, 0, O_RESTART},
     {"skip-bad", no_argument, 0, O_SKIP},
     {"max-jobs", required_argument, 0, O_MAXJOBS},
     {"json", no_argument, 0, O_JSON},
@@ -323,6 +327,7 @@ static int time_option(sim_args_t *a, int c, const char *name, const char *arg)
                   : c == O_PWAIT   ? &a->o.cfg.preempt_wait_s
                   : c == O_MINRUN  ? &a->o.cfg.min_run_s
                   : c == O_CKPT    ? &a->o.checkpoint_interval_s
+                  : c == O_RESTART ? &a->o.restart_overhead_s
                                    : &a->o.share_interval_s;
     *to = v;
     return 0;
@@ -366,6 +371,7 @@ static int sim_option(sim_args_t *a, int c, const char *name, const char *arg)
     case O_PWAIT:
     case O_MINRUN:
     case O_CKPT:
+    case O_RESTART:
     case O_SERIES_INT:
         return time_option(a, c, name, arg);
     case O_BFD:
@@ -565,9 +571,10 @@ static void sim_table(const sim_args_t *a, const fg_trace_t *t, const fg_sim_res
         return;
     if (!a->markdown)
         printf("trace %s: %lld jobs, %lld nodes, %lld GPUs, %lld sizes rounded up to whole "
-               "nodes, %lld skipped (never fit)\n",
+               "nodes, %lld skipped (never fit); restart overhead %lld s\n",
                t->name, (long long)res[0].jobs, (long long)res[0].nodes, (long long)res[0].gpus,
-               (long long)res[0].rounded_up, (long long)res[0].skipped_too_big);
+               (long long)res[0].rounded_up, (long long)res[0].skipped_too_big,
+               (long long)res[0].restart_overhead_s);
     fg_sim_print_table(stdout, res, nres, a->markdown);
 }
 

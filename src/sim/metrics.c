@@ -6,6 +6,7 @@
 #include "common/xalloc.h"
 #include "sim/fair.h"
 
+#include <assert.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -204,6 +205,16 @@ void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t
     r->jain = fg_fair_jain(ntenants, entitled, received);
 }
 
+double fg_preempt_cost_frac(int64_t lost_gpu_seconds, int64_t restart_gpu_seconds,
+                            int64_t gpu_seconds)
+{
+    assert(lost_gpu_seconds >= 0 && restart_gpu_seconds >= 0);
+    assert(gpu_seconds <= 0 || lost_gpu_seconds + restart_gpu_seconds <= gpu_seconds);
+    if (gpu_seconds <= 0)
+        return 0.0;
+    return (double)(lost_gpu_seconds + restart_gpu_seconds) / (double)gpu_seconds;
+}
+
 /* ------------------------------------------------------------------ output */
 
 /* A real rounded to `decimals` places, so the printed form is short and stable. */
@@ -242,6 +253,8 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "wait_max_s", json_integer(r->wait_max_s));
     json_object_set_new(o, "preemptions", json_integer(r->preemptions));
     json_object_set_new(o, "lost_gpu_seconds", json_integer(r->lost_gpu_seconds));
+    json_object_set_new(o, "restart_gpu_seconds", json_integer(r->restart_gpu_seconds));
+    json_object_set_new(o, "preempt_cost_frac", real(r->preempt_cost_frac, 6));
     json_object_set_new(o, "gpu_seconds", json_integer(r->gpu_seconds));
     json_object_set_new(o, "jain", real(r->jain, 4));
     json_object_set_new(o, "ftf_rho_avg", real(r->ftf_rho_avg, 3));
@@ -264,6 +277,7 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "preemption", json_boolean(r->preemption));
     json_object_set_new(o, "quantum_s", json_integer(r->quantum_s));
     json_object_set_new(o, "checkpoint_interval_s", json_integer(r->checkpoint_interval_s));
+    json_object_set_new(o, "restart_overhead_s", json_integer(r->restart_overhead_s));
     json_object_set_new(o, "time_limit_factor", real(r->time_limit_factor, 3));
     json_object_set_new(o, "passes", json_integer(r->passes));
     json_object_set_new(o, "replay_seconds", real(r->replay_seconds, 4));
@@ -287,7 +301,7 @@ static void cell_real(char *b, size_t n, double v, int decimals)
 }
 
 /* The rows of the table: a label and a function writing the cell of one result. */
-#define NROWS 27
+#define NROWS 30
 
 static void row_cell(int row, const fg_sim_result_t *r, char *b, size_t n)
 {
@@ -349,40 +363,72 @@ static void row_cell(int row, const fg_sim_result_t *r, char *b, size_t n)
         cell_int(b, n, r->lost_gpu_seconds);
         return;
     case 19:
-        cell_real(b, n, r->jain, 4);
+        cell_int(b, n, r->restart_gpu_seconds);
         return;
     case 20:
-        cell_real(b, n, r->ftf_rho_avg, 3);
+        cell_real(b, n, r->preempt_cost_frac, 4);
         return;
     case 21:
-        cell_real(b, n, r->ftf_rho_max, 3);
+        cell_real(b, n, r->jain, 4);
         return;
     case 22:
-        cell_int(b, n, r->estimate_jobs);
+        cell_real(b, n, r->ftf_rho_avg, 3);
         return;
     case 23:
-        cell_int(b, n, r->est_err_p50_s);
+        cell_real(b, n, r->ftf_rho_max, 3);
         return;
     case 24:
-        cell_int(b, n, r->est_err_p90_s);
+        cell_int(b, n, r->estimate_jobs);
         return;
     case 25:
-        cell_int(b, n, r->rounded_up);
+        cell_int(b, n, r->est_err_p50_s);
         return;
     case 26:
+        cell_int(b, n, r->est_err_p90_s);
+        return;
+    case 27:
+        cell_int(b, n, r->rounded_up);
+        return;
+    case 28:
+        cell_int(b, n, r->restart_overhead_s);
+        return;
+    case 29:
         cell_real(b, n, r->replay_seconds, 3);
         return;
     }
 }
 
 static const char *const row_names[NROWS] = {
-    "policy",          "jobs",          "gpus",           "makespan_s",
-    "utilization",     "jct_avg_s",     "jct_p50_s",      "jct_p95_s",
-    "jct_p99_s",       "wait_avg_s",    "wait_p50_s",     "wait_p50_s[1]",
-    "wait_p50_s[2-4]", "wait_p50_s[8]", "wait_p50_s[>8]", "wait_max_s",
-    "waits_over_24h",  "preemptions",   "lost_gpu_s",     "jain",
-    "ftf_rho_avg",     "ftf_rho_max",   "estimated_jobs", "est_err_p50_s",
-    "est_err_p90_s",   "rounded_up",    "replay_seconds",
+    "policy",
+    "jobs",
+    "gpus",
+    "makespan_s",
+    "utilization",
+    "jct_avg_s",
+    "jct_p50_s",
+    "jct_p95_s",
+    "jct_p99_s",
+    "wait_avg_s",
+    "wait_p50_s",
+    "wait_p50_s[1]",
+    "wait_p50_s[2-4]",
+    "wait_p50_s[8]",
+    "wait_p50_s[>8]",
+    "wait_max_s",
+    "waits_over_24h",
+    "preemptions",
+    "lost_gpu_s",
+    "restart_gpu_s",
+    "preempt_cost_frac",
+    "jain",
+    "ftf_rho_avg",
+    "ftf_rho_max",
+    "estimated_jobs",
+    "est_err_p50_s",
+    "est_err_p90_s",
+    "rounded_up",
+    "restart_overhead_s",
+    "replay_seconds",
 };
 
 void fg_sim_print_table(FILE *out, const fg_sim_result_t *results, size_t n, bool markdown)
@@ -392,7 +438,7 @@ void fg_sim_print_table(FILE *out, const fg_sim_result_t *results, size_t n, boo
         if (markdown)
             fprintf(out, "| %s |", row_names[row]);
         else
-            fprintf(out, "%-16s", row_names[row]);
+            fprintf(out, "%-18s", row_names[row]);
         for (size_t i = 0; i < n; i++) {
             row_cell(row, &results[i], cell, sizeof cell);
             if (markdown)

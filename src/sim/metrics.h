@@ -48,8 +48,10 @@ typedef struct fg_sim_result {
     int64_t wait_p50_by_size[FG_SIZE_CLASSES];
     int64_t wait_max_s;
     int64_t preemptions;
-    int64_t lost_gpu_seconds;
-    int64_t gpu_seconds; /* total run, lost work included */
+    int64_t lost_gpu_seconds;    /* work since the last checkpoint, at preemptions */
+    int64_t restart_gpu_seconds; /* GPU-seconds of restart overheads (sim.c) */
+    int64_t gpu_seconds;         /* total run, lost work and overheads included */
+    double preempt_cost_frac;    /* (lost + restart) / gpu_seconds; 0 when nothing ran */
     double jain;
     double ftf_rho_avg, ftf_rho_max;
     int64_t waits_over_24h;
@@ -62,7 +64,7 @@ typedef struct fg_sim_result {
     int64_t half_life_s; /* configuration echoed in the output */
     bool backfill, preemption;
     int32_t backfill_depth, reserve_depth;
-    int64_t quantum_s, checkpoint_interval_s;
+    int64_t quantum_s, checkpoint_interval_s, restart_overhead_s;
     double time_limit_factor;
     int64_t passes; /* scheduling passes run */
 } fg_sim_result_t;
@@ -80,6 +82,11 @@ int64_t fg_percentile(const int64_t *v, size_t n, int p);
  * from the fair-share integrals of ntenants tenants. Leaves the other fields as they are. */
 void fg_metrics_compute(const fg_jobrec_t *recs, size_t n, int64_t gpus, int32_t ntenants,
                         const double *entitled, const double *received, fg_sim_result_t *r);
+
+/* The share of the GPU-time run that preemption cost: (lost + restart) / total
+ * GPU-seconds run; 0 when nothing ran. */
+double fg_preempt_cost_frac(int64_t lost_gpu_seconds, int64_t restart_gpu_seconds,
+                            int64_t gpu_seconds);
 
 /* One JSON object (no newline), caller frees. */
 char *fg_sim_result_json(const fg_sim_result_t *r);

@@ -19,6 +19,30 @@
  * Worked example (1 node of 8 GPUs, fifo): A(8 GPUs, 100 s) at 0, B(1 GPU, 10 s) at 5.
  * t=0: A starts, completion at 100. t=5: B submitted, pass: no room. t=100: A completes,
  * pass starts B, completion at 110. t=110: B completes. JCT A=100, B=105; wait B=95.
+ *
+ * The cost of a preemption. A preempted job loses its work since the last checkpoint,
+ * and every later attempt (a resume) first spends restart_overhead_s (S) with its GPUs
+ * held and no progress (relaunch, reload the checkpoint, warm up) before it runs from
+ * its last checkpoint: a resume started at t completes at t + S + (duration - progress).
+ * Checkpoints are taken every checkpoint_interval_s (K) of productive time, counted
+ * from the end of the overhead. So a resumed attempt preempted after `ran` seconds has
+ * spent over = min(ran, S) in the overhead and productive = ran - over seconds working;
+ * it keeps productive - productive mod K (K = 0: nothing) and loses the rest. The core
+ * does not know about the overhead: its lost_gpu_seconds is the attempt's whole run
+ * time mod K, so the replay computes kept and lost itself from the productive time
+ * (the same figures as the core's when S = 0, or on a first attempt). The overhead
+ * counts as GPU-time run (the core charges it as such, and utilization counts it, as
+ * it counts lost work) and is reported as restart_gpu_seconds, the part of an overhead
+ * cut short by another preemption included. The core's time limit of the job is not
+ * extended by S (it is the user's request): a resume of a job shorter than S may run
+ * past it, which the core tolerates (the plan takes such GPUs as free at once).
+ *
+ * Worked example (1 node of 8 GPUs, wfq, K = 1000, S = 120): A's job a (8 GPUs,
+ * 10000 s) runs from 0; B's job b (1 GPU, 50 s) arrives at 100 and preempts a at the
+ * quantum, 3600. a keeps 3000 s and loses 600 (8 x 600 GPU-seconds); b runs 3600-3650;
+ * a resumes at 3650: 120 s of overhead (8 x 120 = 960 restart GPU-seconds), then 7000 s
+ * of work: it completes at 3650 + 120 + 7000 = 10770 (10650 with S = 0). GPU-time run:
+ * 8 x 3600 + 50 + 8 x 7120 = 85810; preempt_cost_frac = (4800 + 960) / 85810 = 0.0671.
  */
 #include "sim/sim.h"
 
@@ -26,6 +50,7 @@
 #include "common/xalloc.h"
 #include "sim/fair.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,6 +65,7 @@ void fg_sim_opts_default(fg_sim_opts_t *o)
     fg_config_default(&o->cfg);
     o->time_limit_factor = 2.0;
     o->checkpoint_interval_s = 900;
+    o->restart_overhead_s = 120;
     o->share_interval_s = 3600;
 }
 
@@ -131,7 +157,7 @@ enum { J_FUTURE = 0, J_PENDING, J_RUNNING, J_DONE, J_SKIPPED };
 
 typedef struct jstate {
     int64_t progress;  /* seconds of work kept (checkpointed) */
-    int64_t run_start; /* start of the running attempt */
+    int64_t run_start; /* start of the running attempt (its overhead included) */
     int64_t i_submit;  /* tenants-with-demand integral at submit */
     int32_t attempt;   /* running attempt number */
     int32_t state;
@@ -159,7 +185,7 @@ typedef struct replay {
     int64_t gpus, nodes, t0;
     int32_t uniform; /* GPUs per node when all nodes have as many, else 0 */
     size_t next_arr, done, skipped;
-    int64_t preemptions, lost, passes;
+    int64_t preemptions, lost, restart, passes; /* lost, restart: GPU-seconds */
     char *err;
     size_t errlen;
 } replay_t;
@@ -176,8 +202,10 @@ static int options_check(const fg_sim_opts_t *o, char *err, size_t errlen)
         snprintf(err, errlen, "no nodes in the cluster");
         return -1;
     }
-    if (!(o->time_limit_factor >= 1.0) || o->checkpoint_interval_s < 0) {
-        snprintf(err, errlen, "time limit factor must be >= 1, checkpoint interval >= 0");
+    if (!(o->time_limit_factor >= 1.0) || o->checkpoint_interval_s < 0 ||
+        o->restart_overhead_s < 0) {
+        snprintf(err, errlen,
+                 "time limit factor must be >= 1, checkpoint interval and restart overhead >= 0");
         return -1;
     }
     return 0;
@@ -254,7 +282,14 @@ static int64_t next_event(replay_t *p, int64_t wake)
     return wake < tn ? wake : tn;
 }
 
-/* Reports every completion at `now` to the core. */
+/* The restart overhead of job i's running attempt: S for a resume (an attempt after
+ * the first: the replay starts a job again only after a preemption), else 0. */
+static inline int64_t attempt_overhead(const replay_t *p, size_t i)
+{
+    return p->recs[i].attempts > 1 ? p->o->restart_overhead_s : 0;
+}
+
+/* Reports every completion at `now` to the core; a resume's overhead is counted. */
 static int complete_at(replay_t *p, int64_t now)
 {
     while (p->heap.n && p->heap.v[0].time == now) {
@@ -271,6 +306,8 @@ static int complete_at(replay_t *p, int64_t now)
             return -1;
         }
         fg_jobrec_t *rec = &p->recs[e.job];
+        assert(now - j->run_start >= attempt_overhead(p, e.job));
+        p->restart += (int64_t)rec->gpus * attempt_overhead(p, e.job); /* all of it ran */
         rec->gpu_seconds += a.gpu_seconds;
         rec->end = now;
         rec->ends++;
@@ -340,7 +377,8 @@ static int arrive_at(replay_t *p, int64_t now)
     return 0;
 }
 
-/* Applies a pass's start: the job runs until its remaining work is done. */
+/* Applies a pass's start: the job runs its restart overhead (a resume), then until its
+ * remaining work is done. */
 static int apply_start(replay_t *p, const fg_start_t *st, int64_t now)
 {
     size_t i = (size_t)(st->job - 1);
@@ -365,12 +403,14 @@ static int apply_start(replay_t *p, const fg_start_t *st, int64_t now)
     if (rec->start < 0)
         rec->start = now;
     fg_fair_running(&p->fair, rec->tenant, rec->gpus);
-    heap_push(&p->heap, (event_t){now + (rec->duration - j->progress), (uint32_t)i, st->attempt});
+    assert(j->progress >= 0 && j->progress < rec->duration);
+    heap_push(&p->heap, (event_t){now + attempt_overhead(p, i) + (rec->duration - j->progress),
+                                  (uint32_t)i, st->attempt});
     return 0;
 }
 
-/* Applies a pass's preemption at once: the job rolls back to its last checkpoint and
- * waits again. */
+/* Applies a pass's preemption at once: the job keeps its productive time (past a
+ * resume's overhead) up to its last checkpoint, and waits again (see the banner). */
 static int apply_preempt(replay_t *p, const fg_preempt_t *pr, int64_t now)
 {
     size_t i = (size_t)(pr->job - 1);
@@ -388,15 +428,19 @@ static int apply_preempt(replay_t *p, const fg_preempt_t *pr, int64_t now)
     }
     jstate_t *j = &p->js[i];
     fg_jobrec_t *rec = &p->recs[i];
-    int64_t ran = now - j->run_start;
-    int64_t lost_s = rec->gpus ? a.lost_gpu_seconds / rec->gpus : 0;
-    if (lost_s < 0)
-        lost_s = 0;
-    if (lost_s > ran)
-        lost_s = ran;
-    j->progress += ran - lost_s;
+    const int64_t ran = now - j->run_start;
+    int64_t over = attempt_overhead(p, i);
+    if (over > ran)
+        over = ran; /* preempted during its overhead */
+    const int64_t productive = ran - over, k = p->o->checkpoint_interval_s;
+    const int64_t lost_s = k > 0 ? productive % k : productive;
+    /* the core's lost work is this without an overhead (its run time mod K) */
+    assert(over > 0 || (int64_t)rec->gpus * lost_s == a.lost_gpu_seconds);
+    j->progress += productive - lost_s;
+    assert(j->progress < rec->duration);
     rec->gpu_seconds += a.gpu_seconds;
     p->lost += (int64_t)rec->gpus * lost_s;
+    p->restart += (int64_t)rec->gpus * over;
     p->preemptions++;
     j->state = J_PENDING;
     fg_fair_running(&p->fair, rec->tenant, -rec->gpus);
@@ -491,6 +535,9 @@ static void result_fill(replay_t *p, fg_sim_result_t *r, double t_begin)
     r->skipped_too_big = (int64_t)p->skipped;
     r->preemptions = p->preemptions;
     r->lost_gpu_seconds = p->lost;
+    r->restart_gpu_seconds = p->restart;
+    r->preempt_cost_frac = fg_preempt_cost_frac(p->lost, p->restart, r->gpu_seconds);
+    r->restart_overhead_s = o->restart_overhead_s;
     r->half_life_s = o->cfg.half_life_s;
     r->backfill = o->cfg.backfill && o->cfg.policy != FG_POLICY_FIFO;
     r->preemption = o->cfg.preemption;

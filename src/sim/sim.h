@@ -27,13 +27,15 @@ typedef struct fg_sim_opts {
     const double *weights;         /* per trace tenant (NULL: all 1) */
     double time_limit_factor;      /* >= 1 */
     int64_t checkpoint_interval_s; /* >= 0, 0 = none */
+    int64_t restart_overhead_s;    /* >= 0: a resumed attempt's GPUs run this long before
+                                      the job makes progress again (sim.c) */
     bool progress;                 /* progress lines on stderr */
     const char *share_series;      /* file for each tenant's GPU share over time, or NULL */
     int64_t share_interval_s;      /* its sampling interval (> 0) */
 } fg_sim_opts_t;
 
 /* Fills *o with the defaults: fg_config_default, time limit factor 2, checkpoint
- * interval 900 s, share interval 3600 s; no cluster. */
+ * interval 900 s, restart overhead 120 s, share interval 3600 s; no cluster. */
 void fg_sim_opts_default(fg_sim_opts_t *o);
 
 /* The default cluster size: the fewest nodes of gpus_per_node GPUs that cover the

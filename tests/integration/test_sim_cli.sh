@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_sim_cli.sh - `fairgpu sim` end to end: determinism (same input, same output bytes
 # apart from the wall-clock replay_seconds), the JSON keys, malformed CSV (error names
-# file and line; --skip-bad counts), weights/cluster files, share series, exit codes.
+# file and line; --skip-bad counts), the restart overhead and its rows, weights/cluster
+# files, share series, exit codes.
 # usage: bash test_sim_cli.sh /path/to/fairgpu   (env FG_SOURCE_DIR: the repository root)
 set -euo pipefail
 FG=${1:?usage: test_sim_cli.sh FAIRGPU}
@@ -30,7 +31,8 @@ pass "determinism"
 # 2. every key the issue lists, on every line; the policy names
 for k in policy trace nodes gpus_per_node jobs rounded_up makespan_s utilization jct_avg_s \
          jct_p50_s jct_p95_s jct_p99_s wait_avg_s wait_p50_s wait_p50_by_size wait_max_s \
-         preemptions lost_gpu_seconds jain ftf_rho_avg ftf_rho_max waits_over_24h replay_seconds; do
+         preemptions lost_gpu_seconds restart_gpu_seconds preempt_cost_frac restart_overhead_s \
+         jain ftf_rho_avg ftf_rho_max waits_over_24h replay_seconds; do
   [ "$(grep -c "\"$k\":" "$TMP/a.json")" = 6 ] || fail "key $k missing"
 done
 for p in fair wfq fifo priority round-robin las; do
@@ -40,12 +42,33 @@ grep -q '"wait_p50_by_size":{"1":[0-9]*,"2-4":[0-9]*,"8":[0-9]*,">8":[0-9]*}' "$
   || fail "wait_p50_by_size shape"
 grep -q '"rounded_up":[1-9]' "$TMP/a.json" || fail "12-GPU jobs should be counted as rounded up"
 grep -q '"jobs":1500' "$TMP/a.json" || fail "all 1500 jobs replayed"
+grep -q '"restart_overhead_s":120' "$TMP/a.json" || fail "default restart overhead 120 s"
 pass "json keys"
+
+# 2b. the restart overhead: 0 charges nothing; the cost fraction is (lost + restart) / run
+"$FG" sim "$TMP/syn.csv" --nodes 8 --policy wfq --restart-overhead 0 --json > "$TMP/r0.json"
+grep -q '"restart_gpu_seconds":0,' "$TMP/r0.json" || fail "overhead 0: restart_gpu_seconds 0"
+grep -q '"restart_overhead_s":0,' "$TMP/r0.json" || fail "overhead 0 echoed"
+"$FG" sim "$TMP/syn.csv" --nodes 8 --policy wfq --restart-overhead 2m --json > "$TMP/r2.json"
+grep -q '"restart_overhead_s":120,' "$TMP/r2.json" || fail "--restart-overhead 2m is 120 s"
+python3 - "$TMP/r2.json" <<'PY' || fail "preempt_cost_frac = (lost + restart) / gpu_seconds"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["preemptions"] > 0 and r["restart_gpu_seconds"] > 0, r
+want = (r["lost_gpu_seconds"] + r["restart_gpu_seconds"]) / r["gpu_seconds"]
+assert abs(r["preempt_cost_frac"] - want) < 1e-6, (r["preempt_cost_frac"], want)
+PY
+pass "restart overhead"
 
 # 3. the human table and Markdown
 "$FG" sim "$TMP/syn.csv" --nodes 8 --policy fifo > "$TMP/t.txt"
 grep -qE '^policy +fifo' "$TMP/t.txt" || fail "table"
 grep -qE '^jain +[0-9]' "$TMP/t.txt" || fail "table jain row"
+grep -A2 -E '^lost_gpu_s ' "$TMP/t.txt" | tr '\n' ' ' |
+  grep -qE '^lost_gpu_s +[0-9]+ +restart_gpu_s +[0-9]+ +preempt_cost_frac +[0-9.]+ $' ||
+  fail "table: restart_gpu_s and preempt_cost_frac after lost_gpu_s"
+grep -qE '^restart_overhead_s +120$' "$TMP/t.txt" || fail "table: restart overhead echoed"
+grep -q 'restart overhead 120 s' "$TMP/t.txt" || fail "summary line: restart overhead"
 "$FG" sim "$TMP/syn.csv" --nodes 8 --max-jobs 200 --markdown > "$TMP/t.md"
 grep -q '^| policy | fair |' "$TMP/t.md" || fail "markdown"
 pass "tables"
@@ -106,9 +129,13 @@ set +e
 "$FG" sim "$TMP/syn.csv" --policy nope 2>/dev/null; [ $? = 2 ] || fail "bad policy exit"
 "$FG" sim "$TMP/syn.csv" --nodes 0 2>/dev/null; [ $? = 2 ] || fail "bad --nodes exit"
 "$FG" sim "$TMP/syn.csv" --time-limit-factor 0.5 2>/dev/null; [ $? = 2 ] || fail "factor < 1"
+"$FG" sim "$TMP/syn.csv" --restart-overhead -5 2>"$TMP/ro.err"; [ $? = 2 ] || fail "overhead < 0"
+"$FG" sim "$TMP/syn.csv" --restart-overhead abc 2>>"$TMP/ro.err"; [ $? = 2 ] || fail "bad overhead"
 "$FG" sim "$TMP/missing.csv" 2>"$TMP/m.err"; [ $? = 1 ] || fail "missing file exit"
 set -e
 grep -q "missing.csv" "$TMP/m.err" || fail "missing file named"
+[ "$(grep -c -- "--restart-overhead '.*': expected a time" "$TMP/ro.err")" = 2 ] ||
+  fail "bad --restart-overhead message: $(cat "$TMP/ro.err")"
 pass "usage errors"
 
 # 8. a slice of a real trace, if the shared traces are there

@@ -174,8 +174,13 @@ static void test_backfill(void **state)
  * runs from 0; B's job (1 GPU, 50 s) arrives at 100. B has waited preempt_wait (600 s)
  * by 700, but A's job is a long runner only at the quantum (3600 s): it is preempted at
  * 3600. With a checkpoint every 1000 s it loses 600 s of work (8 x 600 GPU-seconds)
- * and keeps 3000 s. B runs 3600-3650; A's job restarts at 3650 with 7000 s left and
- * ends at 10650.
+ * and keeps 3000 s. B runs 3600-3650; A's job resumes at 3650 with 7000 s left.
+ * Restart overhead 0 (the replay before the cost model): it ends at 10650; GPU-time run
+ * 8 x 3600 + 50 + 8 x 7000 = 84850, preempt_cost_frac = 4800 / 84850.
+ * Overhead 120 (the default): the resume first runs 120 s without progress (8 x 120 =
+ * 960 restart GPU-seconds) and ends at 3650 + 120 + 7000 = 10770; GPU-time run
+ * 8 x 3600 + 50 + 8 x 7120 = 85810, preempt_cost_frac = (4800 + 960) / 85810. The
+ * decisions (who starts and is preempted when) are the same; only a's end moves.
  */
 static void test_preemption_rollback(void **state)
 {
@@ -188,26 +193,104 @@ static void test_preemption_rollback(void **state)
     fg_sim_opts_t o;
     fg_sim_nodes_t g;
     opts_for(&o, &g, 1, FG_POLICY_WFQ);
+    assert_int_equal(o.restart_overhead_s, 120); /* the default */
     o.checkpoint_interval_s = 1000;
+    static const int64_t overhead[2] = {0, 120}, a_end[2] = {10650, 10770};
+    static const int64_t restart[2] = {0, 960}, run_gpu_s[2] = {84850, 85810};
+    for (int k = 0; k < 2; k++) {
+        o.restart_overhead_s = overhead[k];
+        fg_sim_result_t r;
+        fg_jobrec_t *recs;
+        run(&t, &o, &r, &recs);
+        assert_int_equal(r.preemptions, 1);
+        assert_int_equal(r.lost_gpu_seconds, 8 * 600);
+        assert_int_equal(r.restart_gpu_seconds, restart[k]);
+        assert_int_equal(r.restart_overhead_s, overhead[k]);
+        assert_int_equal(recs[1].start, 3600);
+        assert_int_equal(recs[1].end, 3650);
+        assert_int_equal(recs[0].start, 0); /* first start */
+        assert_int_equal(recs[0].end, a_end[k]);
+        assert_int_equal(recs[0].attempts, 2);
+        /* useful 8 x 10000 + 50, plus the lost 8 x 600, plus the overhead */
+        assert_int_equal(r.gpu_seconds, 8 * 10000 + 50 + 8 * 600 + restart[k]);
+        assert_int_equal(r.gpu_seconds, run_gpu_s[k]);
+        assert_near(r.preempt_cost_frac, (4800.0 + (double)restart[k]) / (double)run_gpu_s[k]);
+        assert_near(r.jct_avg_s, ((double)a_end[k] + 3550.0) / 2);
+        assert_int_equal(r.makespan_s, a_end[k]);
+        fg_sim_recs_free(recs, &t);
+    }
+    /* without preemption, B simply waits for A, and nothing is lost */
+    o.restart_overhead_s = 120;
+    o.cfg.preemption = false;
     fg_sim_result_t r;
     fg_jobrec_t *recs;
     run(&t, &o, &r, &recs);
-    assert_int_equal(r.preemptions, 1);
-    assert_int_equal(r.lost_gpu_seconds, 8 * 600);
-    assert_int_equal(recs[1].start, 3600);
-    assert_int_equal(recs[1].end, 3650);
-    assert_int_equal(recs[0].start, 0); /* first start */
-    assert_int_equal(recs[0].end, 10650);
-    assert_int_equal(recs[0].attempts, 2);
-    /* run GPU-time: 8*3600 + 8*7000 + 50 = useful 8*10000 + 50 plus the lost 8*600 */
-    assert_int_equal(r.gpu_seconds, 8 * 10000 + 50 + 8 * 600);
-    fg_sim_recs_free(recs, &t);
-    /* without preemption, B simply waits for A */
-    o.cfg.preemption = false;
-    run(&t, &o, &r, &recs);
     assert_int_equal(r.preemptions, 0);
+    assert_int_equal(r.restart_gpu_seconds, 0);
+    assert_near(r.preempt_cost_frac, 0);
     assert_int_equal(recs[1].start, 10000);
     fg_sim_recs_free(recs, &t);
+    fg_trace_free(&t);
+}
+
+/*
+ * A resumed attempt preempted again: the trace above plus B's job c (1 GPU, 50 s) at
+ * 3700. a resumes at 3650; c has waited 600 s at 4300, and a's resumed attempt is a
+ * possible victim once it has run min_run (600 s) and its checkpoint interval (1000 s):
+ * at 4650, whatever the overhead (the core does not know it). c runs 4650-4700; a
+ * resumes again at 4700. Only the run time past a resume's overhead is productive, and
+ * its checkpoints count from the overhead's end (K = 1000):
+ *   S = 0:    at 4650 a ran 1000 s, all productive: it keeps 1000 (a checkpoint at
+ *             1000), loses 0; progress 4000; ends 4700 + 6000 = 10700. lost 4800,
+ *             restart 0; run 8 x 3600 + 50 + 8 x 1000 + 50 + 8 x 6000 = 84900.
+ *   S = 120:  at 4650: overhead 120, productive 880 < K: keeps 0, loses 880 (7040
+ *             GPU-s); progress 3000; ends 4700 + 120 + 7000 = 11820. lost 4800 + 7040
+ *             = 11840, restart 8 x (120 + 120) = 1920; run 8 x 3600 + 50 + 8 x 1000 +
+ *             50 + 8 x 7120 = 93860 = 80100 useful + 11840 + 1920.
+ *   S = 2000: at 4650 a is still in its overhead (1000 of 2000 s): nothing is lost, the
+ *             1000 s cut short are restart time; ends 4700 + 2000 + 7000 = 13700. lost
+ *             4800, restart 8 x (1000 + 2000) = 24000; run 80100 + 4800 + 24000 =
+ *             108900.
+ * JCT: a's end; b 3550; c 4700 - 3700 = 1000.
+ */
+static void test_preempted_resume(void **state)
+{
+    (void)state;
+    const char *text = "job_id,user,submit_time_s,num_gpus,duration_s\n"
+                       "a,A,0,8,10000\n"
+                       "b,B,100,1,50\n"
+                       "c,B,3700,1,50\n";
+    fg_trace_t t;
+    load(text, &t);
+    fg_sim_opts_t o;
+    fg_sim_nodes_t g;
+    opts_for(&o, &g, 1, FG_POLICY_WFQ);
+    o.checkpoint_interval_s = 1000;
+    static const int64_t overhead[3] = {0, 120, 2000}, a_end[3] = {10700, 11820, 13700};
+    static const int64_t lost[3] = {4800, 11840, 4800}, restart[3] = {0, 1920, 24000};
+    static const int64_t run_gpu_s[3] = {84900, 93860, 108900};
+    for (int k = 0; k < 3; k++) {
+        o.restart_overhead_s = overhead[k];
+        fg_sim_result_t r;
+        fg_jobrec_t *recs;
+        run(&t, &o, &r, &recs);
+        assert_int_equal(r.preemptions, 2);
+        assert_int_equal(recs[0].attempts, 3);
+        assert_int_equal(recs[1].start, 3600);
+        assert_int_equal(recs[2].start, 4650);
+        assert_int_equal(recs[2].end, 4700);
+        if (recs[0].end != a_end[k])
+            fail_msg("S=%lld: a ended at %lld, expected %lld", (long long)overhead[k],
+                     (long long)recs[0].end, (long long)a_end[k]);
+        assert_int_equal(r.lost_gpu_seconds, lost[k]);
+        assert_int_equal(r.restart_gpu_seconds, restart[k]);
+        assert_int_equal(r.gpu_seconds, run_gpu_s[k]);
+        assert_int_equal(r.gpu_seconds, 80100 + lost[k] + restart[k]);
+        assert_near(r.preempt_cost_frac, (double)(lost[k] + restart[k]) / (double)run_gpu_s[k]);
+        assert_near(r.jct_avg_s, ((double)a_end[k] + 3550.0 + 1000.0) / 3);
+        assert_near(r.utilization, (double)run_gpu_s[k] / (8.0 * (double)a_end[k]));
+        fg_sim_recs_free(recs, &t);
+    }
     fg_trace_free(&t);
 }
 
@@ -234,8 +317,9 @@ static char *synthetic(int n)
 }
 
 /* Conservation: every job ends exactly once; with no preemption, run GPU-time equals
- * the sum of g*d; with preemption, it equals that plus the lost GPU-seconds, and the
- * extra attempts are the preemptions. Checked for every policy. */
+ * the sum of g*d; with preemption, it equals that plus the lost and the restart
+ * GPU-seconds (restart 0 with overhead 0), and the extra attempts are the preemptions.
+ * Checked for every policy, with overhead 120 and 0. */
 static void test_conservation(void **state)
 {
     (void)state;
@@ -247,11 +331,12 @@ static void test_conservation(void **state)
     for (size_t i = 0; i < t.njobs; i++)
         want += (int64_t)t.jobs[i].gpus * t.jobs[i].duration;
     for (int p = 0; p < FG_POLICY_COUNT; p++) {
-        for (int pre = 0; pre < 2; pre++) {
+        for (int pre = 0; pre < 3; pre++) {
             fg_sim_opts_t o;
             fg_sim_nodes_t g;
             opts_for(&o, &g, 6, (fg_policy_t)p);
-            o.cfg.preemption = pre;
+            o.cfg.preemption = pre > 0;
+            o.restart_overhead_s = pre == 2 ? 0 : 120;
             fg_sim_result_t r;
             fg_jobrec_t *recs;
             run(&t, &o, &r, &recs);
@@ -269,10 +354,56 @@ static void test_conservation(void **state)
             assert_int_equal(attempts - (int64_t)t.njobs, r.preemptions);
             if (!pre)
                 assert_int_equal(r.preemptions, 0);
-            assert_int_equal(r.gpu_seconds, want + r.lost_gpu_seconds);
+            if (pre == 2 || !r.preemptions)
+                assert_int_equal(r.restart_gpu_seconds, 0);
+            assert_int_equal(r.gpu_seconds, want + r.lost_gpu_seconds + r.restart_gpu_seconds);
+            assert_near(r.preempt_cost_frac, (double)(r.lost_gpu_seconds + r.restart_gpu_seconds) /
+                                                 (double)r.gpu_seconds);
             assert_true(r.utilization > 0 && r.utilization <= 1.0);
             fg_sim_recs_free(recs, &t);
         }
+    }
+    fg_trace_free(&t);
+}
+
+/* Overhead 0 is the replay before the cost model: on the contended synthetic trace,
+ * for every policy, no restart GPU-time and run GPU-time = sum g*d + lost, where every
+ * preemption's lost work is the core's own lost_gpu_seconds (apply_preempt asserts it
+ * when a preemption has no overhead, as here; the decisions and JCTs against the build
+ * before are checked on the shared traces with `--restart-overhead 0`, docs/sim.md).
+ * Without preemption there is no resume, so the overhead changes no byte. */
+static void test_overhead_zero_is_free(void **state)
+{
+    (void)state;
+    char *text = synthetic(3000);
+    fg_trace_t t;
+    load(text, &t);
+    free(text);
+    int64_t want = 0;
+    for (size_t i = 0; i < t.njobs; i++)
+        want += (int64_t)t.jobs[i].gpus * t.jobs[i].duration;
+    for (int p = 0; p < FG_POLICY_COUNT; p++) {
+        fg_sim_opts_t o;
+        fg_sim_nodes_t g;
+        opts_for(&o, &g, 6, (fg_policy_t)p);
+        o.restart_overhead_s = 0;
+        fg_sim_result_t r;
+        run(&t, &o, &r, NULL);
+        if (p == FG_POLICY_WFQ)
+            assert_true(r.preemptions > 0);
+        assert_int_equal(r.restart_gpu_seconds, 0);
+        assert_int_equal(r.gpu_seconds, want + r.lost_gpu_seconds);
+        o.cfg.preemption = false;
+        fg_sim_result_t a, b;
+        run(&t, &o, &a, NULL);
+        o.restart_overhead_s = 120;
+        run(&t, &o, &b, NULL);
+        a.replay_seconds = b.replay_seconds = 0;
+        a.restart_overhead_s = 120;
+        char *ja = fg_sim_result_json(&a), *jb = fg_sim_result_json(&b);
+        assert_string_equal(ja, jb);
+        free(ja);
+        free(jb);
     }
     fg_trace_free(&t);
 }
@@ -364,10 +495,11 @@ static void test_weights(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_fifo), cmocka_unit_test(test_example_wfq),
-        cmocka_unit_test(test_backfill),     cmocka_unit_test(test_preemption_rollback),
-        cmocka_unit_test(test_conservation), cmocka_unit_test(test_determinism),
-        cmocka_unit_test(test_too_big),      cmocka_unit_test(test_weights),
+        cmocka_unit_test(test_example_fifo),     cmocka_unit_test(test_example_wfq),
+        cmocka_unit_test(test_backfill),         cmocka_unit_test(test_preemption_rollback),
+        cmocka_unit_test(test_preempted_resume), cmocka_unit_test(test_overhead_zero_is_free),
+        cmocka_unit_test(test_conservation),     cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_too_big),          cmocka_unit_test(test_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

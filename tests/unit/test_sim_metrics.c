@@ -230,16 +230,40 @@ static void test_json_keys(void **state)
     m.nodes = 1;
     m.gpus_per_node = 8;
     fg_metrics_compute(r, 4, 8, 2, f.entitled, f.received, &m);
+    m.lost_gpu_seconds = 100;
+    m.restart_gpu_seconds = 30;
+    m.restart_overhead_s = 120;
+    m.preempt_cost_frac = fg_preempt_cost_frac(100, 30, m.gpu_seconds);
     char *s = fg_sim_result_json(&m);
     json_error_t e;
     json_t *o = json_loads(s, 0, &e);
     assert_non_null(o);
-    static const char *keys[] = {
-        "policy",      "trace",          "nodes",         "gpus_per_node",    "jobs",
-        "rounded_up",  "makespan_s",     "utilization",   "jct_avg_s",        "jct_p50_s",
-        "jct_p95_s",   "jct_p99_s",      "wait_avg_s",    "wait_p50_s",       "wait_p50_by_size",
-        "wait_max_s",  "preemptions",    "jain",          "lost_gpu_seconds", "ftf_rho_avg",
-        "ftf_rho_max", "waits_over_24h", "replay_seconds"};
+    static const char *keys[] = {"policy",
+                                 "trace",
+                                 "nodes",
+                                 "gpus_per_node",
+                                 "jobs",
+                                 "rounded_up",
+                                 "makespan_s",
+                                 "utilization",
+                                 "jct_avg_s",
+                                 "jct_p50_s",
+                                 "jct_p95_s",
+                                 "jct_p99_s",
+                                 "wait_avg_s",
+                                 "wait_p50_s",
+                                 "wait_p50_by_size",
+                                 "wait_max_s",
+                                 "preemptions",
+                                 "jain",
+                                 "lost_gpu_seconds",
+                                 "ftf_rho_avg",
+                                 "ftf_rho_max",
+                                 "waits_over_24h",
+                                 "replay_seconds",
+                                 "restart_gpu_seconds",
+                                 "preempt_cost_frac",
+                                 "restart_overhead_s"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         if (!json_object_get(o, keys[i]))
             fail_msg("key %s missing in %s", keys[i], s);
@@ -252,9 +276,50 @@ static void test_json_keys(void **state)
     assert_int_equal(json_integer_value(json_object_get(by, "2-4")), 80);
     assert_int_equal(json_integer_value(json_object_get(by, "8")), 0);
     assert_true(json_is_null(json_object_get(by, ">8")));
+    /* 130 of the example's 1130 GPU-seconds, rounded to 6 places */
+    assert_int_equal(json_integer_value(json_object_get(o, "restart_gpu_seconds")), 30);
+    assert_int_equal(json_integer_value(json_object_get(o, "restart_overhead_s")), 120);
+    assert_true(fabs(json_real_value(json_object_get(o, "preempt_cost_frac")) - 0.115044) < 1e-12);
     json_decref(o);
     free(s);
     fg_fair_free(&f);
+}
+
+/* preempt_cost_frac = (lost + restart) / GPU-seconds run; 0 when nothing ran. */
+static void test_preempt_cost_frac(void **state)
+{
+    (void)state;
+    assert_true(fg_preempt_cost_frac(0, 0, 0) == 0.0);
+    assert_true(fg_preempt_cost_frac(0, 0, 1000) == 0.0);
+    assert_true(fg_preempt_cost_frac(4800, 960, 85810) == 5760.0 / 85810.0);
+    assert_true(fg_preempt_cost_frac(10, 0, 10) == 1.0);
+}
+
+/* The table has the cost rows next to lost_gpu_s, and the overhead echoed. */
+static void test_table_rows(void **state)
+{
+    (void)state;
+    fg_sim_result_t m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.policy, sizeof m.policy, "wfq");
+    m.lost_gpu_seconds = 4800;
+    m.restart_gpu_seconds = 960;
+    m.gpu_seconds = 85810;
+    m.preempt_cost_frac = fg_preempt_cost_frac(4800, 960, 85810);
+    m.restart_overhead_s = 120;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *fp = open_memstream(&buf, &len);
+    assert_non_null(fp);
+    fg_sim_print_table(fp, &m, 1, true);
+    fclose(fp);
+    const char *lost = strstr(buf, "| lost_gpu_s | 4800 |\n");
+    assert_non_null(lost);
+    const char *next = strchr(lost, '\n') + 1;
+    const char *want = "| restart_gpu_s | 960 |\n| preempt_cost_frac | 0.0671 |\n";
+    assert_true(!strncmp(next, want, strlen(want)));
+    assert_non_null(strstr(buf, "| restart_overhead_s | 120 |\n"));
+    free(buf);
 }
 
 /* The share series samples R_u / C at the sampling times. */
@@ -447,6 +512,8 @@ int main(void)
         cmocka_unit_test(test_example_metrics),
         cmocka_unit_test(test_example_not_ended),
         cmocka_unit_test(test_json_keys),
+        cmocka_unit_test(test_preempt_cost_frac),
+        cmocka_unit_test(test_table_rows),
         cmocka_unit_test(test_samples),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
