@@ -137,6 +137,37 @@ static bool member_within(fg_sched_t *s, ent_calc_t *e, int32_t m, int32_t extra
 
 /* May blocked job j search for victims now, and why (step 1 of the banner)? Lowers
  * *wake to when j will have waited preempt_wait_s. */
+/* Has blocked job j waited preempt_wait_s since it was queued? If not, lowers *wake to
+ * when it will have. */
+static bool waited_enough(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_time_t *wake)
+{
+    const fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
+    if (ready > now) {
+        if (ready < *wake)
+            *wake = ready;
+        return false;
+    }
+    return true;
+}
+
+/* Under fair: a job whose account (or member inside it) stays within its entitlement
+ * with j's GPUs searches over-share long runners (fair share) at once when its estimate
+ * says it would otherwise wait more than preempt_wait_s, else once it has waited that
+ * long; a job beyond its entitlement, once it has waited preempt_wait_s, searches jobs
+ * past its LAS queue, of its own account or an over-share one (las). j is a preemption
+ * candidate: its estimate is made and in the future. */
+static bool fair_search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e,
+                            fg_time_t *wake, fg_preempt_why_t *why)
+{
+    entitlements(s, e);
+    if (account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus)) {
+        *why = FG_PREEMPT_FAIR_SHARE;
+        return j->est - now > s->cfg.preempt_wait_s || waited_enough(s, j, now, wake);
+    }
+    *why = FG_PREEMPT_LAS;
+    return waited_enough(s, j, now, wake);
+}
+
 static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e,
                        fg_time_t *wake, fg_preempt_why_t *why)
 {
@@ -151,27 +182,19 @@ static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_cal
         return true;
     }
     const fg_policy_t p = s->cfg.policy;
-    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS && p != FG_POLICY_FAIR)
+    if (p == FG_POLICY_FAIR)
+        return fair_search_why(s, j, now, e, wake, why);
+    if (p != FG_POLICY_WFQ && p != FG_POLICY_RR && p != FG_POLICY_LAS)
         return false;
-    const fg_time_t ready = j->queued_since + s->cfg.preempt_wait_s;
-    if (ready > now) {
-        if (ready < *wake)
-            *wake = ready;
+    if (!waited_enough(s, j, now, wake))
         return false;
-    }
     if (p == FG_POLICY_LAS) {
         *why = FG_PREEMPT_LAS;
         return true;
     }
     *why = FG_PREEMPT_FAIR_SHARE;
     entitlements(s, e);
-    if (account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus))
-        return true;
-    if (p == FG_POLICY_FAIR) {
-        *why = FG_PREEMPT_LAS;
-        return true;
-    }
-    return false;
+    return account_within(s, e, j->account, j->gpus) || member_within(s, e, j->member, j->gpus);
 }
 
 /* Could try_preempt search for victims for blocked job j? Its first tests, which read

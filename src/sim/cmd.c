@@ -41,6 +41,8 @@ static const char usage[] =
     "  --backfill-depth N      pending jobs scanned past the first blocked one (0 = all)\n"
     "  --reserve-depth N       blocked jobs with a reservation\n"
     "  --estimate-depth N      pending jobs that get a start estimate\n"
+    "  --las-thresholds LIST   las, fair: attained GPU-seconds that end each LAS queue,\n"
+    "                          ascending, comma-separated (default 1h,10h,100h)\n"
     "jobs:\n"
     "  --weights FILE          tenant weights: lines 'TENANT WEIGHT' (default weight 1)\n"
     "  --time-limit-factor F   time limit = duration x F (F >= 1, default 2)\n"
@@ -224,6 +226,7 @@ enum {
     O_TLF,
     O_CKPT,
     O_RESTART,
+    O_LAS,
     O_SKIP,
     O_MAXJOBS,
     O_JSON,
@@ -255,6 +258,7 @@ static const struct option longopts[] = {
     {"time-limit-factor", required_argument, 0, O_TLF},
     {"checkpoint-interval", required_argument, 0, O_CKPT},
     {"restart-overhead", required_argument, 0, O_RESTART},
+    {"las-thresholds", required_argument, 0, O_LAS},
     {"skip-bad", no_argument, 0, O_SKIP},
     {"max-jobs", required_argument, 0, O_MAXJOBS},
     {"json", no_argument, 0, O_JSON},
@@ -333,6 +337,29 @@ static int time_option(sim_args_t *a, int c, const char *name, const char *arg)
     return 0;
 }
 
+/* --las-thresholds: a comma-separated list of GPU-second thresholds (times, ascending),
+ * one fewer than the LAS queues; 0, or the exit status of a bad value. */
+static int las_option(sim_args_t *a, const char *name, const char *arg)
+{
+    char buf[256];
+    if (strlen(arg) >= sizeof buf)
+        return bad_opt(name, arg, "a short list");
+    strcpy(buf, arg);
+    int32_t n = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        int64_t v;
+        if (n + 1 >= FG_LAS_MAX_LEVELS || parse_time(tok, &v) || v <= 0 ||
+            (n > 0 && v <= a->o.cfg.las_thresholds_gpu_s[n - 1]))
+            return bad_opt(name, arg, "1 to 7 ascending positive GPU-second thresholds, comma-separated");
+        a->o.cfg.las_thresholds_gpu_s[n++] = v;
+    }
+    if (n == 0)
+        return bad_opt(name, arg, "1 to 7 ascending positive GPU-second thresholds, comma-separated");
+    a->o.cfg.las_levels = n + 1;
+    return 0;
+}
+
 /* A depth option's value into its setting; 0, or the exit status of a bad value. */
 static int depth_option(sim_args_t *a, int c, const char *name, const char *arg)
 {
@@ -374,6 +401,8 @@ static int sim_option(sim_args_t *a, int c, const char *name, const char *arg)
     case O_RESTART:
     case O_SERIES_INT:
         return time_option(a, c, name, arg);
+    case O_LAS:
+        return las_option(a, name, arg);
     case O_BFD:
     case O_RSD:
     case O_ESD:

@@ -4,6 +4,8 @@
  * src/core/fairshare.c), kept sorted between demand changes (fg_fair_kept_t).
  */
 #include "sim/fair.h"
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "common/xalloc.h"
 
@@ -173,6 +175,8 @@ double fg_fair_jain(int32_t n, const double *entitled, const double *received)
         if (entitled[u] <= 0)
             continue;
         double x = received[u] / entitled[u];
+        if (getenv("FG_JAIN_DEBUG"))
+            fprintf(stderr, "tenant %d entitled %.0f received %.0f x %.3f\n", u, entitled[u], received[u], x);
         s += x;
         s2 += x * x;
         m++;
