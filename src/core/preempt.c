@@ -165,7 +165,8 @@ static bool fair_search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, en
         return j->est - now > s->cfg.preempt_wait_s || waited_enough(s, j, now, wake);
     }
     *why = FG_PREEMPT_LAS;
-    return waited_enough(s, j, now, wake);
+    /* (in the last LAS queue no running job can be past it) */
+    return fg__band_las(s, j->band) + 1 < s->cfg.las_levels && waited_enough(s, j, now, wake);
 }
 
 static bool search_why(fg_sched_t *s, const fg__job_t *j, fg_time_t now, ent_calc_t *e,
@@ -222,41 +223,41 @@ typedef struct search {
     size_t ncand;
 } search_t;
 
-/* Has running job v run long enough to be stopped under fair share or las: quantum_s of
- * run time over all attempts, and in this attempt min_run_s and, when the job declares
- * one, a checkpoint interval (so every attempt keeps some progress)? If not, lowers
- * *wake to when it will have. */
-static bool ran_enough(const fg_sched_t *s, const fg__job_t *v, fg_time_t now, fg_time_t *wake)
+/* When has (or will have) running job v run long enough to be stopped under fair share
+ * or las: quantum_s of run time over all attempts, and in this attempt min_run_s and,
+ * when the job declares one, a checkpoint interval (so every attempt keeps some
+ * progress)? */
+static fg_time_t ran_enough_at(const fg_sched_t *s, const fg__job_t *v)
 {
     const fg_time_t min_run = s->cfg.min_run_s;
     fg_time_t ok_at = v->start_time + (min_run > v->ckpt ? min_run : v->ckpt);
     const fg_time_t q = v->start_time + s->cfg.quantum_s - v->run_s;
-    if (q > ok_at)
-        ok_at = q;
-    if (ok_at > now) {
-        if (ok_at < *wake)
-            *wake = ok_at;
-        return false;
-    }
-    return true;
+    return q > ok_at ? q : ok_at;
 }
 
-/* Under las: has v passed j's las queue? If not, lowers *wake to when its attained
- * service, growing while it runs, will have. */
-static bool las_passed(const fg_sched_t *s, const fg__job_t *j, const fg__job_t *v, fg_time_t now,
-                       fg_time_t *wake)
+/* Is `at` (when a job becomes a victim) past? If not, lowers *wake to it. */
+static bool reached(fg_time_t at, fg_time_t now, fg_time_t *wake)
+{
+    if (at <= now)
+        return true;
+    if (at < *wake)
+        *wake = at;
+    return false;
+}
+
+/* When has (or will have) running job v, its attained service growing while it runs,
+ * passed j's las queue? FG__INF: never (j is in the last queue). */
+static fg_time_t las_passed_at(const fg_sched_t *s, const fg__job_t *j, const fg__job_t *v,
+                               fg_time_t now)
 {
     const int64_t att = v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time);
     const int32_t jq = fg__band_las(s, j->band);
     if (fg__las_level(s, att) > jq)
-        return true;
-    if (jq + 1 < s->cfg.las_levels && v->gpus > 0) {
-        const int64_t need = s->cfg.las_thresholds_gpu_s[jq] - att;
-        const fg_time_t at = now + (need + v->gpus - 1) / v->gpus;
-        if (at > now && at < *wake)
-            *wake = at;
-    }
-    return false;
+        return now;
+    if (jq + 1 >= s->cfg.las_levels || v->gpus <= 0)
+        return FG__INF;
+    const int64_t need = s->cfg.las_thresholds_gpu_s[jq] - att;
+    return now + (need + v->gpus - 1) / v->gpus;
 }
 
 /* Under fair share: does v's account (v of another account than j's) or v's member (in
@@ -271,9 +272,9 @@ static bool over_entitlement(search_t *q, const fg__job_t *v)
 }
 
 /* Is running job v a legal victim for this search (step 2 of the banner)? Lowers
- * q->wake when v would become one later. `over`: under fair share, for v of another
- * account than j's, whether v's account runs more than its entitlement (the caller's
- * answer for the whole account), else -1. */
+ * q->wake when v would become one later. `over`: under fair share (and las under fair),
+ * for v of another account than j's, whether v's account runs more than its entitlement
+ * (the caller's answer for the whole account), else -1. */
 static bool victim_ok(search_t *q, const fg__job_t *v, int over)
 {
     const fg__job_t *j = q->j;
@@ -291,17 +292,23 @@ static bool victim_ok(search_t *q, const fg__job_t *v, int over)
     if (v->prio == FG_PRIO_HIGH || v->prio > j->prio)
         return false;
     if (q->why == FG_PREEMPT_LAS) {
-        if (!las_passed(q->s, j, v, q->now, &q->wake))
-            return false;
-        /* fair: an over-share job takes only from its own account or an over-share one */
+        /* fair: an over-share job takes only from its own account or an over-share one
+         * (tested first: an account within its entitlement lowers no wake, victim-skip) */
         if (q->s->cfg.policy == FG_POLICY_FAIR && v->account != j->account &&
-            !over_entitlement(q, v))
+            !(over >= 0 ? over : over_entitlement(q, v)))
+            return false;
+        const fg_time_t las_at = las_passed_at(q->s, j, v, q->now);
+        if (q->s->cfg.policy == FG_POLICY_FAIR) { /* (the wake: when both hold) */
+            const fg_time_t ran_at = ran_enough_at(q->s, v);
+            return reached(las_at > ran_at ? las_at : ran_at, q->now, &q->wake);
+        }
+        if (!reached(las_at, q->now, &q->wake))
             return false;
     } else if (!(over >= 0 ? over : over_entitlement(q, v))) {
         return false;
     }
     /* Fair share and las stop only long runners */
-    return ran_enough(q->s, v, q->now, &q->wake);
+    return reached(ran_enough_at(q->s, v), q->now, &q->wake);
 }
 
 /* ------------------------------------------------------------------ candidate nodes */
@@ -334,19 +341,28 @@ static void mark_victim(search_t *q, fg__job_t *v)
     }
 }
 
-/* Shortcut "victim-skip", under fair share: can account a have no legal victim? Not
- * one of an account within its entitlement (not j's), nor of j's account when j's
- * member holds all its running GPUs (victim_ok); only when none of its jobs may have
- * started at `now` (last_start), which would lower the wake. */
+/* Does this search take victims of other accounts only from those over their
+ * entitlement (fair share, and las under fair)? */
+static bool account_rule(const search_t *q)
+{
+    return q->why == FG_PREEMPT_FAIR_SHARE ||
+           (q->why == FG_PREEMPT_LAS && q->s->cfg.policy == FG_POLICY_FAIR);
+}
+
+/* Shortcut "victim-skip", under fair share (and las under fair): can account a have no
+ * legal victim? Not one of an account within its entitlement (not j's), nor, under fair
+ * share, of j's account when j's member holds all its running GPUs (victim_ok); only
+ * when none of its jobs may have started at `now` (last_start), which would lower the
+ * wake. */
 static bool account_skipped(const search_t *q, int32_t a)
 {
     const fg_sched_t *s = q->s;
-    if (q->why != FG_PREEMPT_FAIR_SHARE || !fg__sc(s, FG__SC_VICTIM_SKIP) ||
-        s->accounts[a].last_start >= q->now)
+    if (!account_rule(q) || !fg__sc(s, FG__SC_VICTIM_SKIP) || s->accounts[a].last_start >= q->now)
         return false;
     if (a != q->j->account)
         return account_within(s, q->e, a, 0);
-    return s->members[q->j->member].running == s->accounts[a].running;
+    return q->why == FG_PREEMPT_FAIR_SHARE &&
+           s->members[q->j->member].running == s->accounts[a].running;
 }
 
 /* Marks every legal victim, from the running lists of the accounts and classes that
@@ -359,10 +375,10 @@ static void mark_victims(search_t *q)
         if (account_skipped(q, (int32_t)a))
             continue;
         /* (victim-skip: the account's answer once for all its jobs) */
-        const int over = q->why == FG_PREEMPT_FAIR_SHARE && (int32_t)a != q->j->account &&
-                                 fg__sc(s, FG__SC_VICTIM_SKIP)
-                             ? !account_within(s, q->e, (int32_t)a, 0)
-                             : -1;
+        const int over =
+            account_rule(q) && (int32_t)a != q->j->account && fg__sc(s, FG__SC_VICTIM_SKIP)
+                ? !account_within(s, q->e, (int32_t)a, 0)
+                : -1;
         for (int c = FG_PRIO_LOW; c <= FG_PRIO_NORMAL; c++) {
             if (q->why == FG_PREEMPT_PRIORITY && c != FG_PRIO_LOW)
                 continue;
@@ -615,10 +631,11 @@ void fg__try_preempt(fg_sched_t *s, fg__job_t *j, fg_time_t now, ent_calc_t *e, 
     if (s->cand_cap < s->nnodes)
         s->cand = fg__grow(s->cand, &s->cand_cap, s->nnodes, sizeof *s->cand);
     q.cand = s->cand;
-    q.wake = *wake;
+    q.wake = FG_TIME_NEVER;
     s->stamp++; /* (this search's marks: victim_pass, cand_pass) */
     mark_victims(&q);
-    *wake = q.wake;
+    if (q.wake < *wake)
+        *wake = q.wake;
     if (!q.ncand)
         return;
     if (q.whole)

@@ -351,11 +351,13 @@ static int las_option(sim_args_t *a, const char *name, const char *arg)
         int64_t v;
         if (n + 1 >= FG_LAS_MAX_LEVELS || parse_time(tok, &v) || v <= 0 ||
             (n > 0 && v <= a->o.cfg.las_thresholds_gpu_s[n - 1]))
-            return bad_opt(name, arg, "1 to 7 ascending positive GPU-second thresholds, comma-separated");
+            return bad_opt(name, arg,
+                           "1 to 7 ascending positive GPU-second thresholds, comma-separated");
         a->o.cfg.las_thresholds_gpu_s[n++] = v;
     }
     if (n == 0)
-        return bad_opt(name, arg, "1 to 7 ascending positive GPU-second thresholds, comma-separated");
+        return bad_opt(name, arg,
+                       "1 to 7 ascending positive GPU-second thresholds, comma-separated");
     a->o.cfg.las_levels = n + 1;
     return 0;
 }

@@ -176,7 +176,8 @@ double fg_fair_jain(int32_t n, const double *entitled, const double *received)
             continue;
         double x = received[u] / entitled[u];
         if (getenv("FG_JAIN_DEBUG"))
-            fprintf(stderr, "tenant %d entitled %.0f received %.0f x %.3f\n", u, entitled[u], received[u], x);
+            fprintf(stderr, "tenant %d entitled %.0f received %.0f x %.3f\n", u, entitled[u],
+                    received[u], x);
         s += x;
         s2 += x * x;
         m++;

@@ -173,6 +173,7 @@ static void test_a_restored_scheduler_counts_earlier_attempts_toward_the_quantum
     static world_t w;
     memset(&w, 0, sizeof w);
     fg_config_default(&w.cfg);
+    w.cfg.policy = FG_POLICY_WFQ; /* (its preemption waits preempt_wait_s, whatever the estimate) */
     fg_sched_t *old = sched_new(&w);
     submit(&w, old, 1, 'a', 8, FG_PRIO_NORMAL, 1, 0);
     assert_int_equal(start_now(old, 0, 1), 1);
@@ -201,6 +202,7 @@ static void test_a_restored_scheduler_counts_the_wait_from_the_requeue(void **st
     static world_t w;
     memset(&w, 0, sizeof w);
     fg_config_default(&w.cfg);
+    w.cfg.policy = FG_POLICY_WFQ; /* (its preemption waits preempt_wait_s, whatever the estimate) */
     w.cfg.quantum_s = 100;
     w.cfg.min_run_s = 100;
     fg_sched_t *old = sched_new(&w);
