@@ -344,7 +344,7 @@ static int las_option(sim_args_t *a, const char *name, const char *arg)
     char buf[256];
     if (strlen(arg) >= sizeof buf)
         return bad_opt(name, arg, "a short list");
-    strcpy(buf, arg);
+    snprintf(buf, sizeof buf, "%s", arg);
     int32_t n = 0;
     for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
