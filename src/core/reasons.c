@@ -21,6 +21,8 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Why a job that could not start waits (sets j->why): too few free GPUs of its type
  * (resources), free GPUs it would fit that are held for another job (reservation), or
@@ -155,6 +157,70 @@ static void explain_why(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, 
     }
 }
 
+/* Does a job with reason r wait for GPUs others hold or are given first (not for its
+ * account's limits, its backoff or the nodes)? */
+static bool waits_for_others(fg_reason_t r)
+{
+    return r == FG_REASON_PRIORITY || r == FG_REASON_RESOURCES || r == FG_REASON_FRAGMENTATION ||
+           r == FG_REASON_RESERVATION;
+}
+
+/* Account a's entitlement: the water fill of the up GPUs over the accounts' demand
+ * (running + pending GPUs), as preemption computes it. */
+static double account_entitlement(const fg_sched_t *s, int32_t a)
+{
+    const size_t na = s->naccounts;
+    double *d = fg__realloc(NULL, 3 * na * sizeof *d);
+    int32_t *scratch = fg__realloc(NULL, na * sizeof *scratch);
+    double *w = d + na, *out = d + 2 * na;
+    for (size_t i = 0; i < na; i++) {
+        d[i] = (double)s->accounts[i].running + (double)s->accounts[i].pending_gpus;
+        w[i] = s->accounts[i].weight;
+    }
+    fg_fair_water_fill(na, d, w, (double)fg_sched_gpus_up(s), out, scratch);
+    const double e = out[a];
+    free(d);
+    free(scratch);
+    return e;
+}
+
+/* The numbers of the fair-share rules that order pending job j (wfq, fair), appended to
+ * buf[0..n) after its reason: its LAS queue (fair), and its account's GPUs running
+ * against its entitlement and its recent usage (decayed GPU-seconds over tau: the
+ * average GPUs of the last half-lives), over its weight. Looking changes nothing. */
+static void explain_share(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, char *buf,
+                          size_t n)
+{
+    const fg__account_t *a = &s->accounts[j->account];
+    size_t len = strlen(buf);
+    if (s->cfg.policy == FG_POLICY_FAIR && len < n) {
+        const int32_t q = fg__band_las(s, j->band);
+        if (q + 1 < s->cfg.las_levels)
+            len += (size_t)fmt(buf + len, n - len,
+                               "; LAS queue %d of %d (attained %" PRId64
+                               " GPU-s, the next queue from %" PRId64 ")",
+                               q, s->cfg.las_levels, j->attained_gpu_s,
+                               s->cfg.las_thresholds_gpu_s[q]);
+        else
+            len +=
+                (size_t)fmt(buf + len, n - len, "; LAS queue %d of %d (attained %" PRId64 " GPU-s)",
+                            q, s->cfg.las_levels, j->attained_gpu_s);
+    }
+    if (len >= n)
+        return;
+    double usage = a->usage;
+    fg_time_t at = a->usage_at;
+    fg__usage_advance(s, &usage, &at, a->running, now);
+    const double ent = account_entitlement(s, j->account);
+    len += (size_t)fmt(buf + len, n - len,
+                       "; account %s (weight %g) runs %d GPUs of %.1f entitled (%s)", a->name,
+                       a->weight, a->running, ent,
+                       (double)a->running + j->gpus <= ent + 1e-9 ? "within its share with this job"
+                                                                  : "over its share with this job");
+    if (s->tau > 0 && len < n)
+        fmt(buf + len, n - len, ", recent usage %.1f GPUs", usage / s->tau);
+}
+
 int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
 {
     fg__job_t *j = fg__job_by_id(s, id);
@@ -167,10 +233,15 @@ int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, si
         fmt(buf, n, "running%s", j->preempting ? "; being preempted" : "");
         return FG_REASON_NONE;
     }
+    const bool keyed = fg__keyed(s);
     if (j->reason_walk != s->walk_no || j->why.code == FG__REASON_LAZY) {
         explain_unreached(s, j, now, buf, n);
+        if (keyed)
+            explain_share(s, j, now, buf, n);
         return FG_REASON_PRIORITY;
     }
     explain_why(s, j, now, buf, n);
+    if (keyed && waits_for_others(j->why.code))
+        explain_share(s, j, now, buf, n);
     return (int)j->why.code;
 }
