@@ -218,7 +218,7 @@ static void explain_share(const fg_sched_t *s, const fg__job_t *j, fg_time_t now
                        (double)a->running + j->gpus <= ent + 1e-9 ? "within its share with this job"
                                                                   : "over its share with this job");
     if (s->tau > 0 && len < n)
-        fmt(buf + len, n - len, ", recent usage %.1f GPUs", usage / s->tau);
+        fmt(buf + len, n - len, ", recent usage %.2f GPUs", usage / s->tau);
 }
 
 int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n)
