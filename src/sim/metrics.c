@@ -276,6 +276,12 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "reserve_depth", json_integer(r->reserve_depth));
     json_object_set_new(o, "preemption", json_boolean(r->preemption));
     json_object_set_new(o, "quantum_s", json_integer(r->quantum_s));
+    json_object_set_new(o, "preempt_wait_s", json_integer(r->preempt_wait_s));
+    json_object_set_new(o, "min_run_s", json_integer(r->min_run_s));
+    json_t *th = json_array();
+    for (int32_t i = 0; i + 1 < r->las_levels; i++)
+        json_array_append_new(th, json_integer(r->las_thresholds_gpu_s[i]));
+    json_object_set_new(o, "las_thresholds_gpu_s", th);
     json_object_set_new(o, "checkpoint_interval_s", json_integer(r->checkpoint_interval_s));
     json_object_set_new(o, "restart_overhead_s", json_integer(r->restart_overhead_s));
     json_object_set_new(o, "time_limit_factor", real(r->time_limit_factor, 3));

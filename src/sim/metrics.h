@@ -6,6 +6,8 @@
 #ifndef FG_SIM_METRICS_H
 #define FG_SIM_METRICS_H
 
+#include "fairgpu/core.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -65,6 +67,9 @@ typedef struct fg_sim_result {
     bool backfill, preemption;
     int32_t backfill_depth, reserve_depth;
     int64_t quantum_s, checkpoint_interval_s, restart_overhead_s;
+    int64_t preempt_wait_s, min_run_s;
+    int32_t las_levels;
+    int64_t las_thresholds_gpu_s[FG_LAS_MAX_LEVELS - 1];
     double time_limit_factor;
     int64_t passes; /* scheduling passes run */
 } fg_sim_result_t;

@@ -544,6 +544,10 @@ static void result_fill(replay_t *p, fg_sim_result_t *r, double t_begin)
     r->backfill_depth = o->cfg.backfill_depth;
     r->reserve_depth = o->cfg.reserve_depth;
     r->quantum_s = o->cfg.quantum_s;
+    r->preempt_wait_s = o->cfg.preempt_wait_s;
+    r->min_run_s = o->cfg.min_run_s;
+    r->las_levels = o->cfg.las_levels;
+    memcpy(r->las_thresholds_gpu_s, o->cfg.las_thresholds_gpu_s, sizeof r->las_thresholds_gpu_s);
     r->checkpoint_interval_s = o->checkpoint_interval_s;
     r->time_limit_factor = o->time_limit_factor;
     r->passes = p->passes;
