@@ -495,13 +495,25 @@ static int64_t lost_gpu_s(const fg__job_t *v, fg_time_t now)
 typedef struct victim {
     int32_t slot;
     fg_job_id_t id;
+    int32_t queue; /* fair: its LAS queue (attained service, this run included); else 0 */
     int64_t lost;
 } victim_t;
 
-/* Cheaper first: by (lost, id); not the slot, which restores lay out anew. */
+/* Cheaper first: under fair the later LAS queue first (the longest runners, as LAS would
+ * stop them), then by (lost, id); not the slot, which restores lay out anew. */
 static bool victim_before(const victim_t *x, const victim_t *y)
 {
+    if (x->queue != y->queue)
+        return x->queue > y->queue;
     return x->lost < y->lost || (x->lost == y->lost && x->id < y->id);
+}
+
+/* Running job v's LAS queue under fair, its attained service counting this run; else 0. */
+static int32_t victim_queue(const fg_sched_t *s, const fg__job_t *v, fg_time_t now)
+{
+    if (s->cfg.policy != FG_POLICY_FAIR)
+        return 0;
+    return (int32_t)fg__las_level(s, v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time));
 }
 
 /* The distinct legal victims (this search's marks) running on node nd, cheapest
@@ -519,7 +531,8 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
         if (seen)
             continue;
         /* insertion by cost (at most FG_MAX_NODE_GPUS victims) */
-        const victim_t x = {slot, s->jobs[slot].id, lost_gpu_s(&s->jobs[slot], now)};
+        const fg__job_t *v = &s->jobs[slot];
+        const victim_t x = {slot, v->id, victim_queue(s, v, now), lost_gpu_s(v, now)};
         int32_t b = nv++;
         for (; b > 0 && victim_before(&x, &vs[b - 1]); b--)
             vs[b] = vs[b - 1];
