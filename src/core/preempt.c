@@ -541,6 +541,15 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
     return nv;
 }
 
+/* What stopping victim x costs: the work it loses; under fair first its LAS queue, so
+ * that a node whose victims are in later queues is the cheaper (one queue earlier
+ * weighs more than any work lost: 2^40 GPU-seconds). */
+static int64_t victim_cost(const fg_sched_t *s, const victim_t *x)
+{
+    const int64_t earlier = s->cfg.las_levels - 1 - x->queue;
+    return earlier * ((int64_t)1 << 40) + x->lost;
+}
+
 /* Can stopping victims on candidate nd make room for j? If so, *cost is what the
  * cheapest victims that do lose. */
 static bool node_cost(const search_t *q, const fg__node_t *nd, int64_t *cost)
@@ -555,7 +564,7 @@ static bool node_cost(const search_t *q, const fg__node_t *nd, int64_t *cost)
     *cost = 0;
     for (int32_t k = 0; k < nv && have < target; k++) {
         have += gpus_of_on(q->s, nd, q->j, vs[k].slot);
-        *cost += vs[k].lost;
+        *cost += victim_cost(q->s, &vs[k]);
     }
     return have >= target;
 }
