@@ -250,14 +250,14 @@ static bool reached(fg_time_t at, fg_time_t now, fg_time_t *wake)
 static fg_time_t las_passed_at(const fg_sched_t *s, const fg__job_t *j, const fg__job_t *v,
                                fg_time_t now)
 {
-    const int64_t att = v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time);
     const int32_t jq = fg__band_las(s, j->band);
-    if (fg__las_level(s, att) > jq)
-        return now;
-    if (jq + 1 >= s->cfg.las_levels || v->gpus <= 0)
+    if (jq + 1 >= s->cfg.las_levels)
         return FG__INF;
+    /* (past queue jq: at least the threshold that ends it, the thresholds ascending) */
+    const int64_t att = v->attained_gpu_s + (int64_t)v->gpus * (now - v->start_time);
     const int64_t need = s->cfg.las_thresholds_gpu_s[jq] - att;
-    return now + (need + v->gpus - 1) / v->gpus;
+    assert(v->gpus > 0);
+    return need <= 0 ? now : now + (need + v->gpus - 1) / v->gpus;
 }
 
 /* Under fair share: does v's account (v of another account than j's) or v's member (in
