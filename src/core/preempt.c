@@ -546,6 +546,8 @@ static int32_t node_victims(const fg_sched_t *s, const fg__node_t *nd, fg_time_t
  * weighs more than any work lost: 2^40 GPU-seconds). */
 static int64_t victim_cost(const fg_sched_t *s, const victim_t *x)
 {
+    if (s->cfg.policy != FG_POLICY_FAIR)
+        return x->lost;
     const int64_t earlier = s->cfg.las_levels - 1 - x->queue;
     return earlier * ((int64_t)1 << 40) + x->lost;
 }
