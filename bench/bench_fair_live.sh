@@ -39,7 +39,7 @@ for tool in curl jq; do
     command -v $tool >/dev/null || { echo "bench_fair_live: $tool is needed" >&2; exit 2; }
 done
 CAP=${FG_BENCH_CAP:-120}
-TUNABLES=(--quantum 20s --preempt-wait 3s --min-run 3s --las-thresholds 20,200,2000
+TUNABLES=(--quantum 20s --preempt-wait 3s --min-run 3s --las-thresholds "20,200,2000"
     --half-life 1h)
 POLICY_ARGS=()
 [ -n "${FG_BENCH_POLICY:-}" ] && POLICY_ARGS=(--policy "$FG_BENCH_POLICY")
@@ -64,6 +64,7 @@ stop_cluster() {
     TMP=
 }
 trap stop_cluster EXIT
+trap "exit 143" INT TERM
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 # start_server: a server on a free loopback port with its data in $TMP/data; sets URL.
