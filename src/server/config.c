@@ -102,6 +102,31 @@ static int parse_bool(const char *v, bool *out)
     return 0;
 }
 
+/* Parses the LAS queue thresholds: ascending positive GPU-seconds separated by commas
+ * ("3600,36000,360000": four queues), at most FG_LAS_MAX_LEVELS - 1 of them. */
+static int parse_las_thresholds(fg_config_t *core, const char *v)
+{
+    int64_t t[FG_LAS_MAX_LEVELS - 1];
+    int n = 0;
+    const char *p = v;
+    for (;;) {
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (errno || end == p || x <= 0 || n == FG_LAS_MAX_LEVELS - 1 || (n > 0 && x <= t[n - 1]))
+            return -1;
+        t[n++] = x;
+        if (!*end)
+            break;
+        if (*end != ',')
+            return -1;
+        p = end + 1;
+    }
+    core->las_levels = n + 1;
+    memcpy(core->las_thresholds_gpu_s, t, sizeof t[0] * (size_t)n);
+    return 0;
+}
+
 static int parse_listen(srv_config_t *c, const char *v)
 {
     const char *colon = strrchr(v, ':');
@@ -296,6 +321,11 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
         if (parse_duration(v, &d))
             BAD("min-run '%s' must be a duration", v);
         c->core.min_run_s = d;
+    } else if (!strcmp(key, "las-thresholds")) {
+        if (parse_las_thresholds(&c->core, v))
+            BAD("las-thresholds '%s' must be 1..7 ascending positive GPU-seconds, "
+                "comma-separated (e.g. 3600,36000,360000)",
+                v);
     } else if (!strcmp(key, "retry-backoff")) {
         if (parse_duration(v, &d))
             BAD("retry-backoff '%s' must be a duration", v);
@@ -408,6 +438,8 @@ static void usage(FILE *f)
           "  --half-life DUR --backfill on|off --preemption on|off --quantum DUR\n"
           "  --preempt-wait DUR --min-run DUR --retry-backoff DUR --retry-backoff-max DUR\n"
           "  --backfill-depth N --reserve-depth N --estimate-depth N   scheduler tunables\n"
+          "  --las-thresholds G1,G2,..  LAS queue limits in GPU-seconds, ascending\n"
+          "                             (default 3600,36000,360000: four queues)\n"
           "  --log-level debug|info|warn|error\n"
           "  --insecure-fast-password-hash   minimal Argon2id cost; FOR TESTS ONLY\n"
           "HTTP engine defences:\n"
@@ -460,6 +492,7 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"quantum", required_argument, 0, 0},
         {"preempt-wait", required_argument, 0, 0},
         {"min-run", required_argument, 0, 0},
+        {"las-thresholds", required_argument, 0, 0},
         {"retry-backoff", required_argument, 0, 0},
         {"retry-backoff-max", required_argument, 0, 0},
         {"backfill-depth", required_argument, 0, 0},
