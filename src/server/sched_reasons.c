@@ -17,12 +17,34 @@
 
 #include <stdlib.h>
 
-/* The plain meaning of reason code r (NULL for none). */
-static const char *generic_reason(fg_reason_t r)
+/* The plain meaning of "priority" under policy p: what orders the jobs ahead of it. */
+static const char *order_reason(fg_policy_t p)
+{
+    switch (p) {
+    case FG_POLICY_FAIR:
+        return "other jobs are ahead of it: by class, then LAS queue (least service first), "
+               "then fair share";
+    case FG_POLICY_WFQ:
+        return "other jobs are ahead of it: by class, then fair share";
+    case FG_POLICY_FIFO:
+        return "an earlier job that cannot start yet blocks the queue";
+    case FG_POLICY_PRIORITY:
+        return "other jobs are ahead of it: by class, then submit order";
+    case FG_POLICY_RR:
+        return "other jobs are ahead of it: by class, then users in turn";
+    case FG_POLICY_LAS:
+        return "other jobs are ahead of it: by LAS queue (least service first), then submit order";
+    default:
+        return "other jobs are ahead of it";
+    }
+}
+
+/* The plain meaning of reason code r under policy p (NULL for none). */
+static const char *generic_reason(fg_reason_t r, fg_policy_t p)
 {
     switch (r) {
     case FG_REASON_PRIORITY:
-        return "other jobs are ahead of it by fair share or class";
+        return order_reason(p);
     case FG_REASON_RESOURCES:
         return "not enough free GPUs";
     case FG_REASON_FRAGMENTATION:
@@ -87,7 +109,10 @@ static void apply_reasons(sctx_t *c, const reason_upd_t *u, size_t from, size_t 
             continue;
         j->r.estimated_start = x->est;
         if (x->code != FG_REASON_NONE)
-            srv__set_reason(j, x->code, x->text ? x->text : generic_reason((fg_reason_t)x->code));
+            srv__set_reason(
+                j, x->code,
+                x->text ? x->text
+                        : generic_reason((fg_reason_t)x->code, fg_sched_config(c->core)->policy));
     }
 }
 
