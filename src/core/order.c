@@ -5,12 +5,13 @@
  * never on what fits, so "behind N jobs" means the same thing in every pass and in
  * fg_sched_explain.
  *
- * Jobs sit in bands (wfq, priority, round-robin: the class, high first; las: the LAS
- * queue; fifo: one band). Bands are walked in order. Inside a band:
+ * Jobs sit in bands (fair: the class, high first, then the LAS queue, fewest attained
+ * GPU-seconds first; wfq, priority, round-robin: the class; las: the LAS queue; fifo:
+ * one band; fg__job_band). Bands are walked in order. Inside a band:
  *   fifo, priority, las  the oldest head job over all members (submit time, then id);
  *   round-robin          members take turns, one job each, in index order, starting
  *                        after the member whose job started last (kept across passes);
- *   wfq                  the account with the smallest key, then inside it the member
+ *   wfq, fair            the account with the smallest key, then inside it the member
  *                        with the smallest key, then that member's oldest job.
  * A key is (U/τ + αR + P) / w: decayed usage over τ (the recent average GPU count),
  * α times the GPUs running at the start of the pass, and the GPUs of jobs already
@@ -26,6 +27,12 @@
  * each with many 1-GPU jobs. Keys start 0/2 = 0 and 0/1 = 0: A first (lower index),
  * then A's key is 1/2, B's 0: B; then A 1/2 vs B 1: A; A 2/2=1 vs B 1: A (tie, lower
  * index); then B ... The walk gives A, B, A, A, B, A, A, B: two of A's for each of B's.
+ *
+ * Worked example (fair, the LAS thresholds 3600, 36000, 360000 GPU-s): account A ran
+ * least recently (key 0.1), B more (key 0.5). A's job a1 was stopped after 2 h on 1 GPU
+ * (attained 7200: queue 1); B's b1 is new (queue 0), and so is A's a2. The walk gives
+ * a2 (band normal/0, A's key lower), b1 (same band), then a1 (band normal/1): new work
+ * of every tenant before the long runner, and between tenants the fair-share order.
  *
  * The code follows those steps: fg__order_prepare makes the keys' terms once per walk
  * (wfq only); band_begin sets up a band (plain_band_begin, wfq_band_begin); each step

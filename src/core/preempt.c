@@ -7,7 +7,11 @@
  *   1. may j search (search_why)? A high job always may (it stops low jobs); under
  *      wfq and round-robin (fair share) and las, a job that waited preempt_wait_s; under
  *      fair share only while its account, or its member, would stay within its
- *      entitlement with j's GPUs (the water fill of fairshare.c).
+ *      entitlement with j's GPUs (the water fill of fairshare.c). Under fair
+ *      (fair_search_why) a job within its entitlement searches by fair share, at once
+ *      when its estimate is more than preempt_wait_s away; one beyond it searches by
+ *      las after preempt_wait_s, taking victims only of its own account or of accounts
+ *      over their entitlement.
  *   2. the legal victims (victim_ok): running, not already stopping, not started at
  *      this very time; for a high job, low jobs; else no high job, none of a class
  *      above j's, and only long runners (ran_enough): under fair share those of an
@@ -15,8 +19,9 @@
  *      under las those past j's las queue. They are marked, and the nodes they run on
  *      that could hold j are the candidates.
  *   3. on each candidate, the cheapest victims (the least work lost since their last
- *      checkpoint) until j fits; the cheapest node (or the need_nodes cheapest for a
- *      whole-node job) wins, and its victims are stopped: j claims their GPUs.
+ *      checkpoint; under fair those of the latest LAS queue first) until j fits; the
+ *      cheapest node (or the need_nodes cheapest for a whole-node job) wins, and its
+ *      victims are stopped: j claims their GPUs.
  *
  * Worked example: one 8-GPU node, accounts A and B of weight 1. B runs two 4-GPU jobs,
  * b1 (1 h since its last checkpoint) and b2 (10 min); A's 4-GPU job a waited
@@ -25,6 +30,11 @@
  * quantum_s). The node has 0 free and 8 held by victims; the cheapest first, b2 (4 GPUs
  * x 10 min lost), frees room enough: b2 is stopped, and a starts on its GPUs when they
  * are free.
+ *
+ * The same under fair, with b1 and b2 running since t=0 and a submitted at t=5000 with
+ * both ending at t=100000: A is within its entitlement and a's estimate is 95000 s
+ * away, more than preempt_wait_s, so a searches at once at t=5000. Had b1 been a job of
+ * LAS queue 2 and b2 of queue 1, b1 would be stopped whatever their checkpoints.
  */
 #include "plan.h"
 
