@@ -552,12 +552,11 @@ static void test_an_over_share_job_preempts_its_own_accounts_long_runner(void **
 }
 
 /* A job beyond its entitlement also takes long runners of an account over its own, but
- * only after preempt_wait_s, whatever its estimate. One 8-GPU node: b's job 1 (8 GPUs)
- * runs from t=0 (queue 1 from t=450: 8 x 450 = 3600). a's job 2 (8 GPUs) arrives at
- * t=100. Demands 8 and 8: entitlements 4 and 4: a holds 0 + 8 > 4 (beyond), b runs
- * 8 > 4 (over). Job 2's estimate is 100000, yet it waits 600 s (t=700), and job 1 is a
- * long runner only at 3600:
- *   t=700, 3599: nothing;   t=3600: job 1 is stopped for job 2 (las). */
+ * only once it has waited preempt_wait_s, whatever its estimate. One 8-GPU node: b's
+ * job 1 (8 GPUs) runs from t=0 (queue 1 from t=450: 8 x 450 = 3600; a long runner from
+ * 3600). a's job 2 (8 GPUs) arrives at t=4000. Demands 8 and 8: entitlements 4 and 4:
+ * a holds 0 + 8 > 4 (beyond), b runs 8 > 4 (over). Job 2's estimate is 100000, yet:
+ *   t=4000, 4599: nothing (next wake-up 4600);   t=4600: job 1 is stopped (las). */
 static void test_an_over_share_job_preempts_an_over_share_accounts_long_runner(void **state)
 {
     (void)state;
@@ -567,19 +566,19 @@ static void test_an_over_share_job_preempts_an_over_share_accounts_long_runner(v
     submit(s, 1, 'b', 8, FG_PRIO_NORMAL, 100000, 0, 0);
     assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
     expect_start_on(&d, 1, 0, 0xff);
-    submit(s, 2, 'a', 8, FG_PRIO_NORMAL, 1000, 0, 100);
-    expect_quiet_pass(s, 100);
+    submit(s, 2, 'a', 8, FG_PRIO_NORMAL, 1000, 0, 4000);
+    assert_int_equal(expect_quiet_pass(s, 4000), 4600);
     assert_int_equal(info(s, 2).estimated_start, 100000);
-    expect_quiet_pass(s, 700);
-    assert_int_equal(expect_quiet_pass(s, 3599), 3600);
-    expect_preemption(s, 3600, 1, FG_PREEMPT_LAS, 2);
+    assert_int_equal(expect_quiet_pass(s, 4599), 4600);
+    expect_preemption(s, 4600, 1, FG_PREEMPT_LAS, 2);
     fg_decisions_free(&d);
     fg_sched_free(s);
 }
 
 /* A job in the last LAS queue never searches: the same as above, but a's job 2 has
  * attained 400000 GPU-s (queue 3 of 0..3). Job 1 (8 GPUs: queue 1 from t=450, 2 from
- * 4500, 3 from 45000) is never past it: nothing at 700, 3600, 7200 or 50000. */
+ * 4500, 3 from 45000) is never past it: nothing at 700, 3600, 7200 or 50000; and with
+ * no search, no wake-up at 700 (when job 2 will have waited 600 s) either. */
 static void test_a_job_in_the_last_las_queue_never_searches(void **state)
 {
     (void)state;
@@ -591,7 +590,7 @@ static void test_a_job_in_the_last_las_queue_never_searches(void **state)
     expect_start_on(&d, 1, 0, 0xff);
     submit(s, 2, 'a', 8, FG_PRIO_NORMAL, 1000, 0, 100);
     set_attained(s, 2, 400000, 100);
-    expect_quiet_pass(s, 100);
+    assert_int_equal(expect_quiet_pass(s, 100), FG_TIME_NEVER); /* (no wait to count) */
     expect_quiet_pass(s, 700);
     expect_quiet_pass(s, 3600);
     expect_quiet_pass(s, 7200);
