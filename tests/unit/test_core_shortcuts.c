@@ -45,7 +45,8 @@
  * nodes left out of the summary at 1000156. A third set (seeds 2000001...) caps the
  * walks of a pass at one to three, so that a pass's last walk often starts jobs and
  * leaves what counts: a walk ended after a start with one GPU still free fails at seed
- * 1, and the last walk ended like the others at 2000003.
+ * 1, and the last walk ended like the others at 2000003. Two more (seeds 3000001... and
+ * 4000001...) replay the first two under fair (fair share and LAS queues at once).
  * Five more tests check pieces on their own: the preemption search's water fill sorted
  * from the last search's order (ties broken by descending index fail at seed 1, a 2 %
  * tolerance at 11), and the look ahead's bound on an account's reading, fg__key_stop
@@ -85,6 +86,7 @@ typedef struct world {
     int nnodes;
     bool longq;    /* long queues (run_sequence) */
     int max_walks; /* walks per pass capped (run_sequence; 0: not) */
+    bool fair;     /* the policy forced to fair (run_sequence) */
     bool running[MAXJOBS];
     int32_t attempt[MAXJOBS];
     fg_time_t end_at[MAXJOBS];
@@ -98,10 +100,10 @@ static const char *const users[] = {"u", "v", "w"};
 
 static void fail_seed(const world_t *w, const char *what, fg_job_id_t id)
 {
-    print_error(
-        "seed %llu (shortcuts off: %s), t=%lld, job %llu: %s\n",
-        (unsigned long long)(w->seed + (w->longq ? 1000000 : 0) + (w->max_walks ? 2000000 : 0)),
-        w->off, (long long)w->now, (unsigned long long)id, what);
+    print_error("seed %llu (shortcuts off: %s), t=%lld, job %llu: %s\n",
+                (unsigned long long)(w->seed + (w->longq ? 1000000 : 0) +
+                                     (w->max_walks ? 2000000 : 0) + (w->fair ? 3000000 : 0)),
+                w->off, (long long)w->now, (unsigned long long)id, what);
     fail();
 }
 
@@ -171,13 +173,16 @@ static void pass(world_t *w)
         fg_decisions_free(&d[k]);
 }
 
-static void run_sequence(uint64_t seed, bool longq, int max_walks)
+/* One random sequence; `fair` replaces the policy it draws by fair (the draws stay those
+ * of the same seed without it). */
+static void run_sequence(uint64_t seed, bool longq, int max_walks, bool fair)
 {
     world_t w;
     memset(&w, 0, sizeof w);
     w.seed = seed;
     w.longq = longq;
     w.max_walks = max_walks;
+    w.fair = fair;
     w.rng = seed * 0x2545f4914f6cdd1dull + 11;
     uint64_t *r = &w.rng;
     fg_config_t c;
@@ -198,6 +203,8 @@ static void run_sequence(uint64_t seed, bool longq, int max_walks)
         c.backfill_depth = (int32_t)rnd(r, 4, 40);
         c.estimate_depth = (int32_t)rnd(r, 0, 6);
     }
+    if (fair)
+        c.policy = FG_POLICY_FAIR;
     assert_int_equal(fg_config_check(&c, NULL), FG_OK);
     const int naccts = (int)rnd(r, longq ? 2 : 3, longq ? 3 : 4);
     const int nusers = longq ? 1 : (int)rnd(r, 1, 3);
@@ -278,21 +285,25 @@ static void test_the_shortcuts_decide_what_the_plain_computation_decides(void **
     (void)state;
     const char *one = getenv("FG_SHORTCUTS_SEED");
     if (one) {
-        const uint64_t seed = strtoull(one, NULL, 10);
-        run_sequence(seed % 1000000, seed % 2000000 >= 1000000,
-                     seed >= 2000000 ? 1 + (int)(seed % 1000000 % 3) : 0);
+        const uint64_t seed = strtoull(one, NULL, 10), set = seed / 1000000, n = seed % 1000000;
+        run_sequence(n, set == 1 || set == 4, set == 2 ? 1 + (int)(n % 3) : 0, set >= 3);
         return;
     }
     for (uint64_t seed = 1; seed <= 1500; seed++)
-        run_sequence(seed, false, 0);
+        run_sequence(seed, false, 0, false);
     assert_true(g_preempts > 0);
     assert_true(g_cuts > 0);
     /* (seeds 1000001...: FG_SHORTCUTS_SEED replays them with the long queues) */
     for (uint64_t seed = 1; seed <= 600; seed++)
-        run_sequence(seed, true, 0);
+        run_sequence(seed, true, 0, false);
     /* (seeds 2000001...: at most one to three walks per pass) */
     for (uint64_t seed = 1; seed <= 300; seed++)
-        run_sequence(seed, false, 1 + (int)(seed % 3));
+        run_sequence(seed, false, 1 + (int)(seed % 3), false);
+    /* (seeds 3000001... and 4000001...: the first two sets under fair) */
+    for (uint64_t seed = 1; seed <= 600; seed++)
+        run_sequence(seed, false, 0, true);
+    for (uint64_t seed = 1; seed <= 300; seed++)
+        run_sequence(seed, true, 0, true);
 }
 
 /* The accounts' water fill of a preemption search is kept sorted from the last search
