@@ -634,6 +634,87 @@ static void test_high_preempts_low_at_once(void **state)
     fg_sched_free(s);
 }
 
+/* ------------------------------------------------------------------ victims and words */
+
+/* On a node, the victim of the latest LAS queue goes first, whatever the work it loses.
+ * One 8-GPU node; a's jobs 1 (4 GPUs, restored with 40000 GPU-s attained: queue 2;
+ * checkpoint every 900 s) and 2 (4 GPUs, fresh; checkpoint every 1000 s) start at t=0.
+ * At t=4300 b (within its share: 4 of 8) submits a 4-GPU job 3, whose estimate (t=100000)
+ * is far: it preempts at once. Job 1 would lose 4300 mod 900 = 700 s x 4 GPUs, job 2
+ * 4300 mod 1000 = 300 s x 4 (queue 1: 17200 GPU-s): fair stops job 1, of the later
+ * queue; wfq (preemption wait 0) the cheaper job 2. */
+static void test_the_victim_of_the_latest_las_queue_goes_first(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_fair(1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 4, FG_PRIO_NORMAL, 100000, 900, 0);
+    set_attained(s, 1, 40000, 0);
+    submit(s, 2, 'a', 4, FG_PRIO_NORMAL, 100000, 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 2);
+    submit(s, 3, 'b', 4, FG_PRIO_NORMAL, 1000, 0, 4300);
+    expect_preemption(s, 4300, 1, FG_PREEMPT_FAIR_SHARE, 3);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+
+    /* the same under wfq: the cheaper one, job 2 */
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    cfg.policy = FG_POLICY_WFQ;
+    cfg.preempt_wait_s = 0;
+    s = sched_new(&cfg, 1, 8);
+    fg_decisions_init(&d);
+    submit(s, 1, 'a', 4, FG_PRIO_NORMAL, 100000, 900, 0);
+    set_attained(s, 1, 40000, 0);
+    submit(s, 2, 'a', 4, FG_PRIO_NORMAL, 100000, 1000, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    submit(s, 3, 'b', 4, FG_PRIO_NORMAL, 1000, 0, 4300);
+    expect_preemption(s, 4300, 2, FG_PREEMPT_FAIR_SHARE, 3);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* fg_sched_explain names the rules that hold a waiting job, with their numbers. One
+ * 8-GPU node; a runs eight 1-GPU jobs since t=0 and has two more queued; at t=5000 b
+ * submits a 4-GPU job, which preempts four of a's at once (b within its share): jobs 1-4,
+ * which lose the same work. Job 9 of a then reads: its LAS queue 0 of 4, and a running
+ * 4 GPUs of its 4 entitled, over its share with this job; job 1, stopped, queue 1. */
+static void test_explain_gives_the_las_queue_and_the_share(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_fair(1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    for (fg_job_id_t id = 1; id <= 10; id++)
+        submit(s, id, 'a', 1, FG_PRIO_NORMAL, 172800, 0, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 8);
+    submit(s, 20, 'b', 4, FG_PRIO_NORMAL, 600, 0, 5000);
+    assert_int_equal(fg_sched_pass(s, 5000, &d), FG_OK);
+    assert_int_equal(d.npreempts, 4);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(fg_sched_attempt_ended(s, d.preempts[i].job, d.preempts[i].attempt,
+                                                FG_END_PREEMPTED, 5000, NULL),
+                         FG_OK);
+    assert_int_equal(fg_sched_pass(s, 5000, &d), FG_OK);
+    assert_non_null(find_start(&d, 20));
+    char buf[512];
+    assert_true(fg_sched_explain(s, 9, 5000, buf, sizeof buf) >= 0);
+    if (!strstr(buf, "LAS queue 0 of 4 (attained 0 GPU-s, the next queue from 3600)") ||
+        !strstr(buf, "account a (weight 1) runs 4 GPUs of 4.0 entitled (over its share"))
+        fail_msg("explain: %s", buf);
+    /* a stopped job: queue 1, with its attained service */
+    const fg_job_id_t stopped = 1;
+    assert_int_equal(info(s, stopped).state, FG_JOB_PENDING);
+    assert_true(fg_sched_explain(s, stopped, 5000, buf, sizeof buf) >= 0);
+    if (!strstr(buf, "LAS queue 1 of 4 (attained 5000 GPU-s"))
+        fail_msg("explain of a stopped job: %s", buf);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -649,6 +730,8 @@ int main(void)
         cmocka_unit_test(test_an_over_share_job_preempts_an_over_share_accounts_long_runner),
         cmocka_unit_test(test_a_job_in_the_last_las_queue_never_searches),
         cmocka_unit_test(test_high_preempts_low_at_once),
+        cmocka_unit_test(test_the_victim_of_the_latest_las_queue_goes_first),
+        cmocka_unit_test(test_explain_gives_the_las_queue_and_the_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
