@@ -35,7 +35,7 @@ typedef uint64_t fg_job_id_t; /* caller-chosen, unique among live jobs, never 0 
 #define FG_MAX_JOB_GPUS    1024 /* at most 128 whole nodes per job */
 #define FG_LAS_MAX_LEVELS  8
 #define FG_NAME_MAX        64  /* account, user, node and GPU type names */
-#define FG_REASON_MAX      256 /* fg_sched_explain() text, NUL included */
+#define FG_REASON_MAX      512 /* fg_sched_explain() text, NUL included */
 
 /* ------------------------------------------------------------------ errors */
 
