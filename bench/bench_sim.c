@@ -99,7 +99,8 @@ int main(int argc, char **argv)
         o.groups = &g;
         o.ngroups = 1;
         o.cfg.backfill_depth = depths[k];
-        snprintf(name, sizeof name, "sim_wfq_backfill_depth_%d", depths[k]);
+        snprintf(name, sizeof name, "sim_%s_backfill_depth_%d", fg_policy_name(o.cfg.policy),
+                 depths[k]);
         bad |= run(&t, &o, name);
     }
     fg_trace_free(&t);
