@@ -204,14 +204,14 @@ typedef struct walk {
     fg_decisions_t *out;
     fg__order_t *o; /* the plan order (read-only queues until the walk ends) */
     fg_time_t now;
-    fg_time_t wake;       /* the earliest end of a backoff seen */
-    size_t starts_before; /* out->nstarts when the walk began */
-    bool no_backfill;     /* fifo or no backfill: nothing starts behind a blocked job */
-    int64_t K;            /* estimate_depth */
-    int64_t idx;          /* pending jobs the order gave so far */
-    int64_t after_block;  /* jobs the order gave since the first blocked one */
-    int32_t reserved;     /* reservations made (at most reserve_depth) */
-    int32_t nblk;         /* blocked jobs seen (the first preempt_jobs_per_pass are candidates) */
+    fg_time_t wake;           /* the earliest end of a backoff seen */
+    size_t starts_before;     /* out->nstarts when the walk began */
+    bool no_backfill;         /* fifo or no backfill: nothing starts behind a blocked job */
+    int64_t K;                /* estimate_depth */
+    int64_t idx;              /* pending jobs the order gave so far */
+    int64_t after_block;      /* jobs the order gave since the first blocked one */
+    int32_t reserved;         /* reservations made (at most reserve_depth) */
+    int32_t nblk;             /* preemption candidates seen (at most preempt_jobs_per_pass) */
     fg_job_id_t head_blocked; /* the first blocked job; 0: none yet */
     /* free GPUs: they change only with the walk's starts */
     int32_t free_now;
@@ -528,6 +528,19 @@ static bool walk_start(walk_t *w, int32_t slot)
     return false;
 }
 
+/* May blocked job j take one of the pass's preemption turns? A high job stops only low
+ * jobs (class preemption): without a low job running anywhere it would spend the turn
+ * on nothing, and a job behind it that could preempt would not. */
+static bool may_take_turn(const fg_sched_t *s, const fg__job_t *j)
+{
+    if (j->prio != FG_PRIO_HIGH)
+        return true;
+    for (size_t a = 0; a < s->naccounts; a++)
+        if (s->accounts[a].run_head[FG_PRIO_LOW] >= 0)
+            return true;
+    return false;
+}
+
 /* Job `slot` cannot start now: its reason; the first reserve_depth blocked jobs reserve
  * the GPUs that free up soonest, the first estimate_depth get an estimate, the first
  * preempt_jobs_per_pass are preemption candidates. */
@@ -537,9 +550,13 @@ static void walk_blocked(walk_t *w, int32_t slot)
     const fg_config_t *c = w->c;
     fg__job_t *j = &s->jobs[slot];
     const bool protect = w->reserved < c->reserve_depth;
-    /* Preemption serves the first preempt_jobs_per_pass blocked jobs in plan order; they
-     * always get an estimate, so what is preempted never depends on estimate_depth. */
-    const bool candidate = c->preemption && w->nblk++ < c->preempt_jobs_per_pass;
+    /* Preemption serves the first preempt_jobs_per_pass blocked jobs in plan order that
+     * may take a turn; until they are found every blocked job claims its estimate as they
+     * do (so what is preempted never depends on estimate_depth, and the claims decisions
+     * depend on come before the estimate-only ones). */
+    const bool in_turns = c->preemption && w->nblk < c->preempt_jobs_per_pass;
+    const bool candidate = in_turns && may_take_turn(s, j);
+    w->nblk += candidate;
     /* (a candidate's reason decides whether it may preempt: always made) */
     if ((s->no_reasons || w->moot) && !candidate)
         j->why.code = FG__REASON_LAZY;
@@ -547,7 +564,7 @@ static void walk_blocked(walk_t *w, int32_t slot)
         fg__blocked_reason_memo(s, j);
     if (!w->head_blocked)
         w->head_blocked = j->id;
-    if (protect || candidate)
+    if (protect || in_turns)
         j->est = fg__plan_claim(s, j, w->now, protect);
     else if (w->idx <= w->K && !w->moot)
         j->est = fg__estimate(s, j, w->now);

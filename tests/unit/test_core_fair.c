@@ -634,6 +634,29 @@ static void test_high_preempts_low_at_once(void **state)
     fg_sched_free(s);
 }
 
+/* A blocked high job with no low job to stop leaves the pass's preemption turn to the
+ * jobs behind it. One 8-GPU node; b's normal 8-GPU job 1 runs from t=0 (limit 100000).
+ * At t=100 a submits a high 4-GPU job 2 and a normal 4-GPU job 3; a (demand 8 of 16 in
+ * all: entitled 4) is within its share with job 3. Job 2 comes first in plan order but
+ * no low job runs: job 3 takes the turn, and at t=3600, when job 1 is a long runner,
+ * job 1 is stopped for it (its estimate, t=100000, is far). */
+static void test_a_high_job_with_no_low_victim_leaves_the_turn(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_fair(1);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    submit(s, 1, 'b', 8, FG_PRIO_NORMAL, 100000, 0, 0);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    expect_start_on(&d, 1, 0, 0xff);
+    submit(s, 2, 'a', 4, FG_PRIO_HIGH, 1000, 0, 100);
+    submit(s, 3, 'a', 4, FG_PRIO_NORMAL, 1000, 0, 100);
+    assert_int_equal(expect_quiet_pass(s, 100), 3600);
+    expect_preemption(s, 3600, 1, FG_PREEMPT_FAIR_SHARE, 3);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
 /* ------------------------------------------------------------------ victims and words */
 
 /* On a node, the victim of the latest LAS queue goes first, whatever the work it loses.
@@ -730,6 +753,7 @@ int main(void)
         cmocka_unit_test(test_an_over_share_job_preempts_an_over_share_accounts_long_runner),
         cmocka_unit_test(test_a_job_in_the_last_las_queue_never_searches),
         cmocka_unit_test(test_high_preempts_low_at_once),
+        cmocka_unit_test(test_a_high_job_with_no_low_victim_leaves_the_turn),
         cmocka_unit_test(test_the_victim_of_the_latest_las_queue_goes_first),
         cmocka_unit_test(test_explain_gives_the_las_queue_and_the_share),
     };
