@@ -106,12 +106,16 @@ bool fg_bill_cause_free(fg_end_cause_t c);
 int fg_bill_accrue(const fg_bill_attempt_t *a, fg_price_fn price, void *ctx, int64_t charged_to_ms,
                    int64_t now_ms, uint64_t *next_id, fg_ledger_row_t *out, int *n_out);
 
-#define FG_BILL_ATTEMPT_ROWS_MAX 2
-/* The rows of an ended attempt: exactly one final charge row for [charged_to_ms, end_ms)
- * (C(end) - C(charged_to), possibly 0), then at most one refund row that refers to it:
- * the whole charge C(end) - C(start) if fg_bill_cause_free(cause), or the lost work
- * C(end) - C(last checkpoint) of a preempted attempt. out has room for
- * FG_BILL_ATTEMPT_ROWS_MAX rows. */
+#define FG_BILL_ATTEMPT_ROWS_MAX 3
+/* The rows of an ended attempt, given how far live accrual charged it (charged_to_ms, the
+ * start if it never accrued): exactly one final charge row for [charged_to_ms, end_ms)
+ * (C(end) - C(charged_to), possibly 0), then refund rows that refer to it:
+ *   - accruals past the reported end (charged_to_ms > end_ms, the agent's end came in
+ *     after an accrual): the final row is empty and C(charged_to) - C(end) comes back;
+ *   - the whole charge C(end) - C(start) if fg_bill_cause_free(cause);
+ *   - the lost work C(end) - C(last checkpoint) of a preempted attempt.
+ * So the attempt's charge rows minus the first refund are always C(end). out has room for
+ * FG_BILL_ATTEMPT_ROWS_MAX rows. On an error no row is made and *next_id is unchanged. */
 int fg_bill_attempt_rows(const fg_bill_attempt_t *a, fg_price_fn price, void *ctx,
                          int64_t charged_to_ms, uint64_t *next_id, fg_ledger_row_t *out,
                          int *n_out);

@@ -146,6 +146,21 @@ static int64_t kept_until(const fg_bill_attempt_t *a)
     return a->start_ms;
 }
 
+/* Appends to out[*n] a refund of [from, to) on the curve of the final row out[0]. */
+static int add_refund(fg_ledger_row_t *out, int *n, int64_t from, int64_t to, const char *note)
+{
+    assert(*n >= 1 && *n < FG_BILL_ATTEMPT_ROWS_MAX);
+    fg_ledger_row_t *r = &out[*n];
+    *r = out[0];
+    r->kind = FG_ROW_REFUND;
+    int rc = row_span(r, from, to, -1);
+    if (rc != FG_OK)
+        return rc;
+    snprintf(r->note, sizeof r->note, "%s", note);
+    (*n)++;
+    return FG_OK;
+}
+
 int fg_bill_attempt_rows(const fg_bill_attempt_t *a, fg_price_fn price, void *ctx,
                          int64_t charged_to_ms, uint64_t *next_id, fg_ledger_row_t *out, int *n_out)
 {
@@ -153,37 +168,41 @@ int fg_bill_attempt_rows(const fg_bill_attempt_t *a, fg_price_fn price, void *ct
         return FG_EINVAL;
     *n_out = 0;
     if (!a || (unsigned)a->cause > FG_END_CAUSE_MAX || a->end_ms < a->start_ms ||
-        charged_to_ms < a->start_ms || charged_to_ms > a->end_ms || a->checkpoint_interval_ms < 0 ||
-        a->last_checkpoint_ms < 0)
+        charged_to_ms < a->start_ms || a->checkpoint_interval_ms < 0 || a->last_checkpoint_ms < 0)
         return FG_EINVAL;
+    /* the final charge closes the accruals: [charged_to, end), empty if they went past it */
+    int64_t close = charged_to_ms > a->end_ms ? charged_to_ms : a->end_ms;
     int rc = row_init(a, price, ctx, &out[0]);
     if (rc == FG_OK)
-        rc = row_span(&out[0], charged_to_ms, a->end_ms, 1);
+        rc = row_span(&out[0], charged_to_ms, close, 1);
     if (rc != FG_OK)
         return rc;
     snprintf(out[0].note, sizeof out[0].note, "%s", fg_end_cause_name(a->cause));
-    out[0].id = (*next_id)++;
-    *n_out = 1;
-
+    int n = 1;
+    char note[FG_BILL_NOTE_MAX];
+    if (close > a->end_ms) {
+        snprintf(note, sizeof note, "accrued past the end at %lld ms", (long long)a->end_ms);
+        rc = add_refund(out, &n, a->end_ms, close, note);
+    }
     int64_t lost_from = a->end_ms; /* refund [lost_from, end) */
-    if (fg_bill_cause_free(a->cause))
+    if (fg_bill_cause_free(a->cause)) {
         lost_from = a->start_ms;
-    else if (a->cause == FG_END_PREEMPTED)
+        snprintf(note, sizeof note, "%s: not charged", fg_end_cause_name(a->cause));
+    } else if (a->cause == FG_END_PREEMPTED) {
         lost_from = kept_until(a);
-    if (lost_from >= a->end_ms)
-        return FG_OK;
-    fg_ledger_row_t *r = &out[1];
-    *r = out[0];
-    r->kind = FG_ROW_REFUND;
-    r->refers_to = out[0].id;
-    if ((rc = row_span(r, lost_from, a->end_ms, -1)) != FG_OK)
-        return rc;
-    if (fg_bill_cause_free(a->cause))
-        snprintf(r->note, sizeof r->note, "%s: not charged", fg_end_cause_name(a->cause));
-    else
-        snprintf(r->note, sizeof r->note, "preempted: work lost since checkpoint at %lld ms",
+        snprintf(note, sizeof note, "preempted: work lost since checkpoint at %lld ms",
                  (long long)lost_from);
-    r->id = (*next_id)++;
-    *n_out = 2;
+    }
+    if (rc == FG_OK && lost_from < a->end_ms)
+        rc = add_refund(out, &n, lost_from, a->end_ms, note);
+    if (rc != FG_OK)
+        return rc;
+    /* ids only once every row is made: a failure consumes none */
+    for (int i = 0; i < n; i++) {
+        out[i].id = *next_id + (uint64_t)i;
+        out[i].refers_to = i ? out[0].id : 0;
+    }
+    *next_id += (uint64_t)n;
+    *n_out = n;
     return FG_OK;
 }

@@ -271,6 +271,33 @@ static void test_accruals_add_up_to_the_single_row_charge(void **state)
     assert_int_equal(fg_bill_accrue(&a, book_lookup, &b, T0 - 1, T0 + 1, &id, r, &n), FG_EINVAL);
 }
 
+/* An accrual past the end the agent reports (its report came in late): the final charge
+ * is empty and the excess comes back first; a free cause then refunds the rest. */
+static void test_accruals_past_the_end_come_back(void **state)
+{
+    book_t b = flat_book(3600000);
+    fg_bill_attempt_t a = attempt(1, T0, T0 + 50000, FG_END_COMPLETED);
+    fg_ledger_row_t r[FG_BILL_ATTEMPT_ROWS_MAX];
+    uint64_t id = 10;
+    int n;
+    assert_int_equal(fg_bill_accrue(&a, book_lookup, &b, T0, T0 + MIN, &id, r, &n), FG_OK);
+    assert_int_equal(r[0].amount_micros, 60000);
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, T0 + MIN, &id, r, &n), FG_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(r[0].amount_micros, 0);
+    assert_int_equal(r[0].id, 11);
+    assert_int_equal(r[1].kind, FG_ROW_REFUND);
+    assert_int_equal(r[1].amount_micros, -10000); /* 60,000 - 10,000 = the 50 s held */
+    assert_int_equal(r[1].start_ms, T0 + 50000);
+    assert_int_equal(r[1].refers_to, 11);
+    a.cause = FG_END_NODE_LOST;
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, T0 + MIN, &id, r, &n), FG_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(r[1].amount_micros + r[2].amount_micros, -60000);
+    assert_string_equal(r[2].note, "node_lost: not charged");
+    assert_int_equal(id, 16);
+}
+
 /* UTC months: first instants and the month of an instant, leap years included. */
 static void test_utc_months(void **state)
 {
@@ -395,6 +422,7 @@ typedef struct p_attempt {
     int64_t rate;  /* the rate at its start, from the book */
     int64_t whole; /* fg_bill_charge of the whole attempt */
     int64_t kept;  /* its expected net */
+    int64_t close; /* how far it was charged: its end, or an accrual past it */
 } p_attempt_t;
 
 static fg_ledger_row_t g_rows[P_MAX_ROWS];
@@ -497,6 +525,15 @@ static size_t p_generate(uint64_t *x, int *natt, book_t *book)
                 n += (size_t)m;
                 to = now;
             }
+            if (rnd(x, 0, 9) == 0) { /* an accrual after the end the agent reports later */
+                int m;
+                int64_t now = a->end_ms + rnd(x, 1, 2 * MIN);
+                assert_int_equal(fg_bill_accrue(a, book_lookup, book, to, now, &id, &g_rows[n], &m),
+                                 FG_OK);
+                n += (size_t)m;
+                to = now;
+            }
+            p->close = to > a->end_ms ? to : a->end_ms;
             int m;
             assert_true(n + FG_BILL_ATTEMPT_ROWS_MAX < P_MAX_ROWS);
             assert_int_equal(fg_bill_attempt_rows(a, book_lookup, book, to, &id, &g_rows[n], &m),
@@ -566,7 +603,8 @@ static void p_check_attempts(const p_attempt_t *att, int na, size_t n)
             assert_int_equal(sum, r->amount_micros);
         }
         assert_int_equal(finals, 1);
-        assert_int_equal(charged, p->whole);
+        assert_int_equal(charged, p_curve(p, p->a.start_ms, p->close));
+        assert_true(p->close > p->a.end_ms || charged == p->whole);
         assert_true(refunded >= 0 && refunded <= charged);
         assert_int_equal(charged - refunded, p->kept);
     }
@@ -677,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_preempted_refunds_the_work_since_the_last_checkpoint),
         cmocka_unit_test(test_the_rate_is_the_one_at_the_start),
         cmocka_unit_test(test_accruals_add_up_to_the_single_row_charge),
+        cmocka_unit_test(test_accruals_past_the_end_come_back),
         cmocka_unit_test(test_utc_months),
         cmocka_unit_test(test_month_split_is_exact),
         cmocka_unit_test(test_invoice_lines_and_total),
