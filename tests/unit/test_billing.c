@@ -298,6 +298,61 @@ static void test_accruals_past_the_end_come_back(void **state)
     assert_int_equal(id, 16);
 }
 
+/* Out-of-bounds inputs are refused with FG_EINVAL, no row made, no id used. */
+static void test_bad_attempts_are_refused(void **state)
+{
+    book_t b = flat_book(1000);
+    fg_ledger_row_t r[FG_BILL_ATTEMPT_ROWS_MAX];
+    char longname[FG_NAME_MAX + 1];
+    memset(longname, 'x', FG_NAME_MAX);
+    longname[FG_NAME_MAX] = '\0';
+    for (int k = 0; k < 7; k++) {
+        fg_bill_attempt_t a = attempt(1, T0, T0 + MIN, FG_END_COMPLETED);
+        switch (k) {
+        case 0:
+            a.gpus = 0;
+            break;
+        case 1:
+            a.gpus = FG_BILL_MAX_GPUS + 1;
+            break;
+        case 2:
+            a.end_ms = a.start_ms - 1;
+            break;
+        case 3:
+            a.user = longname;
+            break;
+        case 4:
+            a.end_ms = a.start_ms + FG_BILL_MAX_SPAN_MS + 1;
+            break;
+        case 5:
+            a.cause = (fg_end_cause_t)(FG_END_CAUSE_MAX + 1);
+            break;
+        case 6:
+            a.job_id = 0;
+            break;
+        }
+        uint64_t id = 1;
+        int n = -1;
+        assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, a.start_ms, &id, r, &n),
+                         FG_EINVAL);
+        assert_int_equal(n, 0);
+        assert_int_equal(id, 1);
+    }
+    fg_bill_attempt_t a = attempt(FG_BILL_MAX_GPUS, T0, T0 + FG_BILL_MAX_SPAN_MS, FG_END_TIMEOUT);
+    b = flat_book(FG_BILL_MAX_RATE); /* the largest attempt of all is fine */
+    uint64_t id = 1;
+    int n;
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, a.start_ms, &id, r, &n), FG_OK);
+    assert_true(r[0].amount_micros == 8994816LL * 1000000000000LL);
+    fg_month_part_t p[16];
+    int np = fg_bill_split_months(&r[0], p, 16);
+    assert_true(np >= 13 && np <= 14);
+    int64_t sum = 0;
+    for (int i = 0; i < np; i++)
+        sum += p[i].amount_micros;
+    assert_true(sum == r[0].amount_micros);
+}
+
 /* UTC months: first instants and the month of an instant, leap years included. */
 static void test_utc_months(void **state)
 {
@@ -716,6 +771,7 @@ int main(void)
         cmocka_unit_test(test_the_rate_is_the_one_at_the_start),
         cmocka_unit_test(test_accruals_add_up_to_the_single_row_charge),
         cmocka_unit_test(test_accruals_past_the_end_come_back),
+        cmocka_unit_test(test_bad_attempts_are_refused),
         cmocka_unit_test(test_utc_months),
         cmocka_unit_test(test_month_split_is_exact),
         cmocka_unit_test(test_invoice_lines_and_total),
