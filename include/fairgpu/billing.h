@@ -114,7 +114,7 @@ int fg_bill_accrue(const fg_bill_attempt_t *a, fg_price_fn price, void *ctx, int
  *     after an accrual): the final row is empty and C(charged_to) - C(end) comes back;
  *   - the whole charge C(end) - C(start) if fg_bill_cause_free(cause);
  *   - the lost work C(end) - C(last checkpoint) of a preempted attempt.
- * So the attempt's charge rows minus the first refund are always C(end). out has room for
+ * So its charge rows less the refund of accruals past the end are C(end). out has room for
  * FG_BILL_ATTEMPT_ROWS_MAX rows. On an error no row is made and *next_id is unchanged. */
 int fg_bill_attempt_rows(const fg_bill_attempt_t *a, fg_price_fn price, void *ctx,
                          int64_t charged_to_ms, uint64_t *next_id, fg_ledger_row_t *out,
