@@ -1,6 +1,7 @@
 /*
  * routes.c - the route table, authentication/authorisation per route, rate limits,
- * and the small cluster-wide handlers (fair share, health, metrics, billing stubs).
+ * and the small cluster-wide handlers (fair share, health, metrics, the billing
+ * stub for what is not built yet).
  *
  * A route is a path pattern ("*" = one segment, "**" = the rest), a method and who may
  * call it. Unknown path: 404. Known path, other method: 405 with Allow. Then: anonymous
@@ -65,6 +66,8 @@ static const route_t routes[] = {
     {M_POST, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_create},
     {M_DELETE, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_revoke},
     {M_GET, "v1/fairshare", A_USER, h_fairshare},
+    {M_GET, "v1/billing/prices", A_USER, h_billing_prices_get},
+    {M_PUT, "v1/billing/prices", A_ADMIN, h_billing_prices_put},
     {M_GET | M_PUT | M_POST | M_PATCH | M_DELETE, "v1/billing/**", A_USER, h_billing},
     {M_POST, "v1/agent/join", A_JOIN, h_agent_join},
     {M_POST, "v1/agent/register", A_AGENT, h_agent_register},
@@ -283,9 +286,16 @@ int h_healthz(srv_req_t *r)
 
 int h_billing(srv_req_t *r)
 {
+    if (r->nseg == 3 && !strcmp(r->seg[2], "prices")) { /* the price book: GET and PUT only */
+        static const char body[] = "{\"error\":{\"code\":\"method_not_allowed\",\"message\":"
+                                   "\"this route does not accept that method\"}}";
+        return srv_reply_full(r, 405, "application/json; charset=utf-8", "Allow: GET, PUT\r\n",
+                              (char *)body, sizeof body - 1, false);
+    }
     return srv_reply_error(r, 501, "not_implemented", NULL,
-                           "billing is not implemented yet (a later issue); no prices, usage or "
-                           "invoices are available");
+                           "this part of billing is not implemented yet (a later issue); no "
+                           "usage or invoices are available (the price book is: "
+                           "/v1/billing/prices)");
 }
 
 /* Whether r may read /metrics (metrics-access): a loopback peer, the scrape token, or

@@ -611,6 +611,9 @@ int h_fairshare(srv_req_t *r);
 int h_healthz(srv_req_t *r);
 int h_metrics(srv_req_t *r);
 int h_billing(srv_req_t *r);
+/* h_billing.c: the price book */
+int h_billing_prices_get(srv_req_t *r);
+int h_billing_prices_put(srv_req_t *r);
 int h_agent_register(srv_req_t *r);
 int h_agent_heartbeat(srv_req_t *r);
 int h_agent_assignments(srv_req_t *r);

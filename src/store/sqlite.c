@@ -123,6 +123,12 @@ static const char *const MIGRATIONS[] = {
     "DROP INDEX jobs_account;"
     "DROP INDEX jobs_model;"
     "DROP INDEX jobs_dataset;",
+    /* 4: the price book (docs/billing.md): append-only rows, one per (GPU type,
+     * priority class) change; the price in force at t is the latest effective_ms <= t */
+    "CREATE TABLE prices (id INTEGER PRIMARY KEY, gpu_type TEXT NOT NULL,"
+    " priority INTEGER NOT NULL, micros_per_gpu_hour BIGINT NOT NULL,"
+    " currency TEXT NOT NULL, effective_ms BIGINT NOT NULL, created_at BIGINT NOT NULL,"
+    " admin_user_id BIGINT NOT NULL);",
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -282,6 +288,8 @@ enum {
     S_USAGE_SET,
     S_USAGE_GET,
     S_USAGE_LIST,
+    S_PRICE_APPEND,
+    S_PRICE_LIST,
     S_COUNT
 };
 
@@ -401,6 +409,11 @@ static const char *const SQL[S_COUNT] = {
                     " WHERE account = ?1 AND user_id = ?2",
     [S_USAGE_LIST] = "SELECT account, user_id, gpu_s, as_of FROM fairshare_usage"
                      " ORDER BY account, user_id",
+    [S_PRICE_APPEND] = "INSERT INTO prices (gpu_type, priority, micros_per_gpu_hour, currency,"
+                       " effective_ms, created_at, admin_user_id) VALUES (?1, ?2, ?3, ?4, ?5,"
+                       " ?6, ?7)",
+    [S_PRICE_LIST] = "SELECT id, gpu_type, priority, micros_per_gpu_hour, currency, effective_ms,"
+                     " created_at, admin_user_id FROM prices ORDER BY id",
 };
 
 /* Job listings are built from their filter: bits of a variant number. */
@@ -2530,6 +2543,54 @@ static int sq_usage_list(fg_store_tx_t *tx, fg_store_usage_list_t *out)
     return r;
 }
 
+/* ------------------------------------------------------------------ prices */
+
+static void fill_price(sqlite3_stmt *s, void *rec)
+{
+    fg_store_price_t *p = rec;
+    p->id = sqlite3_column_int64(s, 0);
+    p->gpu_type = col_str(s, 1);
+    p->priority = sqlite3_column_int(s, 2);
+    p->micros_per_gpu_hour = sqlite3_column_int64(s, 3);
+    p->currency = col_str(s, 4);
+    p->effective_ms = sqlite3_column_int64(s, 5);
+    p->created_at = sqlite3_column_int64(s, 6);
+    p->admin_user_id = sqlite3_column_int64(s, 7);
+}
+
+static int sq_price_append(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t *id)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_PRICE_APPEND);
+    if (!s)
+        return FG_STORE_EIO;
+    bind_str(s, 1, p->gpu_type);
+    sqlite3_bind_int(s, 2, p->priority);
+    sqlite3_bind_int64(s, 3, p->micros_per_gpu_hour);
+    bind_str(s, 4, p->currency);
+    sqlite3_bind_int64(s, 5, p->effective_ms);
+    sqlite3_bind_int64(s, 6, p->created_at);
+    sqlite3_bind_int64(s, 7, p->admin_user_id);
+    int r = step_done(c, s);
+    if (r == FG_STORE_OK && id)
+        *id = sqlite3_last_insert_rowid(c->db);
+    return r;
+}
+
+static int sq_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_PRICE_LIST);
+    if (!s)
+        return FG_STORE_EIO;
+    void *items = NULL;
+    int r = fetch_all(c, s, fill_price, sizeof(fg_store_price_t), &items, &out->n, 0);
+    out->items = items;
+    if (r != FG_STORE_OK)
+        fg_store_price_list_free(out);
+    return r;
+}
+
 /* ------------------------------------------------------------------ the table */
 
 static const fg_store_ops_t sqlite_ops = {
@@ -2602,4 +2663,6 @@ static const fg_store_ops_t sqlite_ops = {
     .usage_list = sq_usage_list,
     .write_async = sq_write_async,
     .session_delete_user = sq_session_delete_user,
+    .price_append = sq_price_append,
+    .price_list = sq_price_list,
 };

@@ -632,6 +632,21 @@ int fg_store_usage_list(fg_store_tx_t *tx, fg_store_usage_list_t *out)
     return OPS(tx)->usage_list(tx, out);
 }
 
+int fg_store_price_append(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t *id)
+{
+    WR(tx);
+    NEED(p && p->gpu_type && p->currency && p->micros_per_gpu_hour >= 0);
+    return OPS(tx)->price_append(tx, p, id);
+}
+
+int fg_store_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out)
+{
+    RD(tx);
+    NEED(out);
+    ZERO(out);
+    return OPS(tx)->price_list(tx, out);
+}
+
 /* ------------------------------------------------------------------ freeing */
 
 #define LIST_FREE(fname, ltype, clearfn)                                                           \
@@ -780,3 +795,13 @@ void fg_store_usage_clear(fg_store_usage_t *u)
     ZERO(u);
 }
 LIST_FREE(fg_store_usage_list_free, fg_store_usage_list_t, fg_store_usage_clear)
+
+void fg_store_price_clear(fg_store_price_t *p)
+{
+    if (!p)
+        return;
+    free(p->gpu_type);
+    free(p->currency);
+    ZERO(p);
+}
+LIST_FREE(fg_store_price_list_free, fg_store_price_list_t, fg_store_price_clear)

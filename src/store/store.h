@@ -598,6 +598,34 @@ int fg_store_usage_get(fg_store_tx_t *tx, const char *account, int64_t user_id,
 /* Every usage row, by account then user_id. */
 int fg_store_usage_list(fg_store_tx_t *tx, fg_store_usage_list_t *out);
 
+/* ------------------------------------------------------------------ price book */
+
+/* One row of the price book (docs/billing.md): the price of one GPU type ("*" = any
+ * type without a row of its own) and priority class from effective_ms on. Rows are
+ * only appended, never updated or deleted: a change is a new row. */
+typedef struct fg_store_price {
+    int64_t id; /* assigned, increasing in commit order */
+    char *gpu_type;
+    int32_t priority;            /* fg_prio_t */
+    int64_t micros_per_gpu_hour; /* >= 0 */
+    char *currency;              /* 3 upper-case letters, e.g. "EUR" */
+    int64_t effective_ms;
+    int64_t created_at;
+    int64_t admin_user_id; /* who set it */
+} fg_store_price_t;
+
+typedef struct fg_store_price_list {
+    fg_store_price_t *items;
+    size_t n;
+} fg_store_price_list_t;
+
+void fg_store_price_clear(fg_store_price_t *p);
+void fg_store_price_list_free(fg_store_price_list_t *l);
+/* Appends a price row (id ignored); *id (may be NULL) gets its id. */
+int fg_store_price_append(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t *id);
+/* Every price row, by increasing id (the book is small: a few rows per change). */
+int fg_store_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out);
+
 /* ------------------------------------------------------------------ the function table */
 
 /* What a backend implements. The fg_store_* functions above check their arguments
@@ -696,6 +724,8 @@ struct fg_store_ops {
     int (*write_async)(fg_store_t *st, fg_store_write_fn fn, void *arg, fg_store_done_fn done,
                        void *done_arg);
     int (*session_delete_user)(fg_store_tx_t *tx, int64_t user_id, int64_t *n);
+    int (*price_append)(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t *id);
+    int (*price_list)(fg_store_tx_t *tx, fg_store_price_list_t *out);
 };
 
 /* ------------------------------------------------------------------ cursors */

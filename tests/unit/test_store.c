@@ -553,6 +553,49 @@ static void test_audit(void **state)
     fg_store_read_end(tx);
 }
 
+/* ------------------------------------------------------------------ prices */
+
+static int unit_prices(fg_store_tx_t *tx, void *arg)
+{
+    (void)arg;
+    fg_store_price_t p = {.gpu_type = (char *)"H100",
+                          .priority = 1,
+                          .micros_per_gpu_hour = 2500000,
+                          .currency = (char *)"EUR",
+                          .effective_ms = 1000,
+                          .created_at = 1,
+                          .admin_user_id = 7};
+    int64_t id1 = 0, id2 = 0;
+    assert_int_equal(fg_store_price_append(tx, &p, &id1), 0);
+    p.gpu_type = (char *)"*";
+    p.micros_per_gpu_hour = 0;
+    assert_int_equal(fg_store_price_append(tx, &p, &id2), 0);
+    assert_true(id2 > id1);
+    p.micros_per_gpu_hour = -1; /* refused: prices are never negative */
+    assert_int_equal(fg_store_price_append(tx, &p, NULL), FG_STORE_EINVAL);
+    return 0;
+}
+
+static void test_prices(void **state)
+{
+    fx_t *f = *state;
+    WRITE_OK(f->st, unit_prices, NULL);
+    fg_store_tx_t *tx = rd(f->st);
+    fg_store_price_list_t l = {0};
+    assert_int_equal(fg_store_price_list(tx, &l), 0);
+    assert_int_equal(l.n, 2);
+    assert_string_equal(l.items[0].gpu_type, "H100");
+    assert_int_equal(l.items[0].micros_per_gpu_hour, 2500000);
+    assert_string_equal(l.items[0].currency, "EUR");
+    assert_int_equal(l.items[0].effective_ms, 1000);
+    assert_int_equal(l.items[0].admin_user_id, 7);
+    assert_int_equal(l.items[0].priority, 1);
+    assert_string_equal(l.items[1].gpu_type, "*");
+    assert_int_equal(l.items[1].micros_per_gpu_hour, 0);
+    fg_store_price_list_free(&l);
+    fg_store_read_end(tx);
+}
+
 /* ------------------------------------------------------------------ jobs */
 
 typedef struct {
@@ -1887,6 +1930,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_creates_schema, setup, teardown),
         cmocka_unit_test(test_open_bad_path),
         cmocka_unit_test_setup_teardown(test_settings, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prices, setup, teardown),
         cmocka_unit_test_setup_teardown(test_users, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sessions_tokens, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accounts_members, setup, teardown),
