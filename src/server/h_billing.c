@@ -73,7 +73,7 @@ int h_billing_prices_get(srv_req_t *r)
     int64_t t = srv_now_ms();
     const char *at = srv_query(r, "at");
     if (at && !parse_at(at, &t))
-        return srv_reply_error(r, 400, "invalid", "at",
+        return srv_reply_error(r, 400, "invalid_argument", "at",
                                "at must be a time in ms since the epoch (a non-negative integer)");
     fg_store_tx_t *tx = NULL;
     int rc = fg_store_read_begin(r->srv->store, &tx);
@@ -160,7 +160,7 @@ int h_billing_prices_put(srv_req_t *r)
     free(details);
     if (rc == PRICE_ECURRENCY) {
         json_decref(o);
-        ret = srv_reply_error(r, 400, "invalid", "currency",
+        ret = srv_reply_error(r, 400, "invalid_argument", "currency",
                               "the price book is in %s; one book has one currency",
                               c.stored_currency);
     } else if (rc) {

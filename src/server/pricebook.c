@@ -136,27 +136,28 @@ static bool currency_ok(const char *s)
 static int parse_row(json_t *e, srv_price_t *p, srv_prices_err_t *err)
 {
     if (!json_is_object(e))
-        return fail(err, "invalid", "prices", "each price must be an object");
+        return fail(err, "invalid_argument", "prices", "each price must be an object");
     const char *k;
     json_t *v;
     json_object_foreach(e, k, v)
     {
         if (strcmp(k, "gpu_type") && strcmp(k, "priority") && strcmp(k, "micros_per_gpu_hour"))
-            return fail(err, "unknown_field", "prices",
+            return fail(err, "invalid_argument", "prices",
                         "a price has only gpu_type, priority and micros_per_gpu_hour");
     }
     json_t *t = json_object_get(e, "gpu_type");
     if (!json_is_string(t) || !type_ok(json_string_value(t)))
-        return fail(err, "invalid", "gpu_type",
+        return fail(err, "invalid_argument", "gpu_type",
                     "gpu_type must be \"*\" or a GPU type name (1-64 of A-Z a-z 0-9 . _ -)");
     json_t *pr = json_object_get(e, "priority");
     int prio = json_is_string(pr) ? fg_prio_parse(json_string_value(pr)) : -1;
     if (prio < 0)
-        return fail(err, "invalid", "priority", "priority must be \"low\", \"normal\" or \"high\"");
+        return fail(err, "invalid_argument", "priority",
+                    "priority must be \"low\", \"normal\" or \"high\"");
     json_t *m = json_object_get(e, "micros_per_gpu_hour");
     if (!json_is_integer(m) || json_integer_value(m) < 0 ||
         json_integer_value(m) > SRV_PRICE_MAX_MICROS)
-        return fail(err, "invalid", "micros_per_gpu_hour",
+        return fail(err, "invalid_argument", "micros_per_gpu_hour",
                     "micros_per_gpu_hour must be an integer from 0 to 1000000000000");
     memset(p, 0, sizeof *p);
     snprintf(p->gpu_type, sizeof p->gpu_type, "%s", json_string_value(t));
@@ -176,31 +177,31 @@ int srv_prices_parse(json_t *o, int64_t now_ms, srv_prices_in_t *out, srv_prices
     json_object_foreach(o, k, v)
     {
         if (strcmp(k, "currency") && strcmp(k, "prices") && strcmp(k, "effective_ms"))
-            return fail(err, "unknown_field", k,
+            return fail(err, "invalid_argument", k,
                         "a price change has only currency, prices and effective_ms");
     }
     json_t *c = json_object_get(o, "currency");
     if (!json_is_string(c) || !currency_ok(json_string_value(c)))
-        return fail(err, "invalid", "currency",
+        return fail(err, "invalid_argument", "currency",
                     "currency must be a code of 3 upper-case letters, e.g. \"EUR\"");
     snprintf(out->currency, sizeof out->currency, "%s", json_string_value(c));
     out->effective_ms = now_ms;
     json_t *eff = json_object_get(o, "effective_ms");
     if (eff) {
         if (!json_is_integer(eff) || json_integer_value(eff) < 0)
-            return fail(err, "invalid", "effective_ms",
+            return fail(err, "invalid_argument", "effective_ms",
                         "effective_ms must be an integer time in ms since the epoch");
         if (json_integer_value(eff) < now_ms)
-            return fail(err, "invalid", "effective_ms",
+            return fail(err, "invalid_argument", "effective_ms",
                         "effective_ms is in the past: a price change takes effect now or later "
                         "(omit it for now)");
         out->effective_ms = (int64_t)json_integer_value(eff);
     }
     json_t *ps = json_object_get(o, "prices");
     if (!json_is_array(ps) || json_array_size(ps) == 0)
-        return fail(err, "invalid", "prices", "prices must be a non-empty array");
+        return fail(err, "invalid_argument", "prices", "prices must be a non-empty array");
     if (json_array_size(ps) > SRV_PRICES_MAX_ROWS)
-        return fail(err, "too_many", "prices", "at most 256 prices in one change");
+        return fail(err, "invalid_argument", "prices", "at most 256 prices in one change");
     size_t i;
     json_array_foreach(ps, i, v)
     {
@@ -209,7 +210,7 @@ int srv_prices_parse(json_t *o, int64_t now_ms, srv_prices_in_t *out, srv_prices
             return -1;
         for (size_t j = 0; j < out->n; j++)
             if (out->rows[j].prio == p->prio && !strcmp(out->rows[j].gpu_type, p->gpu_type))
-                return fail(err, "duplicate", "prices",
+                return fail(err, "invalid_argument", "prices",
                             "a (gpu_type, priority) pair appears twice in one change");
         p->effective_ms = out->effective_ms;
         out->n++;

@@ -113,7 +113,9 @@ MATRIX = [
     ("POST", "/v1/agent/logs", "/v1/agent/logs", {}, AGENT(400)),
     ("POST", "/v1/agent/exited", "/v1/agent/exited", {}, AGENT(400)),
     ("POST", "/v1/agent/reports", "/v1/agent/reports", {}, AGENT(400)),
-] + [(m, "/v1/billing/**", "/v1/billing/prices", {} if m != "GET" else None, USER(501))
+    ("GET", "/v1/billing/prices", "/v1/billing/prices", None, USER(200)),
+    ("PUT", "/v1/billing/prices", "/v1/billing/prices", {}, ADMIN(400)),
+] + [(m, "/v1/billing/**", "/v1/billing/usage", {} if m != "GET" else None, USER(501))
      for m in ("GET", "PUT", "POST", "PATCH", "DELETE")]
 fails = []
 routes = set()

@@ -209,7 +209,8 @@ static void body_validation(void **state)
             json_pack("{s:s,s:s,s:i}", "gpu_type", t, "priority", "low", "micros_per_gpu_hour", 1));
     }
     assert_int_equal(srv_prices_parse(o, 0, in, &err), -1);
-    assert_string_equal(err.code, "too_many");
+    assert_string_equal(err.code, "invalid_argument");
+    assert_string_equal(err.field, "prices");
     json_array_remove(json_object_get(o, "prices"), 0);
     assert_int_equal(srv_prices_parse(o, 0, in, &err), 0); /* exactly the limit passes */
     assert_int_equal(in->n, SRV_PRICES_MAX_ROWS);
