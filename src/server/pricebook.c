@@ -10,6 +10,7 @@
 #include "server/pricebook.h"
 
 #include "common/xalloc.h"
+#include "fairgpu/billing.h"
 #include "fairgpu/core.h"
 
 #include <assert.h>
@@ -71,6 +72,16 @@ int srv_price_at(const srv_pricebook_t *b, const char *gpu_type, int prio, int64
         *row = p;
     return 0;
 }
+
+int srv_pricebook_price_fn(void *book, const char *gpu_type, fg_prio_t prio, int64_t at_ms,
+                           int64_t *micros)
+{
+    assert(book && micros);
+    return srv_price_at(book, gpu_type, (int)prio, at_ms, micros, NULL) ? FG_ENOENT : FG_OK;
+}
+/* It is an fg_price_fn: the compiler checks the shape. */
+_Static_assert(_Generic(&srv_pricebook_price_fn, fg_price_fn : 1, default : 0),
+               "srv_pricebook_price_fn has the shape of fg_price_fn");
 
 /* qsort order of a view: gpu_type, then prio. */
 static int view_cmp(const void *a, const void *b)

@@ -22,6 +22,8 @@
 #ifndef FG_SERVER_PRICEBOOK_H
 #define FG_SERVER_PRICEBOOK_H
 
+#include "fairgpu/core.h"
+
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,6 +57,12 @@ void srv_pricebook_free(srv_pricebook_t *b);
  * (and *row, may be NULL, the row used), or -1 when none is in force. */
 int srv_price_at(const srv_pricebook_t *b, const char *gpu_type, int prio, int64_t t,
                  int64_t *micros, const srv_price_t **row);
+
+/* srv_price_at in the shape of the charging rules' price lookup (fg_price_fn of
+ * fairgpu/billing.h), with the book as ctx: FG_OK and *micros, or FG_ENOENT.
+ * Example: fg_bill_accrue(&attempt, srv_pricebook_price_fn, &book, ...). */
+int srv_pricebook_price_fn(void *book, const char *gpu_type, fg_prio_t prio, int64_t at_ms,
+                           int64_t *micros);
 
 /* The book as of t: the row in force for every (gpu_type, prio) that has one, written to
  * out (allocated, caller frees; NULL when none), sorted by gpu_type then prio. Returns

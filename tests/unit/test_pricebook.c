@@ -40,6 +40,10 @@ static void worked_example(void **state)
     assert_int_equal(srv_price_at(&b, "A100", FG_PRIO_NORMAL, 9000, &m, NULL), 0);
     assert_int_equal(m, 1000000);
     assert_int_equal(srv_price_at(&b, "H100", FG_PRIO_HIGH, 9000, &m, NULL), -1);
+    /* the same through the charging rules' lookup shape */
+    assert_int_equal(srv_pricebook_price_fn(&b, "H100", FG_PRIO_NORMAL, 5000, &m), FG_OK);
+    assert_int_equal(m, 3000000);
+    assert_int_equal(srv_pricebook_price_fn(&b, "H100", FG_PRIO_HIGH, 5000, &m), FG_ENOENT);
     srv_pricebook_free(&b);
 }
 
