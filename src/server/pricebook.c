@@ -187,9 +187,11 @@ int srv_prices_parse(json_t *o, int64_t now_ms, srv_prices_in_t *out, srv_prices
     json_t *v;
     json_object_foreach(o, k, v)
     {
-        if (strcmp(k, "currency") && strcmp(k, "prices") && strcmp(k, "effective_ms"))
-            return fail(err, "invalid_argument", k,
+        if (strcmp(k, "currency") && strcmp(k, "prices") && strcmp(k, "effective_ms")) {
+            snprintf(err->field_name, sizeof err->field_name, "%s", k);
+            return fail(err, "invalid_argument", err->field_name,
                         "a price change has only currency, prices and effective_ms");
+        }
     }
     json_t *c = json_object_get(o, "currency");
     if (!json_is_string(c) || !currency_ok(json_string_value(c)))

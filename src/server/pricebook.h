@@ -80,7 +80,8 @@ typedef struct srv_prices_in {
 /* A 400 answer: code, field (may be NULL) and message. */
 typedef struct srv_prices_err {
     const char *code;
-    const char *field;
+    const char *field; /* a static name, or field_name (a copy: the body may be freed) */
+    char field_name[64];
     char msg[200];
 } srv_prices_err_t;
 
