@@ -47,6 +47,17 @@ typedef enum fg_row_kind {
 } fg_row_kind_t;
 const char *fg_row_kind_name(fg_row_kind_t k); /* "charge", "refund", ... */
 
+/* Why a refund row gives money back (FG_REFUND_NONE for every other kind). Only the
+ * lost work of a preemption was GPU time held: the other two take back time that was
+ * not held (or not charged), so "held" GPU-ms = charged less those two. */
+typedef enum fg_refund_why {
+    FG_REFUND_NONE = 0,
+    FG_REFUND_PAST_END,    /* live accrual ran past the end the agent reported */
+    FG_REFUND_NOT_CHARGED, /* node_lost, user_setup_failed, not_started */
+    FG_REFUND_LOST_WORK,   /* a preempted attempt's work since its last checkpoint */
+} fg_refund_why_t;
+const char *fg_refund_why_name(fg_refund_why_t w); /* "", "past_end", "not_charged", "lost_work" */
+
 /* One append-only ledger row. The caller assigns ids (never 0) and stores rows as they
  * are; a correction is a new row whose refers_to names the row it corrects. */
 typedef struct fg_ledger_row {
@@ -69,6 +80,7 @@ typedef struct fg_ledger_row {
     int64_t gpu_ms;        /* gpus * (end_ms - start_ms), >= 0 whatever the sign */
     int64_t amount_micros; /* signed: refunds and credits negative */
     uint64_t refers_to;    /* the row it refunds or corrects, 0 if none */
+    fg_refund_why_t refund_why;
     char note[FG_BILL_NOTE_MAX];
 } fg_ledger_row_t;
 

@@ -31,6 +31,12 @@ const char *fg_row_kind_name(fg_row_kind_t k)
     return (unsigned)k <= FG_ROW_CORRECTION ? n[k] : "?";
 }
 
+const char *fg_refund_why_name(fg_refund_why_t w)
+{
+    static const char *const n[] = {"", "past_end", "not_charged", "lost_work"};
+    return (unsigned)w <= FG_REFUND_LOST_WORK ? n[w] : "?";
+}
+
 /* The rounding rule, exact: the product fits in 128 bits (< 3.3e13 * 1e12) and the
  * quotient in int64 (< 9.0e18) within the stated bounds. */
 int fg_bill_charge(int64_t gpu_ms, int64_t rate, int64_t *out)
@@ -147,12 +153,14 @@ static int64_t kept_until(const fg_bill_attempt_t *a)
 }
 
 /* Appends to out[*n] a refund of [from, to) on the curve of the final row out[0]. */
-static int add_refund(fg_ledger_row_t *out, int *n, int64_t from, int64_t to, const char *note)
+static int add_refund(fg_ledger_row_t *out, int *n, int64_t from, int64_t to, fg_refund_why_t why,
+                      const char *note)
 {
     assert(*n >= 1 && *n < FG_BILL_ATTEMPT_ROWS_MAX);
     fg_ledger_row_t *r = &out[*n];
     *r = out[0];
     r->kind = FG_ROW_REFUND;
+    r->refund_why = why;
     int rc = row_span(r, from, to, -1);
     if (rc != FG_OK)
         return rc;
@@ -182,19 +190,22 @@ int fg_bill_attempt_rows(const fg_bill_attempt_t *a, fg_price_fn price, void *ct
     char note[FG_BILL_NOTE_MAX];
     if (close > a->end_ms) {
         snprintf(note, sizeof note, "accrued past the end at %lld ms", (long long)a->end_ms);
-        rc = add_refund(out, &n, a->end_ms, close, note);
+        rc = add_refund(out, &n, a->end_ms, close, FG_REFUND_PAST_END, note);
     }
     int64_t lost_from = a->end_ms; /* refund [lost_from, end) */
+    fg_refund_why_t why = FG_REFUND_NONE;
     if (fg_bill_cause_free(a->cause)) {
         lost_from = a->start_ms;
+        why = FG_REFUND_NOT_CHARGED;
         snprintf(note, sizeof note, "%s: not charged", fg_end_cause_name(a->cause));
     } else if (a->cause == FG_END_PREEMPTED) {
         lost_from = kept_until(a);
+        why = FG_REFUND_LOST_WORK;
         snprintf(note, sizeof note, "preempted: work lost since checkpoint at %lld ms",
                  (long long)lost_from);
     }
     if (rc == FG_OK && lost_from < a->end_ms)
-        rc = add_refund(out, &n, lost_from, a->end_ms, note);
+        rc = add_refund(out, &n, lost_from, a->end_ms, why, note);
     if (rc != FG_OK)
         return rc;
     /* ids only once every row is made: a failure consumes none */

@@ -5,6 +5,8 @@
  */
 #include "store/store.h"
 
+#include "fairgpu/billing.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -645,6 +647,44 @@ int fg_store_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out)
     NEED(out);
     ZERO(out);
     return OPS(tx)->price_list(tx, out);
+}
+
+int fg_store_member_set_manager(fg_store_tx_t *tx, int64_t user_id, const char *account,
+                                bool is_manager)
+{
+    WR(tx);
+    NEED(account);
+    return OPS(tx)->member_set_manager(tx, user_id, account, is_manager);
+}
+
+int fg_store_ledger_append(fg_store_tx_t *tx, const struct fg_ledger_row *r)
+{
+    WR(tx);
+    NEED(r && r->id > 0);
+    return OPS(tx)->ledger_append(tx, r);
+}
+
+int fg_store_ledger_max_id(fg_store_tx_t *tx, uint64_t *id)
+{
+    RD(tx);
+    NEED(id);
+    return OPS(tx)->ledger_max_id(tx, id);
+}
+
+int fg_store_ledger_charged_to(fg_store_tx_t *tx, int64_t job_id, int32_t attempt, int64_t *end_ms)
+{
+    RD(tx);
+    NEED(end_ms);
+    return OPS(tx)->ledger_charged_to(tx, job_id, attempt, end_ms);
+}
+
+int fg_store_ledger_foreach(fg_store_tx_t *tx, const fg_store_ledger_filter_t *f,
+                            int (*fn)(const struct fg_ledger_row *r, void *arg), void *arg)
+{
+    RD(tx);
+    NEED(fn);
+    static const fg_store_ledger_filter_t any;
+    return OPS(tx)->ledger_foreach(tx, f ? f : &any, fn, arg);
 }
 
 /* ------------------------------------------------------------------ freeing */

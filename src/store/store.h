@@ -301,7 +301,22 @@ typedef struct fg_store_account {
     int64_t budget_micros;      /* < 0: no budget */
     int32_t allowed_priorities; /* bitmask, see FG_STORE_PRIO_ALL */
     int64_t created_at;
+    /* budget rules (docs/billing.md, "Budgets"); schema version 5 */
+    int32_t budget_mode;     /* fg_store_budget_mode_t */
+    int32_t budget_period;   /* fg_store_budget_period_t */
+    int64_t budget_since_ms; /* a grant counts what was charged from this time on */
 } fg_store_account_t;
+
+typedef enum fg_store_budget_mode {
+    FG_BUDGET_HARD = 0, /* submits refused (402), running jobs stopped when crossed */
+    FG_BUDGET_SAFE = 1, /* a job starts only if its time limit at its rate fits */
+    FG_BUDGET_WARN = 2, /* warnings only */
+} fg_store_budget_mode_t;
+
+typedef enum fg_store_budget_period {
+    FG_BUDGET_MONTHLY = 0, /* the charges of the current UTC month */
+    FG_BUDGET_GRANT = 1,   /* a fixed grant: the charges from budget_since_ms on */
+} fg_store_budget_period_t;
 
 typedef struct fg_store_account_list {
     fg_store_account_t *items;
@@ -314,7 +329,8 @@ void fg_store_account_list_free(fg_store_account_list_t *l);
  * (weight 1, unlimited, all priorities) is created by the first migration. */
 int fg_store_account_insert(fg_store_tx_t *tx, const fg_store_account_t *a);
 int fg_store_account_get(fg_store_tx_t *tx, const char *name, fg_store_account_t *out);
-/* Writes weight, gpu_quota, budget_micros, allowed_priorities of account a->name. */
+/* Writes weight, gpu_quota, budget_micros, allowed_priorities, budget_mode,
+ * budget_period and budget_since_ms of account a->name. */
 int fg_store_account_update(fg_store_tx_t *tx, const fg_store_account_t *a);
 /* Every account, by name. */
 int fg_store_account_list(fg_store_tx_t *tx, fg_store_account_list_t *out);
@@ -326,6 +342,7 @@ typedef struct fg_store_member {
     char *account;
     double weight; /* the user's share inside the account, > 0 (API default 1) */
     bool is_default;
+    bool is_manager;  /* an account manager: sees the account's usage and invoices (v5) */
     int64_t position; /* output: increasing in order of joining */
     char *username;   /* output only */
 } fg_store_member_t;
@@ -344,6 +361,9 @@ int fg_store_member_add(fg_store_tx_t *tx, const fg_store_member_t *m);
 /* Changes the weight of an existing membership. */
 int fg_store_member_set_weight(fg_store_tx_t *tx, int64_t user_id, const char *account,
                                double weight);
+/* Makes the member an account manager of `account`, or not (v5). */
+int fg_store_member_set_manager(fg_store_tx_t *tx, int64_t user_id, const char *account,
+                                bool is_manager);
 /* Makes `account` the user's default (it must be a membership). */
 int fg_store_member_set_default(fg_store_tx_t *tx, int64_t user_id, const char *account);
 /* Removes a membership. When it was the default, the earliest remaining membership
@@ -626,6 +646,39 @@ int fg_store_price_append(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t 
 /* Every price row, by increasing id (the book is small: a few rows per change). */
 int fg_store_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out);
 
+/* ------------------------------------------------------------------ ledger */
+
+/* The billing ledger (docs/billing.md): rows of fairgpu/billing.h's fg_ledger_row_t,
+ * only appended, never updated or deleted. The caller assigns row ids (> 0, increasing:
+ * fg_store_ledger_max_id + 1 at start). Strings are the row's fixed arrays. A unique
+ * index allows ONE final charge row (kind charge, not interim) per (job_id, attempt)
+ * when job_id > 0: a second one fails with FG_STORE_EEXIST, so no attempt is charged
+ * twice, whatever the caller does. A row id taken is FG_STORE_EEXIST too. */
+struct fg_ledger_row;
+int fg_store_ledger_append(fg_store_tx_t *tx, const struct fg_ledger_row *r);
+/* The largest row id (0 if none). */
+int fg_store_ledger_max_id(fg_store_tx_t *tx, uint64_t *id);
+/* How far attempt (job_id, attempt) has been charged: the largest end_ms of its charge
+ * rows (interim or final), 0 if none (restoring live accrual after a restart). */
+int fg_store_ledger_charged_to(fg_store_tx_t *tx, int64_t job_id, int32_t attempt, int64_t *end_ms);
+
+/* Filters of a ledger scan; zero / NULL means "any" for every field. */
+typedef struct fg_store_ledger_filter {
+    const char *account;
+    const char *user; /* a username */
+    const char *gpu_type;
+    int64_t job_id;
+    /* rows touching [from_ms, to_ms) (0 = unbounded): start_ms < to_ms and either
+     * end_ms > from_ms or start_ms >= from_ms (so zero-length rows and credits count
+     * where they start). The caller clips amounts to the range on the row's curve. */
+    int64_t from_ms, to_ms;
+} fg_store_ledger_filter_t;
+
+/* Calls fn for every matching row in increasing id order. The row is valid during the
+ * call only. Stops and returns fn's value when it returns non-zero. */
+int fg_store_ledger_foreach(fg_store_tx_t *tx, const fg_store_ledger_filter_t *f,
+                            int (*fn)(const struct fg_ledger_row *r, void *arg), void *arg);
+
 /* ------------------------------------------------------------------ the function table */
 
 /* What a backend implements. The fg_store_* functions above check their arguments
@@ -726,6 +779,13 @@ struct fg_store_ops {
     int (*session_delete_user)(fg_store_tx_t *tx, int64_t user_id, int64_t *n);
     int (*price_append)(fg_store_tx_t *tx, const fg_store_price_t *p, int64_t *id);
     int (*price_list)(fg_store_tx_t *tx, fg_store_price_list_t *out);
+    int (*member_set_manager)(fg_store_tx_t *tx, int64_t user_id, const char *account,
+                              bool is_manager);
+    int (*ledger_append)(fg_store_tx_t *tx, const struct fg_ledger_row *r);
+    int (*ledger_max_id)(fg_store_tx_t *tx, uint64_t *id);
+    int (*ledger_charged_to)(fg_store_tx_t *tx, int64_t job_id, int32_t attempt, int64_t *end_ms);
+    int (*ledger_foreach)(fg_store_tx_t *tx, const fg_store_ledger_filter_t *f,
+                          int (*fn)(const struct fg_ledger_row *r, void *arg), void *arg);
 };
 
 /* ------------------------------------------------------------------ cursors */
