@@ -11,6 +11,9 @@
 #include "common/log.h"
 #include "common/xalloc.h"
 
+#include "fairgpu/billing.h"
+
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
@@ -166,9 +169,19 @@ static int run_op(fg_store_tx_t *tx, srv_op_t *o, int64_t last_job)
         return tokens_delete_user(tx, o->i1, &o->out);
     case OP_SETUP_CLAIM:
         return setup_claim(tx, o->s1);
+    case OP_LEDGER:
+        return fg_store_ledger_append(tx, o->rec);
+    case OP_MEMBER_MANAGER:
+        return fg_store_member_set_manager(tx, o->i1, o->s1, o->d1 != 0);
     default:
         return FG_STORE_EINVAL;
     }
+}
+
+uint64_t srv_ledger_ids(srv_t *s, int n)
+{
+    assert(n > 0);
+    return atomic_fetch_add(&s->ledger_next_id, (uint64_t)n);
 }
 
 static int batch_unit(fg_store_tx_t *tx, void *arg)

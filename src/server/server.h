@@ -146,6 +146,7 @@ typedef struct srv_rank {
     int32_t exit_code, signal;
     bool has_exit, has_signal;
     int64_t start_ms, end_ms;
+    int64_t last_checkpoint_ms; /* the last checkpoint its agent noticed, 0 if none */
 } srv_rank_t;
 
 typedef struct srv_job {
@@ -159,6 +160,7 @@ typedef struct srv_job {
     fg_store_attempt_t cur; /* the current (or last) attempt; cur.attempt 0: none */
     bool stop_sent;         /* a stop for the current attempt was queued */
     int not_started;        /* attempts requeued as never started (this process) */
+    int64_t charged_to_ms;  /* how far live accrual charged the current attempt (0: not yet) */
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
@@ -402,6 +404,10 @@ typedef struct srv {
     atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
+
+    /* ---- billing: ledger row ids (srv_ledger_ids), taken by any thread; restored as
+     * the store's largest id + 1 at start */
+    _Atomic uint64_t ledger_next_id;
 
     /* ---- HTTP engine defences: the password pool, login limits (pwpool.c, ratelimit.c) */
     struct srv_pwpool *pwpool;
@@ -716,6 +722,8 @@ enum srv_op_kind {
     OP_SESSIONS_DELETE_USER, /* delete every session of user i1; out = how many */
     OP_TOKENS_DELETE_USER,   /* delete every API token of user i1; out = how many */
     OP_SETUP_CLAIM,          /* the setup token's hash s1 is the live one: burn it; else ENOENT */
+    OP_LEDGER,               /* rec: fg_ledger_row_t, appended (ids from srv_ledger_ids) */
+    OP_MEMBER_MANAGER,       /* user i1 in account s1 is a manager iff d1 != 0 */
 };
 /* The fields an OP_USER_MODIFY changes; the others keep their stored values, so that
  * concurrent changes of different fields (PATCH /v1/me, PATCH /v1/users/{id}) do not
@@ -737,6 +745,8 @@ struct srv_op {
     bool skipped;
 };
 srv_op_t *srv_batch_add(srv_batch_t *b, int kind, const void *rec);
+/* Reserves n consecutive ledger row ids (any thread); returns the first. */
+uint64_t srv_ledger_ids(srv_t *s, int n);
 int srv_batch_commit(srv_t *s, srv_batch_t *b);
 /* Queues the batch for the next group commit and returns at once; done(rc, arg) runs
  * on the store's writer thread when it is durable (or failed). */
