@@ -99,7 +99,8 @@ typedef enum fg_end_cause {
     FG_END_CANCELLED,     /* -> CANCELLED */
     FG_END_TIMEOUT,       /* ran past its time limit -> TIMEOUT */
     FG_END_PREEMPTED,     /* stopped after a preemption decision -> PENDING */
-    FG_END_NODE_LOST,     /* its node died -> PENDING (counts as a retry) or FAILED */
+    FG_END_NODE_LOST,     /* its node died -> PENDING (counts as a retry) or FAILED; not
+                             charged (no usage), as billing refunds it */
     FG_END_SETUP_FAILED,  /* the node could not set up its Unix identity: it never ran and
                              is not charged (0 GPU-seconds, no usage) -> PENDING (counts as
                              a retry) or FAILED */
@@ -178,6 +179,13 @@ int fg_sched_account_find(const fg_sched_t *s, const char *name); /* index or FG
 /* Budget flag set by the caller (billing lives outside the core): while exhausted,
  * the account's pending jobs wait with reason "budget". */
 int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhausted);
+/* A "safe" budget (set by the caller; -1 = none, the default): what the account's jobs
+ * may still reserve, in the caller's money units. A pending job whose limit_cost exceeds
+ * it waits with reason "budget"; each job the core starts reserves its limit_cost from
+ * it until the caller sets it again (before the next pass: budget less spent less what
+ * its running jobs still reserve). Example: 100 left, jobs costing 60 and 50: the first
+ * starts, the second waits (40 left) until the caller says more is left. */
+int fg_sched_account_set_budget_left(fg_sched_t *s, int account, int64_t micros);
 
 /* Members: a user inside an account, with its weight in that account (> 0).
  * Creates or updates; returns the member index (>= 0) or an error. */
@@ -213,6 +221,7 @@ typedef struct fg_job_spec {
     int32_t max_retries;             /* >= 0 */
     fg_time_t checkpoint_interval_s; /* 0 = none declared */
     fg_time_t submit_time;           /* usually now; older when restoring */
+    int64_t limit_cost;              /* its time limit at its rate, for safe budgets; 0 = free */
 } fg_job_spec_t;
 
 /* Adds a PENDING job. Refuses with FG_EQUEUE_FULL (user's pending cap),

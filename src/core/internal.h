@@ -77,8 +77,9 @@ typedef struct fg__job {
     fg_time_t start_time;   /* current attempt */
     int32_t attempt, retries_used, max_retries;
     int64_t attained_gpu_s;
-    int64_t run_s; /* seconds run by ended attempts */
-    int32_t band;  /* queue band while pending */
+    int64_t limit_cost; /* micros its time limit costs at its rate (safe budgets), 0 = free */
+    int64_t run_s;      /* seconds run by ended attempts */
+    int32_t band;       /* queue band while pending */
     bool preempting;
     fg_job_id_t preempt_for; /* with preempting: the job its GPUs go to */
     int32_t live_pos;        /* position in s->live */
@@ -108,6 +109,7 @@ typedef struct fg__account {
     double weight;
     int32_t quota;
     bool budget_exhausted;
+    int64_t budget_left; /* safe budget: micros its jobs may still reserve; -1 = unlimited */
     double usage;
     fg_time_t usage_at;
     int32_t running; /* GPUs held (preempting included) */
@@ -116,6 +118,13 @@ typedef struct fg__account {
     int32_t run_head[FG_PRIO_HIGH + 1]; /* running jobs by class: slot or -1 */
     fg_time_t last_start; /* latest start of any of its jobs (>= every running one's) */
 } fg__account_t;
+
+/* Does a's budget keep job j from starting: exhausted, or a safe budget that its time
+ * limit at its rate does not fit? */
+static inline bool fg__budget_blocks(const fg__account_t *a, const fg__job_t *j)
+{
+    return a->budget_exhausted || (a->budget_left >= 0 && j->limit_cost > a->budget_left);
+}
 
 typedef struct fg__member {
     char user[FG_NAME_MAX];

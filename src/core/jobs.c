@@ -11,8 +11,9 @@
  * An attempt's end decides what follows: completed, cancelled and timeout end the job;
  * preempted and not_started requeue it at once; failed and node_lost retry it while
  * max_retries allows, after a backoff doubling from retry_backoff_s up to
- * retry_backoff_max_s. An attempt that never ran (user_setup_failed, not_started) is
- * not charged: its usage is taken back.
+ * retry_backoff_max_s. An attempt that never ran (user_setup_failed, not_started) or
+ * lost its node is not charged: its usage is taken back, as billing refunds it
+ * (docs/billing.md), so fair share and invoices count the same GPU time.
  *
  * Example: job 7 (2 GPUs, max_retries 1, backoff 30 s) starts at t=0 and fails at
  * t=100: 200 GPU-seconds charged, retries_used 1, pending again, eligible at 130. Its
@@ -389,6 +390,7 @@ static int32_t job_create(fg_sched_t *s, const fg_job_spec_t *sp, const spec_ok_
     j->queued_since = sp->submit_time;
     j->time_limit = sp->time_limit_s;
     j->ckpt = sp->checkpoint_interval_s;
+    j->limit_cost = sp->limit_cost > 0 ? sp->limit_cost : 0;
     j->max_retries = sp->max_retries;
     j->eligible_time = INT64_MIN;
     j->est = FG_TIME_NEVER;
@@ -532,6 +534,9 @@ static void job_run(fg_sched_t *s, int32_t slot, const fg_alloc_t *allocs, int32
         j->alloc1 = allocs[0];
     }
     fg__job_take_gpus(s, slot, allocs, n, now + j->time_limit);
+    fg__account_t *a = &s->accounts[j->account];
+    if (a->budget_left >= 0) /* a safe budget: the start reserves its limit's cost */
+        a->budget_left = a->budget_left > j->limit_cost ? a->budget_left - j->limit_cost : 0;
     s->accounts[j->account].running += j->gpus;
     s->members[j->member].running += j->gpus;
     j->why.code = FG_REASON_NONE;
@@ -697,7 +702,7 @@ int fg_sched_cancel(fg_sched_t *s, fg_job_id_t id, fg_time_t now)
  * identity that could not be set up, or a start that never reached its node. */
 static bool attempt_charged(fg_end_cause_t cause)
 {
-    return cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED;
+    return cause != FG_END_SETUP_FAILED && cause != FG_END_NOT_STARTED && cause != FG_END_NODE_LOST;
 }
 
 /* The record of job j's attempt that ends at `now` for `cause` after `run` charged

@@ -124,7 +124,7 @@ static inline void fg__why_priority(fg__job_t *j, fg_job_id_t head)
 static inline bool fg__reason_account_or_fit(fg_sched_t *s, fg__job_t *j, const fg__account_t *a)
 {
     fg_reason_t why;
-    if (a->budget_exhausted) {
+    if (fg__budget_blocks(a, j)) {
         j->why.code = FG_REASON_BUDGET;
     } else if (a->quota >= 0 && a->running + j->gpus > a->quota) {
         j->why.code = FG_REASON_QUOTA;

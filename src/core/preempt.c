@@ -692,7 +692,7 @@ static bool claim_fits(fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_allo
 {
     const fg__account_t *a = &s->accounts[j->account];
     fg_reason_t why;
-    if (j->eligible_time > now || a->budget_exhausted ||
+    if (j->eligible_time > now || fg__budget_blocks(a, j) ||
         (a->quota >= 0 && a->running + j->gpus > a->quota) || !fg__feasible(s, j, &why))
         return false;
     const bool single = j->gpus <= FG_WHOLE_NODE_GPUS;

@@ -138,7 +138,13 @@ static void explain_why(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, 
             y->quota.running, y->quota.quota, j->gpus);
         break;
     case FG_REASON_BUDGET:
-        fmt(buf, n, "account %s has exhausted its budget", a->name);
+        if (a->budget_exhausted)
+            fmt(buf, n, "account %s has exhausted its budget", a->name);
+        else
+            fmt(buf, n,
+                "account %s's safe budget has %" PRId64 " micros left to reserve; this job's "
+                "time limit at its rate costs %" PRId64,
+                a->name, a->budget_left, j->limit_cost);
         break;
     case FG_REASON_RETRY_BACKOFF:
         fmt(buf, n, "retry %d of %d after a failure; eligible at t=%" PRId64 " (in %" PRId64 " s)",

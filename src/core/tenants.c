@@ -219,6 +219,7 @@ int fg_sched_account_set(fg_sched_t *s, const char *name, double weight, int32_t
         snprintf(a->name, sizeof a->name, "%s", name);
         a->usage_at = INT64_MIN;
         a->last_start = INT64_MIN;
+        a->budget_left = -1;
         for (int c = 0; c <= FG_PRIO_HIGH; c++)
             a->run_head[c] = -1;
         account_indexed(s);
@@ -234,6 +235,19 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
         return FG_ENOENT;
     fg__plan_finish_walk(s);
     s->accounts[account].budget_exhausted = exhausted;
+    return FG_OK;
+}
+
+int fg_sched_account_set_budget_left(fg_sched_t *s, int account, int64_t micros)
+{
+    if (account < 0 || (size_t)account >= s->naccounts)
+        return FG_ENOENT;
+    if (micros < -1)
+        return FG_EINVAL;
+    if (s->accounts[account].budget_left == micros)
+        return FG_OK;
+    fg__plan_finish_walk(s);
+    s->accounts[account].budget_left = micros;
     return FG_OK;
 }
 

@@ -181,7 +181,7 @@ static bool could_start(fg_sched_t *s, int32_t slot, void *ctx)
     fg_reason_t why;
     if (j->state != FG_JOB_PENDING || j->eligible_time > now)
         return true;
-    if (a->budget_exhausted || (a->quota >= 0 && a->running + j->gpus > a->quota) ||
+    if (fg__budget_blocks(a, j) || (a->quota >= 0 && a->running + j->gpus > a->quota) ||
         !fg__feasible(s, j, &why))
         return false;
     const fg_time_t end = now + j->time_limit;
@@ -428,7 +428,7 @@ static bool known_not_to_fit(walk_t *w, int32_t slot)
     fg__job_t *j = &s->jobs[slot];
     const fg__account_t *a = &s->accounts[j->account];
     fg_reason_t why;
-    if (!w->can_skip || !w->past_claims || j->eligible_time > w->now || a->budget_exhausted ||
+    if (!w->can_skip || !w->past_claims || j->eligible_time > w->now || fg__budget_blocks(a, j) ||
         (a->quota >= 0 && a->running + j->gpus > a->quota) || !fg__feasible(s, j, &why))
         return false;
     if (w->free_now > 0) {

@@ -493,7 +493,10 @@ static void end_attempt(world_t *w, fg_job_id_t id, fg_end_cause_t cause)
     const fg_attempt_t *a = &rec[0];
     CHECK(a->job == id && a->attempt == before.attempt && a->cause == cause, "record header");
     CHECK(a->start_time == before.start_time && a->end_time == w->now, "record times");
-    CHECK(a->gpus == dj->gpus && a->gpu_seconds == (int64_t)dj->gpus * (w->now - before.start_time),
+    /* a lost node's attempt is not charged (as billing refunds it) */
+    const bool charged = cause != FG_END_NODE_LOST;
+    CHECK(a->gpus == dj->gpus &&
+              a->gpu_seconds == (charged ? (int64_t)dj->gpus * (w->now - before.start_time) : 0),
           "record GPU-seconds %lld", (long long)a->gpu_seconds);
     CHECK(a->lost_gpu_seconds >= 0 && a->lost_gpu_seconds <= a->gpu_seconds, "lost GPU-seconds");
     fg_job_state_t want;

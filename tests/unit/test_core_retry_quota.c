@@ -303,7 +303,7 @@ static void test_a_lost_node_frees_every_gpu_of_its_jobs(void **state)
     fg_attempt_t rec;
     assert_int_equal(fg_sched_attempt_ended(s, 1, 1, FG_END_NODE_LOST, 100, &rec), FG_OK);
     assert_int_equal(rec.new_state, FG_JOB_PENDING);
-    assert_int_equal(rec.gpu_seconds, 16 * 100);
+    assert_int_equal(rec.gpu_seconds, 0); /* a lost node's attempt is not charged */
     assert_int_equal(rec.eligible_time, 130);
     assert_int_equal(info(s, 1).retries_used, 1);
     for (int n = 0; n < 2; n++) {
@@ -433,6 +433,48 @@ static void test_a_lowered_quota_holds_new_starts_without_preempting(void **stat
     assert_int_equal(pass_starts(s, 20, 3), 0);
     assert_int_equal(fg_sched_attempt_ended(s, 2, 1, FG_END_COMPLETED, 30, NULL), FG_OK);
     assert_int_equal(pass_starts(s, 30, 3), 1);
+    fg_decisions_free(&d);
+    fg_sched_free(s);
+}
+
+/* A safe budget of 100 micros in account a; jobs 1 (limit cost 60) and 2 (50) on an
+ * idle 8-GPU node. The pass starts job 1 and reserves 60: 40 left, so job 2 waits with
+ * reason budget and takes no preemption. Job 1 ends having used 30: the caller says
+ * 100 - 30 = 70 are left, and job 2 starts. An account without one (b) is not held. */
+static void test_a_safe_budget_starts_only_jobs_whose_limit_fits(void **state)
+{
+    (void)state;
+    fg_sched_t *s = sched_new(NULL, 1);
+    int a = fg_sched_account_find(s, "a");
+    assert_int_equal(fg_sched_account_set_budget_left(s, a, 100), FG_OK);
+    assert_int_equal(fg_sched_account_set_budget_left(s, a, -2), FG_EINVAL);
+    fg_job_spec_t j1 = spec(1, 'a', 2, FG_PRIO_NORMAL, 0, 0),
+                  j2 = spec(2, 'a', 2, FG_PRIO_HIGH, 0, 0);
+    fg_job_spec_t j3 = spec(3, 'b', 2, FG_PRIO_NORMAL, 0, 0);
+    j1.limit_cost = 60;
+    j2.limit_cost = 50;
+    j3.limit_cost = 1000000;
+    assert_int_equal(fg_sched_submit(s, &j1, 0), FG_OK);
+    assert_int_equal(fg_sched_submit(s, &j2, 0), FG_OK);
+    assert_int_equal(fg_sched_submit(s, &j3, 0), FG_OK);
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    /* job 2 (high) came first in the order and reserved 50: job 1 (60) no longer fits */
+    assert_non_null(find_start(&d, 2));
+    assert_null(find_start(&d, 1));
+    assert_non_null(find_start(&d, 3));
+    assert_int_equal(d.npreempts, 0);
+    assert_int_equal(info(s, 1).reason, FG_REASON_BUDGET);
+    char why[FG_REASON_MAX];
+    assert_int_equal(fg_sched_explain(s, 1, 0, why, sizeof why), FG_REASON_BUDGET);
+    assert_non_null(strstr(why, "safe budget has 50 micros left"));
+    assert_non_null(strstr(why, "costs 60"));
+    assert_int_equal(pass_starts(s, 10, 1), 0);
+    /* job 2 ends having spent 20 of its 50: 100 - 20 = 80 left, job 1 fits */
+    assert_int_equal(fg_sched_attempt_ended(s, 2, 1, FG_END_COMPLETED, 20, NULL), FG_OK);
+    assert_int_equal(fg_sched_account_set_budget_left(s, a, 80), FG_OK);
+    assert_int_equal(pass_starts(s, 20, 1), 1);
     fg_decisions_free(&d);
     fg_sched_free(s);
 }
@@ -653,6 +695,7 @@ int main(void)
         cmocka_unit_test(test_a_report_for_another_attempt_is_stale),
         cmocka_unit_test(test_an_account_never_runs_more_than_its_quota),
         cmocka_unit_test(test_a_lowered_quota_holds_new_starts_without_preempting),
+        cmocka_unit_test(test_a_safe_budget_starts_only_jobs_whose_limit_fits),
         cmocka_unit_test(test_the_pending_cap_refuses_and_changes_nothing),
         cmocka_unit_test(test_load_shedding_refuses_low_jobs_only_and_changes_nothing),
         cmocka_unit_test(test_submit_refuses_malformed_jobs_and_check_fit_tells_what_never_fits),
