@@ -32,8 +32,11 @@
 #include "store/store.h"
 #include "store/walbuf.h"
 
+#include "fairgpu/billing.h"
+
 #include "common/clock.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -129,6 +132,26 @@ static const char *const MIGRATIONS[] = {
     " priority INTEGER NOT NULL, micros_per_gpu_hour BIGINT NOT NULL,"
     " currency TEXT NOT NULL, effective_ms BIGINT NOT NULL, created_at BIGINT NOT NULL,"
     " admin_user_id BIGINT NOT NULL);",
+    /* 5: the billing ledger (docs/billing.md), budget rules and account managers. The
+     * ledger's ids are the caller's; one final charge row per (job, attempt) at most;
+     * (account, start_ms, end_ms) answers "rows of an account touching a month" from
+     * the index alone until a row matches */
+    "ALTER TABLE accounts ADD COLUMN budget_mode INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN budget_period INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE accounts ADD COLUMN budget_since_ms BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE memberships ADD COLUMN is_manager INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE ledger (id INTEGER PRIMARY KEY, kind INTEGER NOT NULL,"
+    " interim INTEGER NOT NULL, job_id BIGINT NOT NULL, attempt INTEGER NOT NULL,"
+    " account TEXT NOT NULL, username TEXT NOT NULL, node TEXT NOT NULL,"
+    " gpu_type TEXT NOT NULL, priority INTEGER NOT NULL, origin_ms BIGINT NOT NULL,"
+    " start_ms BIGINT NOT NULL, end_ms BIGINT NOT NULL, gpus INTEGER NOT NULL,"
+    " cause INTEGER NOT NULL, rate BIGINT NOT NULL, gpu_ms BIGINT NOT NULL,"
+    " amount_micros BIGINT NOT NULL, refers_to BIGINT NOT NULL,"
+    " refund_why INTEGER NOT NULL, note TEXT NOT NULL);"
+    "CREATE UNIQUE INDEX ledger_final ON ledger (job_id, attempt)"
+    " WHERE kind = 0 AND interim = 0 AND job_id > 0;"
+    "CREATE INDEX ledger_attempt ON ledger (job_id, attempt);"
+    "CREATE INDEX ledger_account_time ON ledger (account, start_ms, end_ms);",
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -209,14 +232,21 @@ int fg_store_sqlite_migrate(sqlite3 *db, int target, char **errmsg)
     " j.retries_used, j.attained_gpu_s, j.cancel_requested, j.eligible_time,"                      \
     " j.checkpoint_interval_s, j.cpus, j.memory_mb, j.idem_key, j.nodes, j.gpu_indices,"           \
     " j.estimated_start, j.cost_micros"
-#define JOB_FROM    " FROM jobs j JOIN users u ON u.id = j.user_id"
-#define MEMBER_COLS "m.user_id, m.account, m.weight, m.is_default, m.position, u.username"
+#define JOB_FROM " FROM jobs j JOIN users u ON u.id = j.user_id"
+#define MEMBER_COLS                                                                                \
+    "m.user_id, m.account, m.weight, m.is_default, m.position, u.username, m.is_manager"
 #define MEMBER_FROM " FROM memberships m JOIN users u ON u.id = m.user_id"
 #define ATTEMPT_COLS                                                                               \
     "job_id, attempt, nodes, gpu_uuids, start_time_ms, end_time_ms, end_cause, exit_code, signal"
-#define EVENT_COLS   "seq, time, kind, job_id, node, from_state, to_state, reason, payload"
-#define NODE_COLS    "name, state, cpus, memory_mb, gpus, last_heartbeat, created_at"
-#define ACCOUNT_COLS "name, weight, gpu_quota, budget_micros, allowed_priorities, created_at"
+#define EVENT_COLS "seq, time, kind, job_id, node, from_state, to_state, reason, payload"
+#define NODE_COLS  "name, state, cpus, memory_mb, gpus, last_heartbeat, created_at"
+#define ACCOUNT_COLS                                                                               \
+    "name, weight, gpu_quota, budget_micros, allowed_priorities, created_at, budget_mode,"         \
+    " budget_period, budget_since_ms"
+#define LEDGER_COLS                                                                                \
+    "id, kind, interim, job_id, attempt, account, username, node, gpu_type, priority,"             \
+    " origin_ms, start_ms, end_ms, gpus, cause, rate, gpu_ms, amount_micros, refers_to,"           \
+    " refund_why, note"
 
 enum {
     S_BEGIN,
@@ -290,6 +320,10 @@ enum {
     S_USAGE_LIST,
     S_PRICE_APPEND,
     S_PRICE_LIST,
+    S_MEMBER_SET_MANAGER,
+    S_LEDGER_APPEND,
+    S_LEDGER_MAX_ID,
+    S_LEDGER_CHARGED_TO,
     S_COUNT
 };
 
@@ -329,15 +363,17 @@ static const char *const SQL[S_COUNT] = {
                      " WHERE user_id = ?1 ORDER BY id",
     [S_TOKEN_DELETE] = "DELETE FROM api_tokens WHERE id = ?1 AND user_id = ?2",
     [S_TOKEN_DELETE_ANY] = "DELETE FROM api_tokens WHERE id = ?1",
-    [S_ACCOUNT_INSERT] = "INSERT INTO accounts (" ACCOUNT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [S_ACCOUNT_INSERT] = "INSERT INTO accounts (" ACCOUNT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
+                         " ?7, ?8, ?9)",
     [S_ACCOUNT_GET] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE name = ?1",
     [S_ACCOUNT_UPDATE] = "UPDATE accounts SET weight = ?2, gpu_quota = ?3, budget_micros = ?4,"
-                         " allowed_priorities = ?5 WHERE name = ?1",
+                         " allowed_priorities = ?5, budget_mode = ?7, budget_period = ?8,"
+                         " budget_since_ms = ?9 WHERE name = ?1",
     [S_ACCOUNT_LIST] = "SELECT " ACCOUNT_COLS " FROM accounts ORDER BY name",
     [S_MEMBER_COUNT_USER] = "SELECT COUNT(*) FROM memberships WHERE user_id = ?1",
     [S_MEMBER_NEXT_POS] = "SELECT COALESCE(MAX(position), 0) + 1 FROM memberships",
-    [S_MEMBER_INSERT] = "INSERT INTO memberships (user_id, account, weight, is_default, position)"
-                        " VALUES (?1, ?2, ?3, ?4, ?5)",
+    [S_MEMBER_INSERT] = "INSERT INTO memberships (user_id, account, weight, is_default, position,"
+                        " is_manager) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [S_MEMBER_SET_WEIGHT] = "UPDATE memberships SET weight = ?3 WHERE user_id = ?1 AND"
                             " account = ?2",
     [S_MEMBER_CLEAR_DEFAULT] = "UPDATE memberships SET is_default = 0 WHERE user_id = ?1 AND"
@@ -414,6 +450,13 @@ static const char *const SQL[S_COUNT] = {
                        " ?6, ?7)",
     [S_PRICE_LIST] = "SELECT id, gpu_type, priority, micros_per_gpu_hour, currency, effective_ms,"
                      " created_at, admin_user_id FROM prices ORDER BY id",
+    [S_MEMBER_SET_MANAGER] = "UPDATE memberships SET is_manager = ?3 WHERE user_id = ?1 AND"
+                             " account = ?2",
+    [S_LEDGER_APPEND] = "INSERT INTO ledger (" LEDGER_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7,"
+                        " ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
+    [S_LEDGER_MAX_ID] = "SELECT COALESCE(MAX(id), 0) FROM ledger",
+    [S_LEDGER_CHARGED_TO] = "SELECT COALESCE(MAX(end_ms), 0) FROM ledger WHERE job_id = ?1 AND"
+                            " attempt = ?2 AND kind = 0",
 };
 
 /* Job listings are built from their filter: bits of a variant number. */
@@ -430,6 +473,17 @@ enum {
     JL_VARIANTS = 3 * JL_MODES,
 };
 
+/* Ledger scans likewise: which filter fields are set. */
+enum {
+    LL_ACCOUNT = 1,
+    LL_USER = 2,
+    LL_GPU_TYPE = 4,
+    LL_JOB = 8,
+    LL_FROM = 16,
+    LL_TO = 32,
+    LL_VARIANTS = 64,
+};
+
 /* ------------------------------------------------------------------ connections */
 
 typedef struct sq_conn sq_conn_t;
@@ -444,6 +498,7 @@ struct sq_conn {
     sqlite3 *db;
     sqlite3_stmt *st[S_COUNT];
     sqlite3_stmt *jl[JL_VARIANTS];
+    sqlite3_stmt *ll[LL_VARIANTS];
     sq_tx_t tx;
     sq_conn_t *next_free;
 };
@@ -623,6 +678,8 @@ static void conn_close(sq_conn_t *c)
         sqlite3_finalize(c->st[i]);
     for (int i = 0; i < JL_VARIANTS; i++)
         sqlite3_finalize(c->jl[i]);
+    for (int i = 0; i < LL_VARIANTS; i++)
+        sqlite3_finalize(c->ll[i]);
     sqlite3_close(c->db);
     free(c);
 }
@@ -1681,6 +1738,9 @@ static void fill_account(sqlite3_stmt *s, void *rec)
     a->budget_micros = sqlite3_column_int64(s, 3);
     a->allowed_priorities = sqlite3_column_int(s, 4);
     a->created_at = sqlite3_column_int64(s, 5);
+    a->budget_mode = sqlite3_column_int(s, 6);
+    a->budget_period = sqlite3_column_int(s, 7);
+    a->budget_since_ms = sqlite3_column_int64(s, 8);
 }
 
 static void bind_account(sqlite3_stmt *s, const fg_store_account_t *a)
@@ -1690,6 +1750,9 @@ static void bind_account(sqlite3_stmt *s, const fg_store_account_t *a)
     sqlite3_bind_int(s, 3, a->gpu_quota);
     sqlite3_bind_int64(s, 4, a->budget_micros);
     sqlite3_bind_int(s, 5, a->allowed_priorities);
+    sqlite3_bind_int(s, 7, a->budget_mode);
+    sqlite3_bind_int(s, 8, a->budget_period);
+    sqlite3_bind_int64(s, 9, a->budget_since_ms);
 }
 
 static int sq_account_insert(fg_store_tx_t *tx, const fg_store_account_t *a)
@@ -1748,6 +1811,7 @@ static void fill_member(sqlite3_stmt *s, void *rec)
     m->is_default = sqlite3_column_int(s, 3) != 0;
     m->position = sqlite3_column_int64(s, 4);
     m->username = col_str(s, 5);
+    m->is_manager = sqlite3_column_int(s, 6) != 0;
 }
 
 static int sq_member_add(fg_store_tx_t *tx, const fg_store_member_t *m)
@@ -1772,7 +1836,22 @@ static int sq_member_add(fg_store_tx_t *tx, const fg_store_member_t *m)
     sqlite3_bind_double(s, 3, m->weight > 0 ? m->weight : 1.0);
     sqlite3_bind_int(s, 4, count == 0 ? 1 : 0);
     sqlite3_bind_int64(s, 5, pos);
+    sqlite3_bind_int(s, 6, m->is_manager ? 1 : 0);
     return step_done(c, s);
+}
+
+/* Sets or clears the manager flag of an existing membership. */
+static int sq_member_set_manager(fg_store_tx_t *tx, int64_t user_id, const char *account,
+                                 bool is_manager)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_MEMBER_SET_MANAGER);
+    if (!s)
+        return FG_STORE_EIO;
+    sqlite3_bind_int64(s, 1, user_id);
+    bind_str(s, 2, account);
+    sqlite3_bind_int(s, 3, is_manager ? 1 : 0);
+    return changed_or_enoent(c, step_done(c, s));
 }
 
 static int sq_member_set_weight(fg_store_tx_t *tx, int64_t user_id, const char *account,
@@ -2591,6 +2670,169 @@ static int sq_price_list(fg_store_tx_t *tx, fg_store_price_list_t *out)
     return r;
 }
 
+/* ------------------------------------------------------------------ ledger */
+
+/* Copies text column i into a fixed array of cap bytes (truncating, always ended). */
+static void col_copy(sqlite3_stmt *s, int i, char *dst, size_t cap)
+{
+    assert(cap > 0);
+    const unsigned char *t = sqlite3_column_text(s, i);
+    snprintf(dst, cap, "%s", t ? (const char *)t : "");
+}
+
+static void fill_ledger(sqlite3_stmt *s, fg_ledger_row_t *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = (uint64_t)sqlite3_column_int64(s, 0);
+    r->kind = (fg_row_kind_t)sqlite3_column_int(s, 1);
+    r->interim = sqlite3_column_int(s, 2) != 0;
+    r->job_id = sqlite3_column_int64(s, 3);
+    r->attempt = sqlite3_column_int(s, 4);
+    col_copy(s, 5, r->account, sizeof r->account);
+    col_copy(s, 6, r->user, sizeof r->user);
+    col_copy(s, 7, r->node, sizeof r->node);
+    col_copy(s, 8, r->gpu_type, sizeof r->gpu_type);
+    r->priority = (fg_prio_t)sqlite3_column_int(s, 9);
+    r->origin_ms = sqlite3_column_int64(s, 10);
+    r->start_ms = sqlite3_column_int64(s, 11);
+    r->end_ms = sqlite3_column_int64(s, 12);
+    r->gpus = sqlite3_column_int(s, 13);
+    r->cause = (fg_end_cause_t)sqlite3_column_int(s, 14);
+    r->rate = sqlite3_column_int64(s, 15);
+    r->gpu_ms = sqlite3_column_int64(s, 16);
+    r->amount_micros = sqlite3_column_int64(s, 17);
+    r->refers_to = (uint64_t)sqlite3_column_int64(s, 18);
+    r->refund_why = (fg_refund_why_t)sqlite3_column_int(s, 19);
+    col_copy(s, 20, r->note, sizeof r->note);
+}
+
+/* Binds a fixed array that may lack its terminator (stops at cap bytes). */
+static void bind_fixed(sqlite3_stmt *s, int i, const char *v, size_t cap)
+{
+    sqlite3_bind_text(s, i, v, (int)strnlen(v, cap), SQLITE_STATIC);
+}
+
+static int sq_ledger_append(fg_store_tx_t *tx, const fg_ledger_row_t *r)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_LEDGER_APPEND);
+    if (!s)
+        return FG_STORE_EIO;
+    sqlite3_bind_int64(s, 1, (int64_t)r->id);
+    sqlite3_bind_int(s, 2, (int)r->kind);
+    sqlite3_bind_int(s, 3, r->interim ? 1 : 0);
+    sqlite3_bind_int64(s, 4, r->job_id);
+    sqlite3_bind_int(s, 5, r->attempt);
+    bind_fixed(s, 6, r->account, sizeof r->account);
+    bind_fixed(s, 7, r->user, sizeof r->user);
+    bind_fixed(s, 8, r->node, sizeof r->node);
+    bind_fixed(s, 9, r->gpu_type, sizeof r->gpu_type);
+    sqlite3_bind_int(s, 10, (int)r->priority);
+    sqlite3_bind_int64(s, 11, r->origin_ms);
+    sqlite3_bind_int64(s, 12, r->start_ms);
+    sqlite3_bind_int64(s, 13, r->end_ms);
+    sqlite3_bind_int(s, 14, r->gpus);
+    sqlite3_bind_int(s, 15, (int)r->cause);
+    sqlite3_bind_int64(s, 16, r->rate);
+    sqlite3_bind_int64(s, 17, r->gpu_ms);
+    sqlite3_bind_int64(s, 18, r->amount_micros);
+    sqlite3_bind_int64(s, 19, (int64_t)r->refers_to);
+    sqlite3_bind_int(s, 20, (int)r->refund_why);
+    bind_fixed(s, 21, r->note, sizeof r->note);
+    return step_done(c, s);
+}
+
+static int sq_ledger_max_id(fg_store_tx_t *tx, uint64_t *id)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_LEDGER_MAX_ID);
+    if (!s)
+        return FG_STORE_EIO;
+    int64_t v = 0;
+    int r = scalar_i64(c, s, &v);
+    if (r == FG_STORE_OK)
+        *id = (uint64_t)v;
+    return r;
+}
+
+static int sq_ledger_charged_to(fg_store_tx_t *tx, int64_t job_id, int32_t attempt, int64_t *end_ms)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = prep(c, S_LEDGER_CHARGED_TO);
+    if (!s)
+        return FG_STORE_EIO;
+    sqlite3_bind_int64(s, 1, job_id);
+    sqlite3_bind_int(s, 2, attempt);
+    return scalar_i64(c, s, end_ms);
+}
+
+static unsigned ledger_filter_bits(const fg_store_ledger_filter_t *f)
+{
+    return (f->account ? LL_ACCOUNT : 0) | (f->user ? LL_USER : 0) |
+           (f->gpu_type ? LL_GPU_TYPE : 0) | (f->job_id ? LL_JOB : 0) | (f->from_ms ? LL_FROM : 0) |
+           (f->to_ms ? LL_TO : 0);
+}
+
+/* The scan of one filter variant, prepared on first use. Parameters are numbered by
+ * field (?1 account .. ?6 to_ms) whichever are used. */
+static sqlite3_stmt *ledger_scan_stmt(sq_conn_t *c, unsigned v)
+{
+    assert(v < LL_VARIANTS);
+    if (c->ll[v])
+        return c->ll[v];
+    char sql[1024];
+    size_t n = (size_t)snprintf(sql, sizeof sql, "SELECT " LEDGER_COLS " FROM ledger WHERE 1 = 1");
+    static const char *const conds[] = {
+        " AND account = ?1",
+        " AND username = ?2",
+        " AND gpu_type = ?3",
+        " AND job_id = ?4",
+        " AND (end_ms > ?5 OR start_ms >= ?5)",
+        " AND start_ms < ?6",
+    };
+    for (unsigned b = 0; b < 6; b++)
+        if (v & (1u << b))
+            n += (size_t)snprintf(sql + n, sizeof sql - n, "%s", conds[b]);
+    snprintf(sql + n, sizeof sql - n, " ORDER BY id");
+    return prep_sql(c, &c->ll[v], sql);
+}
+
+static int sq_ledger_foreach(fg_store_tx_t *tx, const fg_store_ledger_filter_t *f,
+                             int (*fn)(const fg_ledger_row_t *r, void *arg), void *arg)
+{
+    sq_conn_t *c = CONN(tx);
+    sqlite3_stmt *s = ledger_scan_stmt(c, ledger_filter_bits(f));
+    if (!s)
+        return FG_STORE_EIO;
+    if (f->account)
+        bind_str(s, 1, f->account);
+    if (f->user)
+        bind_str(s, 2, f->user);
+    if (f->gpu_type)
+        bind_str(s, 3, f->gpu_type);
+    if (f->job_id)
+        sqlite3_bind_int64(s, 4, f->job_id);
+    if (f->from_ms)
+        sqlite3_bind_int64(s, 5, f->from_ms);
+    if (f->to_ms)
+        sqlite3_bind_int64(s, 6, f->to_ms);
+    fg_ledger_row_t row;
+    for (;;) {
+        int r = step_row(c, s);
+        if (r <= 0) {
+            if (r == 0)
+                done(s);
+            return r;
+        }
+        fill_ledger(s, &row);
+        int u = fn(&row, arg);
+        if (u != 0) {
+            done(s);
+            return u;
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ the table */
 
 static const fg_store_ops_t sqlite_ops = {
@@ -2665,4 +2907,9 @@ static const fg_store_ops_t sqlite_ops = {
     .session_delete_user = sq_session_delete_user,
     .price_append = sq_price_append,
     .price_list = sq_price_list,
+    .member_set_manager = sq_member_set_manager,
+    .ledger_append = sq_ledger_append,
+    .ledger_max_id = sq_ledger_max_id,
+    .ledger_charged_to = sq_ledger_charged_to,
+    .ledger_foreach = sq_ledger_foreach,
 };

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fairgpu/billing.h"
 #include "store/sqlite_internal.h"
 #include "store/store.h"
 
@@ -1857,6 +1858,366 @@ static void test_migration_from_v1(void **state)
     fx_open(f);
 }
 
+/* ------------------------------------------------------------------ ledger */
+
+/* A ledger row of job 7 attempt 1 with every field set to something distinct. */
+static fg_ledger_row_t ledger_row(uint64_t id, fg_row_kind_t kind, bool interim, int64_t start,
+                                  int64_t end)
+{
+    fg_ledger_row_t r = {0};
+    r.id = id;
+    r.kind = kind;
+    r.interim = interim;
+    r.job_id = 7;
+    r.attempt = 1;
+    snprintf(r.account, sizeof r.account, "vision");
+    snprintf(r.user, sizeof r.user, "alice");
+    snprintf(r.node, sizeof r.node, "gpu-01");
+    snprintf(r.gpu_type, sizeof r.gpu_type, "h100");
+    r.priority = FG_PRIO_HIGH;
+    r.origin_ms = 1000;
+    r.start_ms = start;
+    r.end_ms = end;
+    r.gpus = 8;
+    r.cause = kind == FG_ROW_CHARGE && interim ? FG_END_COMPLETED : FG_END_PREEMPTED;
+    r.rate = 2500000;
+    r.gpu_ms = 8 * (end - start);
+    r.amount_micros = kind == FG_ROW_CHARGE ? 1234 : -567;
+    r.refers_to = kind == FG_ROW_REFUND ? 2 : 0;
+    r.refund_why = kind == FG_ROW_REFUND ? FG_REFUND_LOST_WORK : FG_REFUND_NONE;
+    snprintf(r.note, sizeof r.note, "row %llu", (unsigned long long)id);
+    return r;
+}
+
+static int unit_ledger(fg_store_tx_t *tx, void *arg)
+{
+    (void)arg;
+    uint64_t max = 99;
+    assert_int_equal(fg_store_ledger_max_id(tx, &max), 0);
+    assert_int_equal(max, 0);
+    /* attempt (7, 1): an interim accrual, the final charge, a refund */
+    fg_ledger_row_t r = ledger_row(1, FG_ROW_CHARGE, true, 1000, 5000);
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    r = ledger_row(2, FG_ROW_CHARGE, false, 5000, 9000);
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    r = ledger_row(3, FG_ROW_REFUND, false, 7000, 9000);
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    /* a second final charge of the attempt is refused; so is a taken id */
+    r = ledger_row(4, FG_ROW_CHARGE, false, 9000, 9500);
+    assert_int_equal(fg_store_ledger_append(tx, &r), FG_STORE_EEXIST);
+    r = ledger_row(2, FG_ROW_CHARGE, true, 9000, 9500);
+    assert_int_equal(fg_store_ledger_append(tx, &r), FG_STORE_EEXIST);
+    /* more interim rows and refunds of the same attempt are fine */
+    r = ledger_row(4, FG_ROW_CHARGE, true, 9000, 9000);
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    r = ledger_row(5, FG_ROW_REFUND, false, 8000, 9000);
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    /* attempt 2 of the same job gets its own final charge, by bob on an a100 */
+    r = ledger_row(6, FG_ROW_CHARGE, false, 20000, 30000);
+    r.attempt = 2;
+    snprintf(r.user, sizeof r.user, "bob");
+    snprintf(r.gpu_type, sizeof r.gpu_type, "a100");
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    /* credits (job 0): many, none unique; one at 30000, zero length */
+    for (uint64_t id = 7; id <= 8; id++) {
+        r = ledger_row(id, FG_ROW_CREDIT, false, 30000, 30000);
+        r.job_id = 0;
+        r.attempt = 0;
+        r.gpus = 0;
+        r.gpu_ms = 0;
+        snprintf(r.node, sizeof r.node, "%s", "");
+        assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    }
+    /* another account */
+    r = ledger_row(9, FG_ROW_CHARGE, false, 10000, 40000);
+    r.job_id = 8;
+    snprintf(r.account, sizeof r.account, "nlp");
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    /* a final charge of job 0 is not unique: admin rows carry no job */
+    r = ledger_row(10, FG_ROW_CHARGE, false, 40000, 40000);
+    r.job_id = 0;
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    r.id = 11;
+    assert_int_equal(fg_store_ledger_append(tx, &r), 0);
+    return 0;
+}
+
+typedef struct collect {
+    uint64_t ids[32];
+    int n;
+    int stop_after; /* 0: never */
+} collect_t;
+
+static int collect_row(const fg_ledger_row_t *r, void *arg)
+{
+    collect_t *c = arg;
+    assert_true(c->n < 32);
+    if (c->n > 0)
+        assert_true(r->id > c->ids[c->n - 1]);
+    c->ids[c->n++] = r->id;
+    return c->stop_after && c->n >= c->stop_after ? 42 : 0;
+}
+
+/* The ids a filter gives, as "1 2 3". */
+static const char *scan_ids(fg_store_tx_t *tx, const fg_store_ledger_filter_t *f, char *buf,
+                            size_t cap)
+{
+    collect_t c = {0};
+    assert_int_equal(fg_store_ledger_foreach(tx, f, collect_row, &c), 0);
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < c.n; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%llu", i ? " " : "",
+                              (unsigned long long)c.ids[i]);
+    return buf;
+}
+
+/* Asserts that the row read back with w's id equals w, field by field; other rows pass.
+ * Returns 1 (stops the scan) once it has checked it. */
+static int check_row(const fg_ledger_row_t *r, void *arg)
+{
+    const fg_ledger_row_t *w = arg;
+    if (r->id != w->id)
+        return 0;
+    assert_int_equal(r->kind, w->kind);
+    assert_int_equal(r->interim, w->interim);
+    assert_int_equal(r->job_id, w->job_id);
+    assert_int_equal(r->attempt, w->attempt);
+    assert_string_equal(r->account, w->account);
+    assert_string_equal(r->user, w->user);
+    assert_string_equal(r->node, w->node);
+    assert_string_equal(r->gpu_type, w->gpu_type);
+    assert_int_equal(r->priority, w->priority);
+    assert_int_equal(r->origin_ms, w->origin_ms);
+    assert_int_equal(r->start_ms, w->start_ms);
+    assert_int_equal(r->end_ms, w->end_ms);
+    assert_int_equal(r->gpus, w->gpus);
+    assert_int_equal(r->cause, w->cause);
+    assert_int_equal(r->rate, w->rate);
+    assert_int_equal(r->gpu_ms, w->gpu_ms);
+    assert_int_equal(r->amount_micros, w->amount_micros);
+    assert_int_equal(r->refers_to, w->refers_to);
+    assert_int_equal(r->refund_why, w->refund_why);
+    assert_string_equal(r->note, w->note);
+    return 1;
+}
+
+static void test_ledger(void **state)
+{
+    fx_t *f = *state;
+    WRITE_OK(f->st, unit_ledger, NULL);
+    fx_reopen(f);
+    fg_store_tx_t *tx = rd(f->st);
+    uint64_t max = 0;
+    assert_int_equal(fg_store_ledger_max_id(tx, &max), 0);
+    assert_int_equal(max, 11);
+    int64_t to = -1;
+    assert_int_equal(fg_store_ledger_charged_to(tx, 7, 1, &to), 0);
+    assert_int_equal(to, 9000); /* charge rows only: the refund ends at 9000 too */
+    assert_int_equal(fg_store_ledger_charged_to(tx, 7, 2, &to), 0);
+    assert_int_equal(to, 30000);
+    assert_int_equal(fg_store_ledger_charged_to(tx, 7, 3, &to), 0);
+    assert_int_equal(to, 0);
+
+    /* every field reads back as written */
+    fg_ledger_row_t want = ledger_row(2, FG_ROW_CHARGE, false, 5000, 9000);
+    collect_t one = {.stop_after = 1};
+    fg_store_ledger_filter_t fl = {.job_id = 7, .from_ms = 5000, .to_ms = 6000};
+    /* rows of job 7 touching [5000, 6000): only 2 (1 ends at 5000, 3 starts at 7000) */
+    char buf[256];
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "2");
+    assert_int_equal(fg_store_ledger_foreach(tx, &fl, check_row, &want), 1);
+    fg_ledger_row_t ref = ledger_row(3, FG_ROW_REFUND, false, 7000, 9000);
+    fl = (fg_store_ledger_filter_t){.job_id = 7, .from_ms = 7000, .to_ms = 7001};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "2 3");
+    assert_int_equal(fg_store_ledger_foreach(tx, &fl, check_row, &ref), 1);
+
+    /* no filter: everything by id; fn's non-zero value stops the scan */
+    assert_string_equal(scan_ids(tx, NULL, buf, sizeof buf), "1 2 3 4 5 6 7 8 9 10 11");
+    assert_int_equal(fg_store_ledger_foreach(tx, NULL, collect_row, &one), 42);
+    assert_int_equal(one.n, 1);
+    fl = (fg_store_ledger_filter_t){.account = "vision"};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "1 2 3 4 5 6 7 8 10 11");
+    fl = (fg_store_ledger_filter_t){.account = "vision", .user = "bob"};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "6");
+    fl = (fg_store_ledger_filter_t){.gpu_type = "h100", .job_id = 8};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "9");
+    fl = (fg_store_ledger_filter_t){.gpu_type = "a100"};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "6");
+    fl = (fg_store_ledger_filter_t){.user = "nobody"};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "");
+
+    /* the range rule: start < to and (end > from or start >= from) */
+    fl = (fg_store_ledger_filter_t){.account = "vision", .from_ms = 9000, .to_ms = 30000};
+    /* 4 is [9000, 9000): zero length, counts where it starts; 1..3, 5 end at or before
+     * 9000; 6 starts at 20000; the credits at 30000 start at the range's end */
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "4 6");
+    fl.to_ms = 30001;
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "4 6 7 8");
+    fl = (fg_store_ledger_filter_t){.account = "vision", .from_ms = 30000, .to_ms = 40000};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "7 8");
+    fl = (fg_store_ledger_filter_t){.account = "vision", .from_ms = 30001};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "10 11");
+    fl = (fg_store_ledger_filter_t){.account = "vision", .to_ms = 5000};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "1");
+    fl = (fg_store_ledger_filter_t){.from_ms = 4999, .to_ms = 5001};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "1 2");
+    fl = (fg_store_ledger_filter_t){.from_ms = 39999};
+    assert_string_equal(scan_ids(tx, &fl, buf, sizeof buf), "9 10 11");
+    fg_store_read_end(tx);
+}
+
+/* ------------------------------------------------------------------ budgets, managers */
+
+static int unit_budgets(fg_store_tx_t *tx, void *arg)
+{
+    int64_t *uid = arg;
+    fg_store_account_t a = {.name = (char *)"grant",
+                            .weight = 1,
+                            .gpu_quota = -1,
+                            .budget_micros = 5000000,
+                            .allowed_priorities = 7,
+                            .budget_mode = FG_BUDGET_SAFE,
+                            .budget_period = FG_BUDGET_GRANT,
+                            .budget_since_ms = 1700000000000};
+    assert_int_equal(fg_store_account_insert(tx, &a), 0);
+    a.name = (char *)"plain";
+    a.budget_mode = FG_BUDGET_HARD;
+    a.budget_period = FG_BUDGET_MONTHLY;
+    a.budget_since_ms = 0;
+    assert_int_equal(fg_store_account_insert(tx, &a), 0);
+    a.budget_mode = FG_BUDGET_WARN;
+    a.budget_period = FG_BUDGET_GRANT;
+    a.budget_since_ms = 42;
+    assert_int_equal(fg_store_account_update(tx, &a), 0);
+    *uid = mk_user(tx, "carol");
+    fg_store_member_t m = {.user_id = *uid, .account = (char *)"grant", .is_manager = true};
+    assert_int_equal(fg_store_member_add(tx, &m), 0);
+    m.account = (char *)"plain";
+    m.is_manager = false;
+    assert_int_equal(fg_store_member_add(tx, &m), 0);
+    assert_int_equal(fg_store_member_set_manager(tx, *uid, "plain", true), 0);
+    assert_int_equal(fg_store_member_set_manager(tx, *uid, "grant", false), 0);
+    assert_int_equal(fg_store_member_set_manager(tx, *uid, "default", true), FG_STORE_ENOENT);
+    assert_int_equal(fg_store_member_set_manager(tx, *uid + 1, "plain", true), FG_STORE_ENOENT);
+    return 0;
+}
+
+static void test_budgets_managers(void **state)
+{
+    fx_t *f = *state;
+    int64_t uid = 0;
+    WRITE_OK(f->st, unit_budgets, &uid);
+    fx_reopen(f);
+    fg_store_tx_t *tx = rd(f->st);
+    fg_store_account_t a = {0};
+    assert_int_equal(fg_store_account_get(tx, "grant", &a), 0);
+    assert_int_equal(a.budget_mode, FG_BUDGET_SAFE);
+    assert_int_equal(a.budget_period, FG_BUDGET_GRANT);
+    assert_int_equal(a.budget_since_ms, 1700000000000);
+    fg_store_account_clear(&a);
+    fg_store_account_list_t al = {0};
+    assert_int_equal(fg_store_account_list(tx, &al), 0);
+    assert_int_equal(al.n, 3);
+    assert_string_equal(al.items[0].name, "default");
+    assert_int_equal(al.items[0].budget_mode, FG_BUDGET_HARD);
+    assert_int_equal(al.items[0].budget_period, FG_BUDGET_MONTHLY);
+    assert_int_equal(al.items[0].budget_since_ms, 0);
+    assert_string_equal(al.items[2].name, "plain");
+    assert_int_equal(al.items[2].budget_mode, FG_BUDGET_WARN);
+    assert_int_equal(al.items[2].budget_period, FG_BUDGET_GRANT);
+    assert_int_equal(al.items[2].budget_since_ms, 42);
+    fg_store_account_list_free(&al);
+
+    fg_store_member_t m = {0};
+    assert_int_equal(fg_store_member_get(tx, uid, "plain", &m), 0);
+    assert_true(m.is_manager);
+    fg_store_member_clear(&m);
+    fg_store_member_list_t ml = {0};
+    assert_int_equal(fg_store_member_list_by_user(tx, uid, &ml), 0);
+    assert_int_equal(ml.n, 2);
+    assert_string_equal(ml.items[0].account, "grant");
+    assert_false(ml.items[0].is_manager);
+    assert_true(ml.items[1].is_manager);
+    fg_store_member_list_free(&ml);
+    assert_int_equal(fg_store_member_list_by_account(tx, "plain", &ml), 0);
+    assert_int_equal(ml.n, 1);
+    assert_true(ml.items[0].is_manager);
+    fg_store_member_list_free(&ml);
+    assert_int_equal(fg_store_member_list_all(tx, &ml), 0);
+    assert_int_equal(ml.n, 2);
+    fg_store_member_list_free(&ml);
+    fg_store_read_end(tx);
+}
+
+/* A version 4 file (before the ledger) keeps its accounts and memberships; they get
+ * the defaults (hard, monthly, not a manager) and the ledger starts empty. */
+static void test_migration_from_v4(void **state)
+{
+    fx_t *f = *state;
+    fg_store_close(f->st);
+    f->st = NULL;
+    char p[320];
+    snprintf(p, sizeof p, "%s.v4", f->path);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    char *err = NULL;
+    assert_int_equal(fg_store_sqlite_migrate(db, 4, &err), 0);
+    assert_int_equal(sqlite3_exec(db,
+                                  "INSERT INTO users (id, username, email, password_hash, role,"
+                                  " disabled, created_at) VALUES (1, 'old', 'o@x', 'h', 1, 0, 5);"
+                                  "INSERT INTO accounts (name, weight, gpu_quota, budget_micros,"
+                                  " allowed_priorities, created_at) VALUES ('lab', 2.0, 16,"
+                                  " 900, 3, 8);"
+                                  "INSERT INTO memberships (user_id, account, weight, is_default,"
+                                  " position) VALUES (1, 'lab', 1.5, 1, 1);"
+                                  "INSERT INTO prices (gpu_type, priority, micros_per_gpu_hour,"
+                                  " currency, effective_ms, created_at, admin_user_id) VALUES"
+                                  " ('h100', 1, 2500000, 'EUR', 0, 5, 1);",
+                                  NULL, NULL, &err),
+                     SQLITE_OK);
+    sqlite3_close(db);
+
+    fg_store_t *st = NULL;
+    assert_int_equal(fg_store_open_sqlite(p, NULL, &st, &err), 0);
+    assert_int_equal(fg_store_schema_version(st), 5);
+    fg_store_tx_t *tx = rd(st);
+    fg_store_account_t a = {0};
+    assert_int_equal(fg_store_account_get(tx, "lab", &a), 0);
+    assert_true(a.weight == 2.0);
+    assert_int_equal(a.gpu_quota, 16);
+    assert_int_equal(a.budget_micros, 900);
+    assert_int_equal(a.allowed_priorities, 3);
+    assert_int_equal(a.created_at, 8);
+    assert_int_equal(a.budget_mode, FG_BUDGET_HARD);
+    assert_int_equal(a.budget_period, FG_BUDGET_MONTHLY);
+    assert_int_equal(a.budget_since_ms, 0);
+    fg_store_account_clear(&a);
+    fg_store_member_t m = {0};
+    assert_int_equal(fg_store_member_get(tx, 1, "lab", &m), 0);
+    assert_true(m.weight == 1.5);
+    assert_true(m.is_default);
+    assert_false(m.is_manager);
+    assert_string_equal(m.username, "old");
+    fg_store_member_clear(&m);
+    fg_store_price_list_t pl = {0};
+    assert_int_equal(fg_store_price_list(tx, &pl), 0);
+    assert_int_equal(pl.n, 1);
+    fg_store_price_list_free(&pl);
+    uint64_t max = 9;
+    assert_int_equal(fg_store_ledger_max_id(tx, &max), 0);
+    assert_int_equal(max, 0);
+    fg_store_read_end(tx);
+    fg_store_close(st);
+    const char *suffixes[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char q[340];
+        snprintf(q, sizeof q, "%s%s", p, suffixes[i]);
+        unlink(q);
+    }
+    fx_open(f);
+}
+
 /* ------------------------------------------------------------------ faults */
 
 /* Fills the database up to a page limit inside a unit: the insert fails (SQLITE_FULL)
@@ -1950,6 +2311,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_commit_delay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_kill9, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migration_from_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ledger, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_budgets_managers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migration_from_v4, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_full_fault, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_by_uri, setup, teardown),
         cmocka_unit_test(test_strerror),
