@@ -153,12 +153,24 @@ typedef struct fg_month_part {
  * more room, nothing useful written) or FG_EINVAL for a row these rules did not make. */
 int fg_bill_split_months(const fg_ledger_row_t *r, fg_month_part_t *parts, int cap);
 
+/* A row's part in [t0, t1) (t0 <= t1), by the same rules as the month split: a charge or
+ * refund row gives C(min(end, t1)) - C(max(start, t0)) on its attempt's curve (with the
+ * row's sign; 0 when it does not overlap) and *gpu_ms its GPUs times that overlap (>= 0
+ * whatever the sign); a credit or correction gives its whole amount (and 0 GPU-ms) when
+ * t0 <= start_ms < t1, else 0. Parts over a partition of time add up to the row. For
+ * budget periods (charges since a time) and usage over any range. FG_OK, or FG_EINVAL
+ * for t0 > t1 or a row these rules did not make. */
+int fg_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
+                    int64_t *amount_micros);
+
 /* ---------------------------------------------------------------- invoices */
 
 typedef struct fg_invoice_line {
     char user[FG_NAME_MAX];
     char gpu_type[FG_NAME_MAX];
     int64_t gpu_ms;        /* charged minus refunded GPU-ms in the month */
+    int64_t held_gpu_ms;   /* GPU time held: charged GPU-ms less those refunded as past
+                              the end or not charged (lost work was held) */
     int64_t charge_micros; /* >= 0 */
     int64_t refund_micros; /* <= 0 */
     int64_t credit_micros; /* credits and corrections */
@@ -170,11 +182,13 @@ typedef struct fg_invoice {
     int cap;
     int n;                /* lines written, sorted by user then GPU type */
     int64_t total_micros; /* the sum of the lines */
+    int64_t held_gpu_ms;  /* the sum of the lines' held GPU-ms */
 } fg_invoice_t;
 
 /* The invoice of `account` for year-month: each row's part in that month, summed per
- * user and GPU type. FG_OK, FG_EINVAL for a bad month or row, FG_ENOMEM when more than
- * inv->cap lines are needed, FG_EINVAL also on an int64 overflow. */
+ * user and GPU type (found by a hash: linear in the rows whatever the number of lines).
+ * FG_OK, FG_EINVAL for a bad month or row, FG_ENOMEM when more than inv->cap lines are
+ * needed (or memory runs out), FG_EINVAL also on an int64 overflow. */
 int fg_bill_invoice(const fg_ledger_row_t *rows, size_t n, const char *account, int year, int month,
                     fg_invoice_t *inv);
 

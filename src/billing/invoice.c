@@ -10,8 +10,11 @@
  * Example: 1 GPU from 2026-11-30 23:00 to 2026-12-01 01:00 UTC at 1,000,001 micros/GPU-h
  * is one row of 2,000,002 micros: 1,000,001 in 2026-11 and 1,000,001 in 2026-12.
  *
- * An invoice is, for one account and month, the month parts of its rows summed per user
- * and GPU type; its total is the sum of the lines, hence of the month parts.
+ * The same rule gives a row's part in any range [t0, t1) (fg_bill_part_in: budget
+ * periods, usage reports). An invoice is, for one account and month, the parts of its
+ * rows in that month summed per user and GPU type (lines found by a hash); its total is
+ * the sum of the lines, hence of the month parts. Lines also count the GPU time held:
+ * charges less refunds of time past the end or not charged (lost work was held).
  */
 #include <assert.h>
 #include <stdlib.h>
@@ -68,6 +71,68 @@ static int row_curve(const fg_ledger_row_t *r, int64_t t, int64_t *out)
     return fg_bill_charge((int64_t)r->gpus * (t - r->origin_ms), r->rate, out);
 }
 
+/* Checks that a charge or refund row is one these rules made (its amount is its span on
+ * its curve, its gpu_ms its GPUs times its span); *c0, *c1 get C(start), C(end). */
+static int curve_row(const fg_ledger_row_t *r, int64_t *c0, int64_t *c1)
+{
+    assert(r->kind == FG_ROW_CHARGE || r->kind == FG_ROW_REFUND);
+    int sign = r->kind == FG_ROW_CHARGE ? 1 : -1;
+    if (r->gpus < 1 || r->gpus > FG_BILL_MAX_GPUS || r->start_ms > r->end_ms ||
+        row_curve(r, r->start_ms, c0) || row_curve(r, r->end_ms, c1) ||
+        sign * r->amount_micros != *c1 - *c0 ||
+        r->gpu_ms != (int64_t)r->gpus * (r->end_ms - r->start_ms))
+        return FG_EINVAL;
+    return FG_OK;
+}
+
+static bool has_curve(const fg_ledger_row_t *r)
+{
+    return r->kind == FG_ROW_CHARGE || r->kind == FG_ROW_REFUND;
+}
+
+/* The part of row r in [t0, t1) (fg_bill_part_in), and whether r counts in that range
+ * at all (*touches: a zero-length row or a credit counts where it starts, so its zero
+ * or whole part lands in exactly one range of a partition). */
+static int part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
+                   int64_t *amount, bool *touches)
+{
+    *gpu_ms = *amount = 0;
+    *touches = false;
+    if (t0 > t1)
+        return FG_EINVAL;
+    bool at_start = t0 <= r->start_ms && r->start_ms < t1;
+    if (r->kind == FG_ROW_CREDIT || r->kind == FG_ROW_CORRECTION) {
+        *touches = at_start;
+        *amount = at_start ? r->amount_micros : 0;
+        return FG_OK;
+    }
+    if (!has_curve(r))
+        return FG_EINVAL;
+    int64_t c0, c1;
+    if (curve_row(r, &c0, &c1) != FG_OK)
+        return FG_EINVAL; /* not a row of these rules */
+    int64_t a = r->start_ms > t0 ? r->start_ms : t0;
+    int64_t b = r->end_ms < t1 ? r->end_ms : t1;
+    *touches = a < b || (r->start_ms == r->end_ms && at_start);
+    if (a >= b)
+        return FG_OK;
+    int64_t ca = c0, cb = c1;
+    if ((a != r->start_ms && row_curve(r, a, &ca)) || (b != r->end_ms && row_curve(r, b, &cb)))
+        return FG_EINVAL; /* cannot happen: [a, b] lies inside the row's checked span */
+    *gpu_ms = (int64_t)r->gpus * (b - a);
+    *amount = r->kind == FG_ROW_CHARGE ? cb - ca : ca - cb;
+    return FG_OK;
+}
+
+int fg_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
+                    int64_t *amount_micros)
+{
+    if (!r || !gpu_ms || !amount_micros)
+        return FG_EINVAL;
+    bool touches;
+    return part_in(r, t0, t1, gpu_ms, amount_micros, &touches);
+}
+
 /* Writes part i if there is room. */
 static void put_part(fg_month_part_t *parts, int cap, int i, int64_t t, int64_t gpu_ms,
                      int64_t amount)
@@ -87,32 +152,24 @@ int fg_bill_split_months(const fg_ledger_row_t *r, fg_month_part_t *parts, int c
         put_part(parts, cap, 0, r->start_ms, 0, r->amount_micros);
         return 1;
     }
-    if (r->kind != FG_ROW_CHARGE && r->kind != FG_ROW_REFUND)
-        return FG_EINVAL;
-    int sign = r->kind == FG_ROW_CHARGE ? 1 : -1;
     int64_t c0, c1;
-    if (r->gpus < 1 || r->gpus > FG_BILL_MAX_GPUS || r->start_ms > r->end_ms ||
-        row_curve(r, r->start_ms, &c0) || row_curve(r, r->end_ms, &c1) ||
-        sign * r->amount_micros != c1 - c0 ||
-        r->gpu_ms != (int64_t)r->gpus * (r->end_ms - r->start_ms))
+    if (!has_curve(r) || curve_row(r, &c0, &c1) != FG_OK)
         return FG_EINVAL; /* not a row of these rules */
     if (r->start_ms == r->end_ms) {
         put_part(parts, cap, 0, r->start_ms, 0, 0);
         return 1;
     }
     int n = 0;
-    int64_t a = r->start_ms, ca = c0, sum = 0;
-    while (a < r->end_ms) {
-        int64_t b = next_month_ms(a), cb;
-        if (b > r->end_ms)
-            b = r->end_ms;
-        int rc = row_curve(r, b, &cb);
-        assert(rc == FG_OK);
+    int64_t sum = 0;
+    for (int64_t a = r->start_ms; a < r->end_ms;) {
+        int64_t b = next_month_ms(a), gpu_ms, amount;
+        bool touches;
+        int rc = part_in(r, a, b, &gpu_ms, &amount, &touches);
+        assert(rc == FG_OK && touches);
         (void)rc;
-        put_part(parts, cap, n++, a, (int64_t)r->gpus * (b - a), sign * (cb - ca));
-        sum += sign * (cb - ca);
+        put_part(parts, cap, n++, a, gpu_ms, amount);
+        sum += amount;
         a = b;
-        ca = cb;
     }
     assert(sum == r->amount_micros);
     return n;
@@ -126,15 +183,70 @@ static int line_cmp(const void *x, const void *y)
     return c ? c : strcmp(a->gpu_type, b->gpu_type);
 }
 
-/* The line of (user, gpu_type), added if new; NULL when the invoice is full. */
-static fg_invoice_line_t *line_for(fg_invoice_t *inv, const fg_ledger_row_t *r)
+/* The (user, GPU type) -> line index of one invoice being summed: open addressing,
+ * slots hold index + 1 (0 = empty), at most half full, so a row finds its line in O(1)
+ * whatever the number of lines. Names compare on their first FG_NAME_MAX - 1 bytes,
+ * what a line keeps of them. */
+typedef struct line_index {
+    int *slots;
+    size_t mask; /* slots - 1, a power of two minus one */
+} line_index_t;
+
+#define NAME_CMP_MAX (FG_NAME_MAX - 1)
+
+/* FNV-1a of a row's user and GPU type. */
+static size_t line_hash(const char *user, const char *gpu_type)
 {
-    for (int i = 0; i < inv->n; i++)
-        if (!strcmp(inv->lines[i].user, r->user) && !strcmp(inv->lines[i].gpu_type, r->gpu_type))
-            return &inv->lines[i];
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < NAME_CMP_MAX && user[i]; i++)
+        h = (h ^ (unsigned char)user[i]) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull; /* separator: ("ab", "c") != ("a", "bc") */
+    for (size_t i = 0; i < NAME_CMP_MAX && gpu_type[i]; i++)
+        h = (h ^ (unsigned char)gpu_type[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static bool line_is(const fg_invoice_line_t *l, const fg_ledger_row_t *r)
+{
+    return !strncmp(l->user, r->user, NAME_CMP_MAX) &&
+           !strncmp(l->gpu_type, r->gpu_type, NAME_CMP_MAX);
+}
+
+/* Doubles the table and places every line again; false when out of memory. */
+static bool index_grow(line_index_t *x, const fg_invoice_t *inv)
+{
+    size_t size = x->slots ? 2 * (x->mask + 1) : 64;
+    int *slots = calloc(size, sizeof *slots);
+    if (!slots)
+        return false;
+    for (int i = 0; i < inv->n; i++) {
+        size_t j = line_hash(inv->lines[i].user, inv->lines[i].gpu_type) & (size - 1);
+        while (slots[j])
+            j = (j + 1) & (size - 1);
+        slots[j] = i + 1;
+    }
+    free(x->slots);
+    x->slots = slots;
+    x->mask = size - 1;
+    return true;
+}
+
+/* The line of (user, gpu_type), added if new; NULL when the invoice is full (or out of
+ * memory: *rc says which). */
+static fg_invoice_line_t *line_for(fg_invoice_t *inv, line_index_t *x, const fg_ledger_row_t *r,
+                                   int *rc)
+{
+    *rc = FG_ENOMEM;
+    if ((!x->slots || 2 * (size_t)(inv->n + 1) > x->mask + 1) && !index_grow(x, inv))
+        return NULL;
+    size_t j = line_hash(r->user, r->gpu_type) & x->mask;
+    for (; x->slots[j]; j = (j + 1) & x->mask)
+        if (line_is(&inv->lines[x->slots[j] - 1], r))
+            return &inv->lines[x->slots[j] - 1];
     if (inv->n >= inv->cap)
         return NULL;
     fg_invoice_line_t *l = &inv->lines[inv->n++];
+    x->slots[j] = inv->n;
     memset(l, 0, sizeof *l);
     memcpy(l->user, r->user, sizeof l->user);
     memcpy(l->gpu_type, r->gpu_type, sizeof l->gpu_type);
@@ -148,18 +260,35 @@ static bool add(int64_t *acc, int64_t v)
     return !__builtin_add_overflow(*acc, v, acc);
 }
 
-/* Adds one month part of row r to its line. */
-static int add_part(fg_invoice_t *inv, const fg_ledger_row_t *r, const fg_month_part_t *p)
+/* GPU-ms of a row's part that were held: charges count, refunds of time that was not
+ * held (past the end, not charged) take theirs back, lost work stays held. */
+static int64_t held_of(const fg_ledger_row_t *r, int64_t gpu_ms)
 {
-    fg_invoice_line_t *l = line_for(inv, r);
+    if (r->kind == FG_ROW_CHARGE)
+        return gpu_ms;
+    if (r->kind == FG_ROW_REFUND &&
+        (r->refund_why == FG_REFUND_PAST_END || r->refund_why == FG_REFUND_NOT_CHARGED))
+        return -gpu_ms;
+    return 0;
+}
+
+/* Adds one part (gpu_ms, amount) of row r to its line. */
+static int add_part(fg_invoice_t *inv, line_index_t *x, const fg_ledger_row_t *r, int64_t gpu_ms,
+                    int64_t amount)
+{
+    int rc;
+    fg_invoice_line_t *l = line_for(inv, x, r, &rc);
     if (!l)
-        return FG_ENOMEM;
+        return rc;
     int64_t *bucket = r->kind == FG_ROW_CHARGE   ? &l->charge_micros
                       : r->kind == FG_ROW_REFUND ? &l->refund_micros
                                                  : &l->credit_micros;
-    int64_t gpu_ms = r->kind == FG_ROW_REFUND ? -p->gpu_ms : p->gpu_ms;
-    if (!add(bucket, p->amount_micros) || !add(&l->total_micros, p->amount_micros) ||
-        !add(&l->gpu_ms, gpu_ms) || !add(&inv->total_micros, p->amount_micros))
+    int64_t held = held_of(r, gpu_ms);
+    if (r->kind == FG_ROW_REFUND)
+        gpu_ms = -gpu_ms;
+    if (!add(bucket, amount) || !add(&l->total_micros, amount) || !add(&l->gpu_ms, gpu_ms) ||
+        !add(&l->held_gpu_ms, held) || !add(&inv->total_micros, amount) ||
+        !add(&inv->held_gpu_ms, held))
         return FG_EINVAL;
     return FG_OK;
 }
@@ -172,23 +301,25 @@ int fg_bill_invoice(const fg_ledger_row_t *rows, size_t n, const char *account, 
         return FG_EINVAL;
     inv->n = 0;
     inv->total_micros = 0;
-    enum { PARTS = 16 }; /* a row spans at most 366 days: 14 months */
-    fg_month_part_t parts[PARTS];
-    for (size_t i = 0; i < n; i++) {
+    inv->held_gpu_ms = 0;
+    int64_t m0 = fg_bill_month_start_ms(year, month);
+    int64_t m1 =
+        month == 12 ? fg_bill_month_start_ms(year + 1, 1) : fg_bill_month_start_ms(year, month + 1);
+    line_index_t x = {0};
+    int rc = FG_OK;
+    for (size_t i = 0; i < n && rc == FG_OK; i++) {
         const fg_ledger_row_t *r = &rows[i];
         if (strncmp(r->account, account, FG_NAME_MAX) != 0)
             continue;
-        int k = fg_bill_split_months(r, parts, PARTS);
-        if (k < 0 || k > PARTS)
-            return FG_EINVAL;
-        for (int j = 0; j < k; j++) {
-            if (parts[j].year != year || parts[j].month != month)
-                continue;
-            int rc = add_part(inv, r, &parts[j]);
-            if (rc != FG_OK)
-                return rc;
-        }
+        int64_t gpu_ms, amount;
+        bool touches;
+        rc = part_in(r, m0, m1, &gpu_ms, &amount, &touches);
+        if (rc == FG_OK && touches)
+            rc = add_part(inv, &x, r, gpu_ms, amount);
     }
+    free(x.slots);
+    if (rc != FG_OK)
+        return rc;
     qsort(inv->lines, (size_t)inv->n, sizeof *inv->lines, line_cmp);
     return FG_OK;
 }

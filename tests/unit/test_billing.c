@@ -13,7 +13,11 @@
  *     free cause nets 0, a preempted attempt nets the charge of the work it kept;
  *   - per account and month, the invoice total equals the sum of the rows' month parts,
  *     the lines add up to it, the months add up to the rows' amounts, and an attempt's
- *     parts in a month equal its curve clipped to the month (independent computation).
+ *     parts in a month equal its curve clipped to the month (independent computation);
+ *   - the invoice's held GPU-ms equal the sum of the month parts' held ms (charges less
+ *     refunds past the end or not charged), and its lines' sum;
+ *   - fg_bill_part_in over a partition of time adds up to each row, and its part in a
+ *     range that cuts a row is the curve clipped to the range.
  * A failure prints its seed; FG_BILLING_SEED=<seed> replays it, FG_BILLING_SEQUENCES=<n>
  * changes the number of histories (default 3000).
  *
@@ -450,7 +454,11 @@ static void test_invoice_lines_and_total(void **state)
     assert_int_equal(lines[3].refund_micros, -2000);
     assert_int_equal(lines[3].total_micros, 0);
     assert_int_equal(lines[3].gpu_ms, 0);
+    assert_int_equal(lines[3].held_gpu_ms, 0); /* node lost: not held */
+    assert_int_equal(lines[2].held_gpu_ms, 3000);
+    assert_int_equal(lines[0].held_gpu_ms, 0);
     assert_int_equal(inv.total_micros, -250 + 500 + 3000);
+    assert_int_equal(inv.held_gpu_ms, 3000 + 1000);
     assert_int_equal(fg_bill_invoice(rows, n, "a", 2026, 11, &inv), FG_OK);
     assert_int_equal(inv.n, 1);
     assert_int_equal(inv.total_micros, 1000);
@@ -458,6 +466,152 @@ static void test_invoice_lines_and_total(void **state)
     assert_int_equal(fg_bill_invoice(rows, n, "a", 2026, 12, &inv), FG_ENOMEM);
     inv.cap = 8;
     assert_int_equal(fg_bill_invoice(rows, n, "a", 2026, 13, &inv), FG_EINVAL);
+}
+
+/* A row's part in any range: on its curve for charges and refunds, whole where it
+ * starts for credits. */
+static void test_part_in_follows_the_curve(void **state)
+{
+    book_t b = flat_book(1000001);
+    int64_t dec = fg_bill_month_start_ms(2026, 12);
+    fg_bill_attempt_t a = attempt(1, dec - HOUR, dec + HOUR, FG_END_COMPLETED);
+    fg_ledger_row_t r[FG_BILL_ATTEMPT_ROWS_MAX];
+    assert_int_equal(final_rows(&a, &b, r), 1);
+    int64_t g = -1, m = -1;
+    assert_int_equal(fg_bill_part_in(&r[0], dec - HOUR, dec, &g, &m), FG_OK);
+    assert_int_equal(m, 1000001);
+    assert_int_equal(g, HOUR);
+    /* C(90 min) - C(30 min) = round(1,500,001.5) - round(500,000.5) = 1,500,002 - 500,001 */
+    assert_int_equal(fg_bill_part_in(&r[0], dec - 30 * MIN, dec + 30 * MIN, &g, &m), FG_OK);
+    assert_int_equal(m, 1000001);
+    assert_int_equal(g, HOUR);
+    assert_int_equal(fg_bill_part_in(&r[0], dec - 2 * HOUR, dec - HOUR, &g, &m), FG_OK);
+    assert_int_equal(m, 0);
+    assert_int_equal(g, 0);
+    assert_int_equal(fg_bill_part_in(&r[0], 0, INT64_MAX, &g, &m), FG_OK);
+    assert_int_equal(m, 2000002);
+    assert_int_equal(g, 2 * HOUR);
+    assert_int_equal(fg_bill_part_in(&r[0], dec, dec - 1, &g, &m), FG_EINVAL);
+    assert_int_equal(fg_bill_part_in(NULL, 0, 1, &g, &m), FG_EINVAL);
+    /* 3 GPUs at 1 micro/GPU-h, 1 h then 20 min: C = round(3 t/h): 3 + 1 = 4, and the
+     * 10 minutes from 70 to 80 min cost round(4.0) - round(3.5) = 0 */
+    b = flat_book(1);
+    a = attempt(3, dec - HOUR, dec + 20 * MIN, FG_END_COMPLETED);
+    assert_int_equal(final_rows(&a, &b, r), 1);
+    assert_int_equal(fg_bill_part_in(&r[0], INT64_MIN, dec, &g, &m), FG_OK);
+    assert_int_equal(m, 3);
+    assert_int_equal(g, 3 * HOUR);
+    assert_int_equal(fg_bill_part_in(&r[0], dec, INT64_MAX, &g, &m), FG_OK);
+    assert_int_equal(m, 1);
+    assert_int_equal(g, 60 * MIN);
+    assert_int_equal(fg_bill_part_in(&r[0], dec + 10 * MIN, dec + 20 * MIN, &g, &m), FG_OK);
+    assert_int_equal(m, 0);
+    assert_int_equal(g, 30 * MIN);
+    /* a refund has the row's sign: the last 30 s of 60 s of lost work, 2 GPUs at 1/ms */
+    b = flat_book(3600000);
+    a = attempt(2, T0, T0 + 150000, FG_END_PREEMPTED);
+    a.last_checkpoint_ms = T0 + 90000;
+    assert_int_equal(final_rows(&a, &b, r), 2);
+    assert_int_equal(fg_bill_part_in(&r[1], T0 + 120000, INT64_MAX, &g, &m), FG_OK);
+    assert_int_equal(m, -60000);
+    assert_int_equal(g, 60000);
+    r[1].amount_micros += 1; /* not a row of these rules */
+    assert_int_equal(fg_bill_part_in(&r[1], 0, INT64_MAX, &g, &m), FG_EINVAL);
+    /* a credit: whole in the range holding its start, nothing elsewhere */
+    fg_ledger_row_t credit = {.id = 9,
+                              .kind = FG_ROW_CREDIT,
+                              .start_ms = dec + 10,
+                              .end_ms = dec + 10,
+                              .amount_micros = -250};
+    assert_int_equal(fg_bill_part_in(&credit, dec, dec + 11, &g, &m), FG_OK);
+    assert_int_equal(m, -250);
+    assert_int_equal(g, 0);
+    assert_int_equal(fg_bill_part_in(&credit, dec + 10, dec + 11, &g, &m), FG_OK);
+    assert_int_equal(m, -250);
+    assert_int_equal(fg_bill_part_in(&credit, 0, dec + 10, &g, &m), FG_OK);
+    assert_int_equal(m, 0);
+    assert_int_equal(fg_bill_part_in(&credit, dec + 11, INT64_MAX, &g, &m), FG_OK);
+    assert_int_equal(m, 0);
+}
+
+/* Held GPU-ms: the lost work of a preemption was held; time past the end and time not
+ * charged were not. */
+static void test_invoice_held_gpu_ms(void **state)
+{
+    book_t b = flat_book(3600000);
+    fg_ledger_row_t rows[16];
+    size_t n = 0;
+    uint64_t id = 1;
+    int k;
+    /* u: 2 GPUs for 150 s, preempted, 60 s lost: 300,000 held, 180,000 net */
+    fg_bill_attempt_t a = attempt(2, T0, T0 + 150000, FG_END_PREEMPTED);
+    a.last_checkpoint_ms = T0 + 90000;
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, a.start_ms, &id, &rows[n], &k),
+                     FG_OK);
+    n += (size_t)k;
+    /* w: 1 GPU for 50 s, accrued to 80 s: 30,000 ms come back, 50,000 held */
+    a = attempt(1, T0, T0 + 50000, FG_END_COMPLETED);
+    a.job_id = 8;
+    a.user = "w";
+    assert_int_equal(fg_bill_accrue(&a, book_lookup, &b, T0, T0 + 80000, &id, &rows[n], &k), FG_OK);
+    n += (size_t)k;
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, T0 + 80000, &id, &rows[n], &k),
+                     FG_OK);
+    n += (size_t)k;
+    assert_int_equal(rows[n - 1].refund_why, FG_REFUND_PAST_END);
+    /* v: 1 GPU for 1 s, node lost: not charged, nothing held */
+    a = attempt(1, T0, T0 + 1000, FG_END_NODE_LOST);
+    a.job_id = 9;
+    a.user = "v";
+    assert_int_equal(fg_bill_attempt_rows(&a, book_lookup, &b, a.start_ms, &id, &rows[n], &k),
+                     FG_OK);
+    n += (size_t)k;
+    fg_invoice_line_t lines[4];
+    fg_invoice_t inv = {.lines = lines, .cap = 4};
+    assert_int_equal(fg_bill_invoice(rows, n, "a", 2026, 12, &inv), FG_OK);
+    assert_int_equal(inv.n, 3); /* u, v, w */
+    assert_string_equal(lines[0].user, "u");
+    assert_int_equal(lines[0].gpu_ms, 180000);
+    assert_int_equal(lines[0].held_gpu_ms, 300000);
+    assert_string_equal(lines[1].user, "v");
+    assert_int_equal(lines[1].gpu_ms, 0);
+    assert_int_equal(lines[1].held_gpu_ms, 0);
+    assert_string_equal(lines[2].user, "w");
+    assert_int_equal(lines[2].gpu_ms, 50000);
+    assert_int_equal(lines[2].held_gpu_ms, 50000);
+    assert_int_equal(inv.held_gpu_ms, 350000);
+}
+
+/* Many lines: every (user, GPU type) gets its own, found again for each of its rows. */
+static void test_invoice_many_lines(void **state)
+{
+    enum { USERS = 300, TYPES = 3, ROWS = 2 * USERS * TYPES };
+    static fg_ledger_row_t rows[ROWS];
+    static fg_invoice_line_t lines[USERS * TYPES];
+    for (int i = 0; i < ROWS; i++) {
+        fg_ledger_row_t *r = &rows[i];
+        memset(r, 0, sizeof *r);
+        r->id = (uint64_t)i + 1;
+        r->kind = FG_ROW_CORRECTION;
+        r->start_ms = r->end_ms = T0;
+        r->amount_micros = i;
+        snprintf(r->account, sizeof r->account, "a");
+        snprintf(r->user, sizeof r->user, "user%03d", (i / TYPES) % USERS);
+        snprintf(r->gpu_type, sizeof r->gpu_type, "t%d", i % TYPES);
+    }
+    fg_invoice_t inv = {.lines = lines, .cap = USERS * TYPES};
+    assert_int_equal(fg_bill_invoice(rows, ROWS, "a", 2026, 12, &inv), FG_OK);
+    assert_int_equal(inv.n, USERS * TYPES);
+    for (int l = 0; l < inv.n; l++) {
+        int u = l / TYPES, t = l % TYPES, i = u * TYPES + t; /* rows i and i + USERS * TYPES */
+        char want[16];
+        snprintf(want, sizeof want, "user%03d", u);
+        assert_string_equal(lines[l].user, want);
+        assert_int_equal(lines[l].credit_micros, 2 * i + USERS * TYPES);
+    }
+    assert_int_equal(inv.total_micros, (int64_t)ROWS * (ROWS - 1) / 2);
+    inv.cap = USERS * TYPES - 1;
+    assert_int_equal(fg_bill_invoice(rows, ROWS, "a", 2026, 12, &inv), FG_ENOMEM);
 }
 
 /* ---------------------------------------------------------------- property test */
@@ -656,6 +810,13 @@ static void p_check_attempts(const p_attempt_t *att, int na, size_t n)
                 sum += parts[q].amount_micros;
             }
             assert_int_equal(sum, r->amount_micros);
+            /* its part in a range that cuts it: the curve clipped to the range */
+            int64_t t0 = r->start_ms + (r->end_ms - r->start_ms) / 4, t1 = t0 + 3600001, g, m;
+            assert_int_equal(fg_bill_part_in(r, t0, t1, &g, &m), FG_OK);
+            int64_t hi = r->end_ms < t1 ? r->end_ms : t1;
+            int64_t want = t0 < hi ? p_curve(p, t0, hi) : 0;
+            assert_int_equal(m, r->kind == FG_ROW_CHARGE ? want : -want);
+            assert_int_equal(g, t0 < hi ? p->a.gpus * (hi - t0) : 0);
         }
         assert_int_equal(finals, 1);
         assert_int_equal(charged, p_curve(p, p->a.start_ms, p->close));
@@ -665,9 +826,43 @@ static void p_check_attempts(const p_attempt_t *att, int na, size_t n)
     }
 }
 
+/* The held GPU-ms of a part of gpu_ms of row r, computed from the rule's words. */
+static int64_t p_held(const fg_ledger_row_t *r, int64_t gpu_ms)
+{
+    if (r->kind == FG_ROW_CHARGE)
+        return gpu_ms;
+    bool not_held = r->refund_why == FG_REFUND_PAST_END || r->refund_why == FG_REFUND_NOT_CHARGED;
+    return r->kind == FG_ROW_REFUND && not_held ? -gpu_ms : 0;
+}
+
+/* A row's parts over a partition of time (cut inside and around it) add up to it. */
+static void p_check_partition(const fg_ledger_row_t *r)
+{
+    int64_t len = r->end_ms - r->start_ms;
+    int64_t cuts[] = {
+        INT64_MIN, r->start_ms - 1, r->start_ms + len / 3, r->start_ms + 2 * len / 3 + 7,
+        r->end_ms, INT64_MAX};
+    int64_t amount = 0, gpu_ms = 0;
+    for (size_t i = 1; i < sizeof cuts / sizeof cuts[0]; i++)
+        if (cuts[i] < cuts[i - 1]) /* short rows: keep the cuts in order */
+            cuts[i] = cuts[i - 1];
+    for (size_t i = 0; i + 1 < sizeof cuts / sizeof cuts[0]; i++) {
+        int64_t t0 = cuts[i], t1 = cuts[i + 1], g, m;
+        assert_int_equal(fg_bill_part_in(r, t0, t1, &g, &m), FG_OK);
+        assert_true(g >= 0);
+        amount += m;
+        gpu_ms += g;
+    }
+    assert_int_equal(amount, r->amount_micros);
+    bool curve = r->kind == FG_ROW_CHARGE || r->kind == FG_ROW_REFUND;
+    assert_int_equal(gpu_ms, curve ? r->gpu_ms : 0);
+}
+
 /* Per account and month: invoice == sum of month parts; months add up to the rows. */
 static void p_check_invoices(size_t n)
 {
+    for (size_t k = 0; k < n; k++)
+        p_check_partition(&g_rows[k]);
     static fg_month_part_t parts[16];
     fg_invoice_line_t lines[32];
     for (int ac = 0; ac < P_ACCOUNTS; ac++) {
@@ -691,14 +886,16 @@ static void p_check_invoices(size_t n)
         for (; y * 12 + m <= y1 * 12 + m1; m == 12 ? (y++, m = 1) : m++) {
             fg_invoice_t inv = {.lines = lines, .cap = 32};
             assert_int_equal(fg_bill_invoice(g_rows, n, p_accounts[ac], y, m, &inv), FG_OK);
-            int64_t want = 0, lines_total = 0;
+            int64_t want = 0, lines_total = 0, want_held = 0, lines_held = 0;
             for (size_t k = 0; k < n; k++) {
                 if (strcmp(g_rows[k].account, p_accounts[ac]))
                     continue;
                 int np = fg_bill_split_months(&g_rows[k], parts, 16);
                 for (int q = 0; q < np; q++)
-                    if (parts[q].year == y && parts[q].month == m)
+                    if (parts[q].year == y && parts[q].month == m) {
                         want += parts[q].amount_micros;
+                        want_held += p_held(&g_rows[k], parts[q].gpu_ms);
+                    }
             }
             for (int l = 0; l < inv.n; l++) {
                 assert_int_equal(lines[l].total_micros, lines[l].charge_micros +
@@ -707,6 +904,8 @@ static void p_check_invoices(size_t n)
                 assert_true(lines[l].charge_micros >= 0 && lines[l].refund_micros <= 0);
                 assert_true(lines[l].gpu_ms >= 0);
                 lines_total += lines[l].total_micros;
+                lines_held += lines[l].held_gpu_ms;
+                assert_true(lines[l].held_gpu_ms >= lines[l].gpu_ms); /* lost work was held */
                 months_gpu_ms += lines[l].gpu_ms;
                 if (l > 0)
                     assert_true(strcmp(lines[l - 1].user, lines[l].user) < 0 ||
@@ -715,6 +914,8 @@ static void p_check_invoices(size_t n)
             }
             assert_int_equal(inv.total_micros, want);
             assert_int_equal(inv.total_micros, lines_total);
+            assert_int_equal(inv.held_gpu_ms, want_held);
+            assert_int_equal(inv.held_gpu_ms, lines_held);
             months_total += inv.total_micros;
         }
         assert_int_equal(months_total, rows_total);
@@ -775,6 +976,9 @@ int main(void)
         cmocka_unit_test(test_utc_months),
         cmocka_unit_test(test_month_split_is_exact),
         cmocka_unit_test(test_invoice_lines_and_total),
+        cmocka_unit_test(test_part_in_follows_the_curve),
+        cmocka_unit_test(test_invoice_held_gpu_ms),
+        cmocka_unit_test(test_invoice_many_lines),
         cmocka_unit_test_teardown(test_random_histories_balance_exactly, print_failing_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
