@@ -34,6 +34,7 @@ void srv_config_default(srv_config_t *c)
     c->commit_delay_us = 0;
     c->max_connections = 4096;
     c->heartbeat_interval_s = 2;
+    c->charge_interval_s = 60;
     c->heartbeat_misses = 3;
     c->longpoll_max_s = 60;
     c->log_level = FG_LOG_INFO;
@@ -270,6 +271,10 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
         if (parse_duration(v, &d) || d < 1 || d > 3600)
             BAD("heartbeat-interval '%s' must be 1s..1h", v);
         c->heartbeat_interval_s = (int)d;
+    } else if (!strcmp(key, "charge-interval")) {
+        if (parse_duration(v, &d) || d < 1 || d > 3600)
+            BAD("charge-interval '%s' must be 1s..1h", v);
+        c->charge_interval_s = (int)d;
     } else if (!strcmp(key, "heartbeat-misses")) {
         if (parse_int(v, 1, 1000, &n))
             BAD("heartbeat-misses '%s' must be an integer 1..1000", v);
@@ -432,6 +437,7 @@ static void usage(FILE *f)
           "  --shed-pending N           refuse new low jobs at this many pending (0 = never)\n"
           "  --commit-delay-us N        group commit delay under load (default 0 = none)\n"
           "  --heartbeat-interval DUR   agent heartbeat period (default 2s)\n"
+          "  --charge-interval DUR      live charging of running jobs (default 60s)\n"
           "  --heartbeat-misses N       node down after N missed heartbeats (default 3)\n"
           "  --longpoll-max DUR         longest long-poll wait (default 60s)\n"
           "  --policy P                 fair|wfq|fifo|priority|round-robin|las (default fair)\n"
@@ -481,6 +487,7 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"shed-pending", required_argument, 0, 0},
         {"commit-delay-us", required_argument, 0, 0},
         {"heartbeat-interval", required_argument, 0, 0},
+        {"charge-interval", required_argument, 0, 0},
         {"heartbeat-misses", required_argument, 0, 0},
         {"longpoll-max", required_argument, 0, 0},
         {"log-level", required_argument, 0, 0},

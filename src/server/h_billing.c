@@ -168,6 +168,7 @@ int h_billing_prices_put(srv_req_t *r)
         ret = srv_reply_error(r, (unsigned)srv_store_err_status(rc), "unavailable", NULL,
                               "store: %s", fg_store_strerror(rc));
     } else {
+        atomic_fetch_add(&r->srv->prices_gen, 1); /* the scheduler reads the book again */
         ret = srv_reply_json(r, 200, o);
     }
 out:

@@ -206,6 +206,7 @@ int h_jobs_create(srv_req_t *r)
     srv_account_t *ac = a ? srv_account_by_name(s, a) : NULL;
     bool member = ac && srv_member_find(s, a, r->user_id);
     int allowed = ac ? ac->r.allowed_priorities : 0;
+    bool broke = ac && ac->budget_blocked;
     srv_user_t *u = srv_user_by_id(s, r->user_id);
     int cap = s->cfg.max_pending_per_user;
     int queued = u->pending_jobs + u->inflight;
@@ -213,7 +214,7 @@ int h_jobs_create(srv_req_t *r)
     int64_t pending_all = s->njobs_by_state[FG_JOB_PENDING];
     bool shed = prio == FG_PRIO_LOW && s->cfg.core.shed_pending > 0 &&
                 pending_all >= s->cfg.core.shed_pending;
-    if (member && (allowed & (1 << prio)) && !full && !shed) {
+    if (member && (allowed & (1 << prio)) && !full && !shed && !broke) {
         u->inflight++;
         reserved = true;
     }
@@ -230,6 +231,12 @@ int h_jobs_create(srv_req_t *r)
         ret = srv_reply_error(r, 403, "forbidden", "priority",
                               "account '%s' may not submit '%s' jobs", acct,
                               fg_prio_name((fg_prio_t)prio));
+        goto out;
+    }
+    if (broke) {
+        atomic_fetch_add(&s->m.submissions_refused, 1);
+        ret = srv_reply_error(r, 402, "budget_exhausted", "account",
+                              "account '%s' has spent its budget (hard limit); ask an admin", acct);
         goto out;
     }
     if (full) {
@@ -631,7 +638,7 @@ static void ev_fill(ev_stream_t *st)
         size_t need = strlen(txt) + 64;
         st->buf = fg_xgrow(st->buf, &cap, st->len + need, 1);
         st->len += (size_t)snprintf(st->buf + st->len, need, "id: %lld\nevent: %s\ndata: %s\n\n",
-                                    (long long)q, e->kind == SRV_EVENT_NODE ? "node" : "job", txt);
+                                    (long long)q, srv_event_type(e), txt);
         free(txt);
         st->since = q;
     }

@@ -767,6 +767,74 @@ static json_t *prios_json(int mask)
     return a;
 }
 
+static json_t *account_json(srv_t *s, const srv_account_t *a);
+
+static const char *const BUDGET_MODES[] = {"hard", "safe", "warn"};
+static const char *const BUDGET_PERIODS[] = {"monthly", "grant"};
+
+/* An account's budget and its spend in the period (null without a budget); mu held. */
+static json_t *budget_json(const srv_account_t *a)
+{
+    if (a->r.budget_micros < 0)
+        return json_null();
+    json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:I,s:i}", "budget_micros",
+                          (json_int_t)a->r.budget_micros, "mode", BUDGET_MODES[a->r.budget_mode],
+                          "period", BUDGET_PERIODS[a->r.budget_period], "period_start_ms",
+                          (json_int_t)a->spent_from_ms, "spent_micros", (json_int_t)a->spent_micros,
+                          "spent_pct", srv_budget_pct(a));
+    json_object_set_new(o, "remaining_micros",
+                        json_integer(a->r.budget_micros - a->spent_micros > 0
+                                         ? a->r.budget_micros - a->spent_micros
+                                         : 0));
+    json_object_set_new(o, "exhausted", json_boolean(a->spent_micros >= a->r.budget_micros));
+    return o;
+}
+
+/* The index of s in names[n], or -1. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (!strcmp(names[i], s))
+            return i;
+    return -1;
+}
+
+/* budget_mode and budget_period of an account body into *a; a grant (re)starts now when
+ * its figure or period is set. */
+static bool budget_fields(srv_req_t *r, json_t *b, fg_store_account_t *a, bool budget_set)
+{
+    const char *mode = NULL, *period = NULL;
+    if (!v_string(r, b, "budget_mode", false, 16, &mode) ||
+        !v_string(r, b, "budget_period", false, 16, &period))
+        return false;
+    int m = mode ? name_index(BUDGET_MODES, 3, mode) : a->budget_mode;
+    int p = period ? name_index(BUDGET_PERIODS, 2, period) : a->budget_period;
+    if (m < 0) {
+        srv_reply_error(r, 400, "invalid_argument", "budget_mode",
+                        "budget_mode must be hard, safe or warn");
+        return false;
+    }
+    if (p < 0) {
+        srv_reply_error(r, 400, "invalid_argument", "budget_period",
+                        "budget_period must be monthly or grant");
+        return false;
+    }
+    if (p == FG_BUDGET_GRANT && (budget_set || period))
+        a->budget_since_ms = srv_now_ms();
+    a->budget_mode = m;
+    a->budget_period = p;
+    return true;
+}
+
+/* Account a as viewer r sees it: its spend only for admins and its members. mu held. */
+static json_t *account_json_for(srv_req_t *r, const srv_account_t *a)
+{
+    json_t *o = account_json(r->srv, a);
+    if (!r->admin && !srv_member_find(r->srv, a->r.name, r->user_id))
+        json_object_del(o, "budget");
+    return o;
+}
+
 static json_t *account_json(srv_t *s, const srv_account_t *a)
 {
     json_t *members = json_array();
@@ -778,12 +846,14 @@ static json_t *account_json(srv_t *s, const srv_account_t *a)
         json_array_append_new(members, json_pack("{s:s,s:f}", "user", u ? u->r.username : "?",
                                                  "weight", m->r.weight));
     }
-    return json_pack("{s:s,s:f,s:o,s:o,s:o,s:o,s:I}", "name", a->r.name, "weight", a->r.weight,
-                     "gpu_quota", a->r.gpu_quota < 0 ? json_null() : json_integer(a->r.gpu_quota),
-                     "budget_micros",
-                     a->r.budget_micros < 0 ? json_null() : json_integer(a->r.budget_micros),
-                     "allowed_priorities", prios_json(a->r.allowed_priorities), "members", members,
-                     "created_at", (json_int_t)a->r.created_at);
+    json_t *o = json_pack(
+        "{s:s,s:f,s:o,s:o,s:o,s:o,s:I}", "name", a->r.name, "weight", a->r.weight, "gpu_quota",
+        a->r.gpu_quota < 0 ? json_null() : json_integer(a->r.gpu_quota), "budget_micros",
+        a->r.budget_micros < 0 ? json_null() : json_integer(a->r.budget_micros),
+        "allowed_priorities", prios_json(a->r.allowed_priorities), "members", members, "created_at",
+        (json_int_t)a->r.created_at);
+    json_object_set_new(o, "budget", budget_json(a));
+    return o;
 }
 
 /* Parses the optional account fields into *a (which holds current values). */
@@ -809,6 +879,8 @@ static bool account_fields(srv_req_t *r, json_t *b, fg_store_account_t *a)
         return false;
     else if (has)
         a->budget_micros = bud;
+    if (!budget_fields(r, b, a, bv != NULL))
+        return false;
     json_t *pv = json_object_get(b, "allowed_priorities");
     if (pv && !json_is_null(pv)) {
         if (!json_is_array(pv) || json_array_size(pv) == 0) {
@@ -891,7 +963,7 @@ int h_accounts_list(srv_req_t *r)
     json_t *items = json_array();
     pthread_mutex_lock(&s->mu);
     for (size_t i = 0; i < s->naccounts; i++)
-        json_array_append_new(items, account_json(s, s->accounts[i]));
+        json_array_append_new(items, account_json_for(r, s->accounts[i]));
     pthread_mutex_unlock(&s->mu);
     return srv_reply_json(r, 200, json_pack("{s:o,s:n}", "items", items, "next_cursor"));
 }
@@ -901,7 +973,7 @@ int h_accounts_get(srv_req_t *r)
     srv_t *s = r->srv;
     pthread_mutex_lock(&s->mu);
     srv_account_t *a = srv_account_by_name(s, r->seg[2]);
-    json_t *aj = a ? account_json(s, a) : NULL;
+    json_t *aj = a ? account_json_for(r, a) : NULL;
     pthread_mutex_unlock(&s->mu);
     if (!aj)
         return srv_reply_error(r, 404, "not_found", NULL, "no account '%s'", r->seg[2]);
@@ -941,6 +1013,9 @@ int h_accounts_patch(srv_req_t *r)
     a->r.weight = na.weight;
     a->r.gpu_quota = na.gpu_quota;
     a->r.budget_micros = na.budget_micros;
+    a->r.budget_mode = na.budget_mode;
+    a->r.budget_period = na.budget_period;
+    a->r.budget_since_ms = na.budget_since_ms;
     a->r.allowed_priorities = na.allowed_priorities;
     json_t *aj = account_json(s, a);
     pthread_mutex_unlock(&s->mu);

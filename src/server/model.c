@@ -277,9 +277,9 @@ void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *usernam
     srv_buf_puts(b, r->cancel_requested ? "true" : "false");
     key(b, "estimated_start");
     put_or_null(b, pending ? r->estimated_start : 0);
-    /* Billing is a later issue: no cost is computed yet, so none is shown. */
+    /* the sum of its ledger rows so far, live accruals included (docs/billing.md) */
     key(b, "cost_micros");
-    srv_buf_put(b, "null", 4);
+    srv_buf_i64(b, r->cost_micros);
     int64_t gs = r->attained_gpu_s;
     if (j->state == FG_JOB_RUNNING && r->start_time) {
         int64_t run = srv_now() - r->start_time;
@@ -330,7 +330,10 @@ void srv_event_mem(srv_t *s, const fg_store_event_t *e)
         return; /* already there */
     v->seq = e->seq;
     v->time = e->time;
-    v->kind = (e->kind && !strcmp(e->kind, "node")) ? SRV_EVENT_NODE : SRV_EVENT_JOB;
+    v->kind = !e->kind                      ? SRV_EVENT_JOB
+              : !strcmp(e->kind, "node")    ? SRV_EVENT_NODE
+              : !strcmp(e->kind, "account") ? SRV_EVENT_ACCOUNT
+                                            : SRV_EVENT_JOB;
     v->job_id = (uint64_t)(e->job_id > 0 ? e->job_id : 0);
     snprintf(v->from, sizeof v->from, "%s", e->from_state ? e->from_state : "");
     snprintf(v->to, sizeof v->to, "%s", e->to_state ? e->to_state : "");
@@ -386,16 +389,24 @@ void srv_event_gap_check(srv_t *s)
     track_gap(s);
 }
 
+const char *srv_event_type(const srv_event_t *e)
+{
+    return e->kind == SRV_EVENT_NODE ? "node" : e->kind == SRV_EVENT_ACCOUNT ? "account" : "job";
+}
+
 json_t *srv_event_json(srv_t *s, const srv_event_t *e, int64_t viewer, bool admin)
 {
     json_t *o = json_object();
     json_object_set_new(o, "seq", json_integer(e->seq));
     json_object_set_new(o, "time", json_integer(e->time));
-    json_object_set_new(o, "type", json_string(e->kind == SRV_EVENT_NODE ? "node" : "job"));
+    json_object_set_new(o, "type", json_string(srv_event_type(e)));
     json_object_set_new(o, "from", e->from[0] ? json_string(e->from) : json_null());
     json_object_set_new(o, "to", json_string(e->to));
     json_object_set_new(o, "reason", e->reason ? json_string(e->reason) : json_null());
-    json_object_set_new(o, "node", e->node ? json_string(e->node) : json_null());
+    bool acct = e->kind == SRV_EVENT_ACCOUNT; /* (its subject is in the node field) */
+    json_object_set_new(o, "node", e->node && !acct ? json_string(e->node) : json_null());
+    if (acct)
+        json_object_set_new(o, "account", e->node ? json_string(e->node) : json_null());
     if (e->kind == SRV_EVENT_JOB) {
         char id[24];
         snprintf(id, sizeof id, "%llu", (unsigned long long)e->job_id);

@@ -621,8 +621,17 @@ int srv_persist_load(srv_t *s)
         fg_store_attempt_clear(&j->cur);
         j->cur = open_att.items[i];
         memset(&open_att.items[i], 0, sizeof open_att.items[i]);
+        if ((rc = fg_store_ledger_charged_to(tx, j->r.id, j->cur.attempt, &j->charged_to_ms)))
+            break;
     }
     fg_store_attempt_list_free(&open_att);
+    if (rc)
+        goto out;
+    /* ledger row ids go on after the largest one stored */
+    uint64_t max_row = 0;
+    if ((rc = fg_store_ledger_max_id(tx, &max_row)))
+        goto out;
+    atomic_store(&s->ledger_next_id, max_row + 1);
     /* events: all of them, in pages */
     int64_t since = 0;
     for (;;) {

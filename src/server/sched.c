@@ -202,6 +202,8 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     apply_messages(c, batch);
     srv__retry_parked(c);
     check_timers(c);
+    srv__bill_accrue(c, stop);
+    srv__budget_tick(c);
     int64_t next_wake = run_pass(c);
     if (stop || c->now - c->last_usage_save >= 10)
         srv__save_usage(c);
@@ -270,4 +272,6 @@ void srv_sched_stop(srv_t *s)
     free(c->node_upserts);
     free(c->outs);
     free(c->syncs);
+    free(c->rows);
+    srv_pricebook_free(&c->book);
 }

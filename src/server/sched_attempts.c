@@ -81,6 +81,7 @@ static void close_attempt(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, bool ha
     j->cur.exit_code = exit_code;
     j->cur.signal = signal;
     srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
+    srv__bill_attempt_end(c, j); /* its ledger rows, in the same commit */
     j->r.attained_gpu_s += gpu_seconds;
     j->r.has_exit_code = has_exit;
     j->r.exit_code = exit_code;
@@ -204,7 +205,8 @@ static void rank_started(sctx_t *c, srv_job_t *j, srv_msg_t *m)
         return;
     rk->started = true;
     rk->start_ms = m->start_ms ? m->start_ms : srv_now_ms();
-    if (rk->start_ms < j->cur.start_time_ms) {
+    /* (once charged, the start is the origin of the attempt's charge curve: it stays) */
+    if (rk->start_ms < j->cur.start_time_ms && !j->charged_to_ms) {
         j->cur.start_time_ms = rk->start_ms;
         srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
     }

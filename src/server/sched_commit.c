@@ -179,6 +179,8 @@ static size_t fill_batch(sctx_t *c, srv_batch_t *b)
     }
     for (size_t i = 0; i < c->nusage; i++)
         srv_batch_add(b, OP_USAGE_SET, &c->usage[i]);
+    for (size_t i = 0; i < c->nrows; i++)
+        srv_batch_add(b, OP_LEDGER, &c->rows[i]);
     size_t ev0 = b->n;
     for (size_t i = 0; i < c->nevs; i++)
         srv_batch_add(b, OP_EVENT, &c->evs[i]);
@@ -286,6 +288,7 @@ static void reset_batch(sctx_t *c)
     }
     c->ndirty = c->nevs = c->natts = c->nusage = c->nnode_states = c->nouts = c->nsyncs = 0;
     c->nnode_upserts = 0;
+    c->nrows = 0;
 }
 
 /* Wakes the parked requests that wait for what the iteration showed. */

@@ -8,6 +8,8 @@
  * fair-share factor fg_fair_share_factor(U, ΣU of its siblings, share): 1 unused, 0.5
  * exactly at its share, towards 0 far over it. Usage is saved every 10 s and at
  * shutdown, and read back at start (sched_restore.c).
+ * Each account also shows month_gpu_ms: the GPU time it held this UTC month, summed from
+ * the ledger rows as they are made (sched_billing.c), the figure its invoice counts.
  * Example: accounts a (weight 3) and b (weight 1), usage 300 and 100 GPU-s: shares
  * 0.75 and 0.25, usage shares 0.75 and 0.25, so both factors are 2^-1 = 0.5; if b had
  * used nothing, a's factor would be 2^(-1/0.75) ≈ 0.40 and b's 1.
@@ -73,18 +75,23 @@ static json_t *account_rows(sctx_t *c)
     for (size_t k = 0; k < n; k++)
         total += row[k].usage;
     json_t *rows = json_array();
+    pthread_mutex_lock(&c->s->mu);
     for (size_t k = 0; k < n; k++) {
         const fg_account_info_t *ai = &row[k].ai;
-        json_array_append_new(
-            rows,
-            json_pack("{s:s,s:f,s:f,s:f,s:i,s:i,s:f,s:o,s:o}", "name", ai->name, "weight",
-                      ai->weight, "normalized_share", ai->normalized_share, "usage_gpu_seconds",
-                      row[k].usage, "running_gpus", ai->running_gpus, "pending_jobs",
-                      ai->pending_jobs, "fair_share_factor",
-                      fg_fair_share_factor(row[k].usage, total, ai->normalized_share), "gpu_quota",
-                      ai->gpu_quota < 0 ? json_null() : json_integer(ai->gpu_quota), "users",
-                      row[k].users));
+        const srv_account_t *sa = srv_account_by_name(c->s, ai->name);
+        json_t *o = json_pack(
+            "{s:s,s:f,s:f,s:f,s:i,s:i,s:f,s:o,s:o}", "name", ai->name, "weight", ai->weight,
+            "normalized_share", ai->normalized_share, "usage_gpu_seconds", row[k].usage,
+            "running_gpus", ai->running_gpus, "pending_jobs", ai->pending_jobs, "fair_share_factor",
+            fg_fair_share_factor(row[k].usage, total, ai->normalized_share), "gpu_quota",
+            ai->gpu_quota < 0 ? json_null() : json_integer(ai->gpu_quota), "users", row[k].users);
+        /* the GPU time its invoice counts this month, from the same ledger rows */
+        int64_t held = sa ? sa->month_held_gpu_ms : 0;
+        json_object_set_new(o, "month_gpu_ms", json_integer(held));
+        json_object_set_new(o, "month_gpu_seconds", json_real((double)held / 1000.0));
+        json_array_append_new(rows, o);
     }
+    pthread_mutex_unlock(&c->s->mu);
     free(row);
     return rows;
 }

@@ -23,6 +23,7 @@
  *   sched_reasons.c  pending reasons and estimates copied from the core
  *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
  *   sched_restore.c  building the core from the store at start
+ *   sched_billing.c  ledger rows of attempts, live accrual, budgets
  *
  * Every function here runs on the scheduler thread. "mu held" means srv->mu is held by
  * the caller; the others take it themselves.
@@ -30,7 +31,10 @@
 #ifndef FG_SERVER_SCHED_INT_H
 #define FG_SERVER_SCHED_INT_H
 
+#include "server/pricebook.h"
 #include "server/server.h"
+
+#include "fairgpu/billing.h"
 
 /* A message for an agent, queued until the commit. */
 typedef struct out_msg {
@@ -65,6 +69,14 @@ typedef struct sctx {
     size_t nouts, outs_cap;
     srv_sync_t **syncs;
     size_t nsyncs, syncs_cap;
+    fg_ledger_row_t *rows; /* ledger rows of the iteration (sched_billing.c) */
+    size_t nrows, rows_cap;
+    /* billing: the price book (reloaded when srv_t.prices_gen moves), the last accrual */
+    srv_pricebook_t book;
+    uint64_t book_gen;
+    bool book_loaded;
+    int64_t last_charge_ms;
+    size_t held_accounts; /* accounts when the month's GPU time held was read */
     int64_t last_usage_save, last_refresh_ms, last_session_gc;
     bool changed; /* something happened since the last refresh */
     int64_t now;
@@ -126,6 +138,13 @@ void srv__check_heartbeats(sctx_t *c, int64_t now_ms, int64_t limit_ms); /* mu h
 
 /* sched_reasons.c */
 void srv__refresh_reasons(sctx_t *c);
+
+/* sched_billing.c */
+int64_t srv__limit_cost(sctx_t *c, const srv_job_t *j); /* mu held */
+void srv__bill_attempt_end(sctx_t *c, srv_job_t *j);    /* mu held; j->cur has ended */
+void srv__bill_restore(sctx_t *c, srv_job_t *j);        /* a running job read back */
+void srv__bill_accrue(sctx_t *c, bool stop);            /* every charge interval */
+void srv__budget_tick(sctx_t *c);                       /* every iteration */
 
 /* sched_fairshare.c */
 void srv__refresh_fairshare(sctx_t *c);

@@ -89,7 +89,9 @@ static size_t read_reasons(sctx_t *c, reason_upd_t *u)
         x->est = info.estimated_start == FG_TIME_NEVER ? 0 : info.estimated_start;
         x->code = (int)info.reason;
         x->text = NULL;
-        if (info.reason != FG_REASON_NONE && info.estimated_start != FG_TIME_NEVER) {
+        /* (a budget's text has its figures, estimate or not) */
+        if (info.reason != FG_REASON_NONE &&
+            (info.estimated_start != FG_TIME_NEVER || info.reason == FG_REASON_BUDGET)) {
             int code = fg_sched_explain(c->core, info.id, c->now, buf, sizeof buf);
             if (code > 0)
                 x->code = code;

@@ -143,6 +143,7 @@ static void lose_restored(sctx_t *c, srv_job_t *j, int rc)
         j->cur.end_time_ms = srv_now_ms();
         j->cur.end_cause = FG_END_NODE_LOST;
         srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
+        srv__bill_attempt_end(c, j);
     }
     if (j->r.start_time > 0 && c->now > j->r.start_time)
         j->r.attained_gpu_s += (c->now - j->r.start_time) * j->r.gpus;
@@ -166,6 +167,7 @@ static void restore_running(sctx_t *c, srv_job_t *j)
     fg_job_spec_t sp;
     char user[80];
     srv__fill_spec(c->s, j, &sp, user, sizeof user);
+    sp.limit_cost = j->limit_cost = srv__limit_cost(c, j);
     fg_alloc_t al[FG_MAX_JOB_GPUS / FG_WHOLE_NODE_GPUS];
     int nal;
     int na = restore_ranks(c->s, j, al, (int)(sizeof al / sizeof al[0]), &nal);
@@ -177,10 +179,12 @@ static void restore_running(sctx_t *c, srv_job_t *j)
                  ? fg_sched_restore_running(c->core, &sp, j->r.attempts, j->r.retries_used,
                                             j->r.attained_gpu_s, j->r.start_time, al, nal, c->now)
                  : FG_ENOENT;
-    if (rc)
+    if (rc) {
         lose_restored(c, j, rc);
-    else
+    } else {
         j->in_core = true;
+        srv__bill_restore(c, j);
+    }
 }
 
 /* Builds the core from the in-memory model loaded from the store (before any thread

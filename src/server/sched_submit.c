@@ -107,6 +107,7 @@ void srv__core_submit(sctx_t *c, srv_job_t *j, bool restoring)
     fg_job_spec_t sp;
     char user[80];
     srv__fill_spec(s, j, &sp, user, sizeof user);
+    sp.limit_cost = j->limit_cost = srv__limit_cost(c, j);
     /* restoring: the job was accepted before; no admission limit applies */
     int rc = restoring ? fg_sched_submit_restored(c->core, &sp, c->now)
                        : fg_sched_submit(c->core, &sp, c->now);

@@ -44,12 +44,13 @@
 #define SRV_CONN_MEMORY (16 * 1024)
 #endif
 /* Handlers return SRV_YES (SRV_NO only where an answer could not be queued). */
-#define SRV_YES          1
-#define SRV_NO           0
-#define SRV_TOKEN_HASH   32
-#define SRV_MAX_ACCOUNTS 4096
-#define SRV_EVENT_NODE   1
-#define SRV_EVENT_JOB    0
+#define SRV_YES           1
+#define SRV_NO            0
+#define SRV_TOKEN_HASH    32
+#define SRV_MAX_ACCOUNTS  4096
+#define SRV_EVENT_NODE    1
+#define SRV_EVENT_JOB     0
+#define SRV_EVENT_ACCOUNT 2 /* a budget warning; its node field names the account */
 
 /* ------------------------------------------------------------------ config */
 
@@ -71,6 +72,7 @@ typedef struct srv_config {
     bool fast_password_hash; /* INSECURE, tests only: minimal Argon2id cost */
     int heartbeat_interval_s;
     int heartbeat_misses;
+    int charge_interval_s; /* live accrual of running attempts (docs/billing.md) */
     int64_t longpoll_max_s;
     int log_level;
     fg_config_t core;
@@ -121,7 +123,24 @@ typedef struct srv_token {
 
 typedef struct srv_account {
     fg_store_account_t r;
+    /* budget state, kept by the scheduler thread (sched_billing.c), mu held */
+    int64_t spent_micros;  /* charged in the period that starts at spent_from_ms */
+    int64_t spent_from_ms; /* the period: this UTC month's start, or the grant's */
+    int32_t spent_period;  /* the r.budget_period / r.budget_since_ms / r.budget_micros */
+    int64_t spent_since;   /* the spend was read for (a change reads it again) */
+    int64_t spent_budget;
+    bool spent_loaded;
+    int warned_pct;      /* 0, 80 or 100: the warning given in this period */
+    bool budget_blocked; /* hard budget exhausted: submits answer 402 */
+    /* GPU time held this UTC month, from the ledger rows (fair share shows it) */
+    int64_t month_start_ms;
+    int64_t month_held_gpu_ms;
 } srv_account_t;
+/* Percent of its budget account a has spent (0 without a budget; capped at 1000). */
+int srv_budget_pct(const srv_account_t *a);
+/* "job", "node" or "account": an event's type in the API. */
+struct srv_event;
+const char *srv_event_type(const struct srv_event *e);
 
 typedef struct srv_member {
     fg_store_member_t r; /* r.position orders them: the first is the default */
@@ -157,10 +176,12 @@ typedef struct srv_job {
     srv_rank_t *ranks; /* of the current attempt (RUNNING) */
     bool in_core;      /* known to the scheduler core (else parked or ended) */
     int64_t gpu_seconds;
-    fg_store_attempt_t cur; /* the current (or last) attempt; cur.attempt 0: none */
-    bool stop_sent;         /* a stop for the current attempt was queued */
-    int not_started;        /* attempts requeued as never started (this process) */
-    int64_t charged_to_ms;  /* how far live accrual charged the current attempt (0: not yet) */
+    fg_store_attempt_t cur;     /* the current (or last) attempt; cur.attempt 0: none */
+    bool stop_sent;             /* a stop for the current attempt was queued */
+    int not_started;            /* attempts requeued as never started (this process) */
+    int64_t charged_to_ms;      /* how far live accrual charged the current attempt (0: not yet) */
+    int64_t att_charged_micros; /* what the current attempt has been charged so far */
+    int64_t limit_cost;         /* its time limit at its dearest rate (safe budgets) */
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
@@ -408,6 +429,7 @@ typedef struct srv {
     /* ---- billing: ledger row ids (srv_ledger_ids), taken by any thread; restored as
      * the store's largest id + 1 at start */
     _Atomic uint64_t ledger_next_id;
+    _Atomic uint64_t prices_gen; /* bumped by each committed price change */
 
     /* ---- HTTP engine defences: the password pool, login limits (pwpool.c, ratelimit.c) */
     struct srv_pwpool *pwpool;
