@@ -233,6 +233,8 @@ int fg_sched_account_set_budget_exhausted(fg_sched_t *s, int account, bool exhau
 {
     if (account < 0 || (size_t)account >= s->naccounts)
         return FG_ENOENT;
+    if (s->accounts[account].budget_exhausted == exhausted)
+        return FG_OK; /* (the caller says it every iteration: keep the plan) */
     fg__plan_finish_walk(s);
     s->accounts[account].budget_exhausted = exhausted;
     return FG_OK;

@@ -79,24 +79,41 @@ static int rate_at(void *ctx, const char *gpu_type, fg_prio_t prio, int64_t at_m
     return FG_OK;
 }
 
-/* The dearest rate (now) of the GPU types job j could run on: its own type, else every
- * type of a known node, else the "*" row. mu held. */
+/* The dearest rate now, per class, of the GPU types of the known nodes (the "*" row
+ * when there is none), kept until the book or the node count changes (or a minute
+ * passes: prices take effect at their time). mu held. */
+static int64_t dearest_any(sctx_t *c, fg_prio_t prio)
+{
+    int64_t now_ms = srv_now_ms();
+    if (c->dearest_gen != c->book_gen + 1 || c->dearest_nodes != c->s->nnodes ||
+        now_ms - c->dearest_at_ms > 60000) {
+        for (int p = 0; p <= FG_PRIO_HIGH; p++) {
+            int64_t best = 0, m;
+            for (size_t i = 0; i < c->s->nnodes; i++) {
+                rate_at(c, c->s->nodes[i]->gpu_type, (fg_prio_t)p, now_ms, &m);
+                best = m > best ? m : best;
+            }
+            if (!c->s->nnodes)
+                rate_at(c, "*", (fg_prio_t)p, now_ms, &best);
+            c->dearest[p] = best;
+        }
+        c->dearest_gen = c->book_gen + 1;
+        c->dearest_nodes = c->s->nnodes;
+        c->dearest_at_ms = now_ms;
+    }
+    return c->dearest[prio];
+}
+
+/* The dearest rate (now) of the GPU types job j could run on: its own type's, else
+ * dearest_any. mu held. */
 static int64_t dearest_rate(sctx_t *c, const srv_job_t *j)
 {
-    int64_t best = 0, m;
-    int64_t now_ms = srv_now_ms();
+    int64_t rate = 0;
     if (j->r.gpu_type) {
-        rate_at(c, j->r.gpu_type, (fg_prio_t)j->r.priority, now_ms, &best);
-        return best;
+        rate_at(c, j->r.gpu_type, (fg_prio_t)j->r.priority, srv_now_ms(), &rate);
+        return rate;
     }
-    for (size_t i = 0; i < c->s->nnodes; i++) {
-        rate_at(c, c->s->nodes[i]->gpu_type, (fg_prio_t)j->r.priority, now_ms, &m);
-        if (m > best)
-            best = m;
-    }
-    if (!c->s->nnodes && rate_at(c, "*", (fg_prio_t)j->r.priority, now_ms, &m) == FG_OK)
-        best = m;
-    return best;
+    return dearest_any(c, (fg_prio_t)j->r.priority);
 }
 
 int64_t srv__limit_cost(sctx_t *c, const srv_job_t *j)

@@ -76,6 +76,10 @@ typedef struct sctx {
     uint64_t book_gen;
     bool book_loaded;
     int64_t last_charge_ms;
+    int64_t dearest[FG_PRIO_HIGH + 1]; /* per class, of the nodes' GPU types (limit costs) */
+    uint64_t dearest_gen;              /* book_gen + 1 when computed */
+    size_t dearest_nodes;
+    int64_t dearest_at_ms;
     size_t held_accounts; /* accounts when the month's GPU time held was read */
     int64_t last_usage_save, last_refresh_ms, last_session_gc;
     bool changed; /* something happened since the last refresh */
