@@ -45,6 +45,7 @@ submit() { api POST /v1/jobs "$1" | jq -r .id; }
 # 3,600,000 micros per GPU-hour for H100 normal = 1 micro per GPU-ms: amounts are GPU-ms
 AS=$ROOT api PUT /v1/billing/prices \
     '{"currency":"EUR","prices":[{"gpu_type":"H100","priority":"normal","micros_per_gpu_hour":3600000},
+      {"gpu_type":"H100","priority":"low","micros_per_gpu_hour":1800000},
       {"gpu_type":"*","priority":"normal","micros_per_gpu_hour":7200000}]}' >/dev/null
 
 # ------------------------------------------------ 1-2. a job's rows --
@@ -86,6 +87,23 @@ NET2=$(sql "SELECT SUM(amount_micros) FROM ledger WHERE job_id = $J2")
 check "a cancelled job pays for what ran (${NET2:-0} > 0)" test "${NET2:-0}" -gt 0
 check "the cancelled job has one final charge and no refund" \
     test "$(sql "SELECT COUNT(*) FROM ledger WHERE job_id = $J2 AND kind = 0 AND interim = 0"),$(sql "SELECT COUNT(*) FROM ledger WHERE job_id = $J2 AND kind = 1")" = "1,0"
+
+# ------------------------------------------------ 3b. a preemption refunds lost work --
+# a low job with a declared checkpoint interval of 1 s is preempted by a high 8-GPU job:
+# it pays what ran and gets back the work since its last checkpoint, as a refund row
+J7=$(submit '{"name":"b7","gpus":1,"priority":"low","checkpoint_interval_s":1,"command":"sleep 60"}')
+check "job 7 (low) runs" wait_for 15 is_state "$J7" RUNNING
+sleep 2.5
+J8=$(submit '{"name":"b8","gpus":8,"priority":"high","command":"sleep 1"}')
+refunded() { [ "$(sql "SELECT COUNT(*) FROM ledger WHERE job_id = $J7 AND kind = 1 AND refund_why = 3")" -ge 1 ]; }
+check "the preempted attempt gets a lost-work refund row" wait_for 30 refunded
+R7=$(sql "SELECT l.amount_micros, l.start_ms, l.end_ms, a.start_time_ms FROM ledger l JOIN attempts a ON a.job_id = l.job_id AND a.attempt = l.attempt WHERE l.job_id = $J7 AND l.kind = 1 AND l.refund_why = 3 LIMIT 1")
+IFS='|' read -r AMT RS RE AS0 <<<"$R7"
+check "the refund is the work since the last 1 s checkpoint ($AMT for [$RS, $RE), start $AS0)" \
+    test $(((RS - AS0) % 1000)) = 0 -a $((RE - RS)) -lt 1000 -a "$AMT" -lt 0
+check "the high job completes" wait_for 30 is_state "$J8" COMPLETED
+api POST "/v1/jobs/$J7/cancel" >/dev/null
+check "job 7 ends" wait_for 30 is_state "$J7" CANCELLED
 
 # ------------------------------------------------ 4. budgets --
 AS=$ROOT api POST /v1/accounts '{"name":"hardt","weight":1}' >/dev/null
