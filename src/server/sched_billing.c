@@ -161,9 +161,11 @@ static int spend_row(const fg_ledger_row_t *r, void *arg)
 }
 
 /* Reads account a's spend in its period from the store (at start, at a new month, when
- * the budget changes). mu held; the read takes a store snapshot. */
-static void spend_reload(srv_t *s, srv_account_t *a, int64_t now_ms)
+ * the budget changes), plus this iteration's rows, which the store has not yet. mu
+ * held; the read takes a store snapshot. */
+static void spend_reload(sctx_t *c, srv_account_t *a, int64_t now_ms)
 {
+    srv_t *s = c->s;
     a->spent_from_ms = period_start(a, now_ms);
     a->spent_period = a->r.budget_period;
     a->spent_budget = a->r.budget_micros;
@@ -176,6 +178,9 @@ static void spend_reload(srv_t *s, srv_account_t *a, int64_t now_ms)
             fg_log(FG_LOG_ERROR, "billing: reading the spend of account %s failed", a->r.name);
         fg_store_read_end(tx);
     }
+    for (size_t i = 0; i < c->nrows; i++)
+        if (!strcmp(c->rows[i].account, a->r.name))
+            spend_row(&c->rows[i], &sc);
     a->spent_micros = sc.sum;
     /* warnings already given in this period are not given again */
     a->warned_pct = a->r.budget_micros >= 0 ? srv_budget_pct(a) : 0;
@@ -228,9 +233,10 @@ static int held_row(const fg_ledger_row_t *r, void *arg)
 }
 
 /* Every account's GPU time held this month, read from the store's rows (at start and
- * at each new month). mu held. */
-static void held_reload(srv_t *s, int64_t now_ms)
+ * at each new month) and this iteration's rows, not yet stored. mu held. */
+static void held_reload(sctx_t *c, int64_t now_ms)
 {
+    srv_t *s = c->s;
     int y, m;
     fg_bill_month_of(now_ms, &y, &m);
     int64_t m0 = fg_bill_month_start_ms(y, m);
@@ -245,6 +251,8 @@ static void held_reload(srv_t *s, int64_t now_ms)
             fg_log(FG_LOG_ERROR, "billing: reading this month's ledger rows failed");
         fg_store_read_end(tx);
     }
+    for (size_t i = 0; i < c->nrows; i++)
+        held_row(&c->rows[i], s);
 }
 
 /* ------------------------------------------------------------------ rows */
@@ -453,7 +461,7 @@ static void budget_check(sctx_t *c, srv_account_t *a, int64_t now_ms)
     }
     if (period_start(a, now_ms) != a->spent_from_ms || a->spent_period != a->r.budget_period ||
         a->spent_since != a->r.budget_since_ms || !a->spent_loaded) {
-        spend_reload(c->s, a, now_ms);
+        spend_reload(c, a, now_ms);
         a->spent_loaded = true;
     }
     if (a->spent_budget != a->r.budget_micros) { /* a new figure: warnings start again */
@@ -497,7 +505,7 @@ void srv__budget_tick(sctx_t *c)
     fg_bill_month_of(now_ms, &y, &m);
     if (s->naccounts && (s->accounts[0]->month_start_ms != fg_bill_month_start_ms(y, m) ||
                          s->naccounts != c->held_accounts)) {
-        held_reload(s, now_ms); /* a new month, or a new account */
+        held_reload(c, now_ms); /* a new month, or a new account */
         c->held_accounts = s->naccounts;
     }
     for (size_t i = 0; i < s->naccounts; i++)
