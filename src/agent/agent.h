@@ -18,6 +18,7 @@
 #ifndef FG_AGENT_AGENT_H
 #define FG_AGENT_AGENT_H
 
+#include "agent/ckptwatch.h"
 #include "agent/gpu.h"
 #include "agent/isolate.h"
 #include "agent/launcher.h"
@@ -64,6 +65,8 @@ typedef struct fg_attempt {
     int setup_failed;     /* the launch failed setting up its Unix identity */
     char unix_user[128];  /* the account it runs as ("" = the agent's) */
     char *gpu_uuids;      /* comma-separated uuids of its GPUs (owned; may be NULL) */
+    fg_ckpt_watch_t ckpt; /* checkpoints noticed in ckpt_dir (ckptwatch.h; supervisor only
+                             while it runs, read by the reporter once exited) */
 } fg_attempt_t;
 
 #define FG_ENDED_RING         4096

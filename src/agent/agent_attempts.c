@@ -446,6 +446,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
         ok = fg_launch_start(&l, &proc, err, sizeof err) == 0;
         if (!ok && proc.setup_failed)
             setup_failed = 1;
+        if (ok) /* the baseline, before `launched` lets the supervisor scan it */
+            fg_ckpt_watch_begin(&a->ckpt, a->ckpt_dir, fg_now_ms());
     }
     sl_free(&argv);
     sl_free(&env);
@@ -524,6 +526,9 @@ void fg_agent_stop_msg(fg_node_t *n, json_t *msg)
 static void reap(fg_attempt_t *a)
 {
     fg_proc_reap(&a->proc, &a->ex);
+    /* a last look (bounded): a checkpoint written on SIGTERM, just before the end, counts */
+    if (a->ckpt.started)
+        fg_ckpt_watch_tick(&a->ckpt, a->ckpt_dir, fg_now_ms());
     a->exited = 1;
     a->kill_at_ms = 0;
     if (a->proc.pgid > 0 && fg_proc_group_alive(&a->proc))
@@ -551,16 +556,20 @@ void *fg_supervisor_main(void *arg)
 {
     fg_agent_t *ag = arg;
     struct pollfd *pfds = NULL;
-    fg_attempt_t **who = NULL;
-    size_t cap = 0, cap2 = 0;
+    fg_attempt_t **who = NULL, **scan = NULL;
+    size_t cap = 0, cap2 = 0, cap3 = 0;
     while (!ag->stop) {
         pthread_mutex_lock(&ag->mu);
-        size_t np = 1;
+        size_t np = 1, ns = 0;
         int64_t now = fg_now_ms(), next = now + 500;
         for (int i = 0; i < ag->nnodes; i++) {
             for (fg_attempt_t *a = ag->nodes[i].attempts; a; a = a->next) {
                 if (!a->launched || a->exited)
                     continue;
+                if (a->ckpt.started && now >= a->ckpt.next_scan_ms) {
+                    scan = fg_xgrow(scan, &cap3, ns + 1, sizeof *scan);
+                    scan[ns++] = a;
+                }
                 if (a->kill_at_ms && a->kill_at_ms < next)
                     next = a->kill_at_ms;
                 if (a->deadline_ms && !a->stop_cause && a->deadline_ms < next)
@@ -582,6 +591,13 @@ void *fg_supervisor_main(void *arg)
         pfds[0].revents = 0;
         pthread_mutex_unlock(&ag->mu);
 
+        /* Checkpoint scans without the lock: only this thread touches a->ckpt while the
+         * rank runs, and only this thread ends it (reap), so each pointer stays valid. */
+        for (size_t k = 0; k < ns; k++)
+            if (fg_ckpt_watch_tick(&scan[k]->ckpt, scan[k]->ckpt_dir, fg_now_ms()))
+                fg_log(FG_LOG_DEBUG, "%s: checkpoint noticed in %s", scan[k]->key,
+                       scan[k]->ckpt_dir);
+        now = fg_now_ms();
         int timeout = next > now ? (int)(next - now) : 0;
         int pr = poll(pfds, np, timeout);
         if (pr > 0 && pfds[0].revents) {
@@ -634,6 +650,7 @@ void *fg_supervisor_main(void *arg)
     }
     free(pfds);
     free(who);
+    free(scan);
     return NULL;
 }
 
@@ -700,6 +717,8 @@ void fg_node_load_state(fg_node_t *n)
         a->launched = 1;
         a->adopted = 1;
         a->started_sent = 1;
+        /* a new baseline: what an agent that ran before noticed is not kept */
+        fg_ckpt_watch_begin(&a->ckpt, a->ckpt_dir, fg_now_ms());
         json_decref(o);
         fg_log(FG_LOG_INFO, "node %s: found %s from a previous agent run (%s)", n->name, a->key,
                fg_proc_running(&a->proc) ? "still running" : "ended");

@@ -658,6 +658,9 @@ static json_t *exited_body(fg_node_t *n, fg_attempt_t *a, int64_t log_bytes)
     json_object_set_new(body, "signal", a->ex.signal ? json_integer(a->ex.signal) : json_null());
     if (a->error[0] || a->ex.error[0])
         json_object_set_new(body, "error", json_string(a->error[0] ? a->error : a->ex.error));
+    if (a->ckpt.last_checkpoint_ms > 0) /* when the agent saw it (ckptwatch.h); absent: none */
+        json_object_set_new(body, "last_checkpoint_ms",
+                            json_integer((json_int_t)a->ckpt.last_checkpoint_ms));
     pthread_mutex_unlock(&n->ag->mu);
     return body;
 }

@@ -279,19 +279,36 @@ static srv_msg_t *parse_started(srv_req_t *r, json_t *b)
     return m;
 }
 
+/* An exited report's last_checkpoint_ms (agent clock, 0: none) kept within what can be
+ * true: not after the rank's reported end (when there is one), nor after the controller's
+ * now plus SRV_CKPT_SKEW_MS. Clamped rather than refused, as end_time_ms is (a refused
+ * exited would be retried for ever); billing clamps it into the attempt's span too.
+ * Example: ck = end + 5 s -> end; ck = 0 -> 0. */
+#define SRV_CKPT_SKEW_MS 5000
+static int64_t checkpoint_clamp(int64_t ck, int64_t end_ms, int64_t now_ms)
+{
+    assert(ck >= 0);
+    if (ck > now_ms + SRV_CKPT_SKEW_MS)
+        ck = now_ms + SRV_CKPT_SKEW_MS;
+    if (end_ms > 0 && ck > end_ms)
+        ck = end_ms;
+    return ck;
+}
+
 /* Parses an exited report (body b) into a message; NULL when refused (replied on r). */
 static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
 {
     srv_msg_t *m = srv_msg_new(MSG_EXITED);
     const char *cause;
-    long long st = 0, en = 0, lb = 0, code = 0, sig = 0;
+    long long st = 0, en = 0, lb = 0, code = 0, sig = 0, ck = 0;
     bool has;
     if (!report_ids(r, b, m) || !v_string(r, b, "end_cause", true, 32, &cause) ||
         !v_int(r, b, "exit_code", false, -1024, 1024, &code, &m->has_exit) ||
         !v_int(r, b, "signal", false, 0, 1024, &sig, &m->has_signal) ||
         !v_int(r, b, "start_time_ms", false, 0, INT64_MAX, &st, &has) ||
         !v_int(r, b, "end_time_ms", false, 0, INT64_MAX, &en, &has) ||
-        !v_int(r, b, "log_bytes", false, 0, INT64_MAX, &lb, &has)) {
+        !v_int(r, b, "log_bytes", false, 0, INT64_MAX, &lb, &has) ||
+        !v_int(r, b, "last_checkpoint_ms", false, 0, INT64_MAX, &ck, &has)) {
         free(m);
         return NULL;
     }
@@ -319,6 +336,7 @@ static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
     m->start_ms = st;
     m->end_ms = en;
     m->log_bytes = lb;
+    m->last_checkpoint_ms = checkpoint_clamp(ck, en, srv_now_ms());
     return m;
 }
 

@@ -262,6 +262,7 @@ static void rank_exited(sctx_t *c, srv_job_t *j, srv_msg_t *m)
     rk->has_signal = m->has_signal;
     rk->signal = m->signal;
     rk->end_ms = m->end_ms;
+    rk->last_checkpoint_ms = m->last_checkpoint_ms;
     if (m->cause != FG_END_COMPLETED)
         srv__stop_ranks(c, j, "peer_failed", m->rank);
     outcome_t o;

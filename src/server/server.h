@@ -307,6 +307,7 @@ typedef struct srv_msg {
     bool has_exit, has_signal;
     int32_t exit_code, signal;
     int64_t start_ms, end_ms, log_bytes;
+    int64_t last_checkpoint_ms; /* MSG_EXITED: the last checkpoint its agent noticed, 0: none */
     char node[FG_NAME_MAX + 1];
     json_t *json;
     srv_sync_t *sync;
