@@ -337,6 +337,10 @@ static srv_msg_t *parse_exited(srv_req_t *r, json_t *b)
     m->end_ms = en;
     m->log_bytes = lb;
     m->last_checkpoint_ms = checkpoint_clamp(ck, en, srv_now_ms());
+    if (m->last_checkpoint_ms > 0) /* rare (jobs that checkpoint) and what a refund rests on */
+        fg_log(FG_LOG_INFO, "node %s: exited %s.%d.%d (%s): last checkpoint noticed at %lld ms",
+               m->node, json_string_value(json_object_get(b, "job_id")), (int)m->attempt,
+               (int)m->rank, cause, (long long)m->last_checkpoint_ms);
     return m;
 }
 

@@ -2,7 +2,8 @@
  * test_agent_reports.c - the parser of POST /v1/agent/reports (several started/exited
  * reports in one request): each entry is validated exactly as its own route would
  * validate it, a refused entry is answered in its slot without touching the others, and
- * a malformed batch (no array, empty, too long) is refused as a whole.
+ * a malformed batch (no array, empty, too long) is refused as a whole; an exited
+ * report's last_checkpoint_ms is kept, clamped or refused.
  */
 #include "server/server.h"
 
@@ -108,6 +109,57 @@ static void test_entries_parsed_and_refused_alone(void **state)
     json_decref(body);
 }
 
+/* last_checkpoint_ms: kept when within the rank's end, absent = 0, clamped to the
+ * end_time_ms when after it (and to the controller's clock + 5 s when far ahead),
+ * refused (400, its field) when negative or not an integer. */
+static void test_last_checkpoint_ms(void **state)
+{
+    (void)state;
+    const long long end = 1790000000123LL;
+    json_t *reps = json_array();
+    json_t *o = exited("20", 1, 5, "preempted");
+    json_object_set_new(o, "last_checkpoint_ms", json_integer(end - 60000));
+    json_array_append_new(reps, o);
+    json_array_append_new(reps, exited("21", 1, 5, "preempted"));
+    o = exited("22", 1, 5, "preempted");
+    json_object_set_new(o, "last_checkpoint_ms", json_integer(end + 5000));
+    json_array_append_new(reps, o);
+    o = exited("23", 1, 5, "preempted");
+    json_object_set_new(o, "last_checkpoint_ms", json_integer(-1));
+    json_array_append_new(reps, o);
+    o = exited("24", 1, 5, "preempted");
+    json_object_set_new(o, "last_checkpoint_ms", json_string("1790000000000"));
+    json_array_append_new(reps, o);
+    o = exited("25", 1, 5, "preempted"); /* no end_time_ms: far future -> now + 5 s */
+    json_object_del(o, "end_time_ms");
+    json_object_set_new(o, "last_checkpoint_ms", json_integer(INT64_MAX));
+    json_array_append_new(reps, o);
+    json_t *body = json_pack("{s:s, s:o}", "node", "n1", "reports", reps);
+    srv_req_t r = capture_req();
+    int64_t before = srv_now_ms();
+    srv_msg_t *m = srv_agent_parse_reports(&r, body);
+    int64_t after = srv_now_ms();
+    assert_non_null(m);
+    assert_int_equal(m->nslots, 6);
+    srv_report_slot_t *sl = m->slots;
+    assert_non_null(sl[0].m);
+    assert_int_equal(sl[0].m->last_checkpoint_ms, end - 60000);
+    assert_non_null(sl[1].m);
+    assert_int_equal(sl[1].m->last_checkpoint_ms, 0);
+    assert_non_null(sl[2].m);
+    assert_int_equal(sl[2].m->last_checkpoint_ms, end);
+    for (int i = 3; i <= 4; i++) {
+        assert_null(sl[i].m);
+        assert_int_equal(sl[i].status, 400);
+        assert_string_equal(slot_field(&sl[i]), "last_checkpoint_ms");
+    }
+    assert_non_null(sl[5].m);
+    assert_true(sl[5].m->last_checkpoint_ms >= before + 5000);
+    assert_true(sl[5].m->last_checkpoint_ms <= after + 5000);
+    srv_msg_free(m);
+    json_decref(body);
+}
+
 static void expect_refused_whole(json_t *body)
 {
     srv_req_t r = capture_req();
@@ -149,6 +201,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_entries_parsed_and_refused_alone),
+        cmocka_unit_test(test_last_checkpoint_ms),
         cmocka_unit_test(test_malformed_batch_refused_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
