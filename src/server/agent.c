@@ -281,8 +281,9 @@ static srv_msg_t *parse_started(srv_req_t *r, json_t *b)
 
 /* An exited report's last_checkpoint_ms (agent clock, 0: none) kept within what can be
  * true: not after the rank's reported end (when there is one), nor after the controller's
- * now plus SRV_CKPT_SKEW_MS. Clamped rather than refused, as end_time_ms is (a refused
- * exited would be retried for ever); billing clamps it into the attempt's span too.
+ * now plus SRV_CKPT_SKEW_MS (the clocks of agents and controller differ a little).
+ * Clamped rather than refused, as end_time_ms is; billing clamps it into the attempt's
+ * span too.
  * Example: ck = end + 5 s -> end; ck = 0 -> 0. */
 #define SRV_CKPT_SKEW_MS 5000
 static int64_t checkpoint_clamp(int64_t ck, int64_t end_ms, int64_t now_ms)
