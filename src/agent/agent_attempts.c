@@ -526,8 +526,10 @@ void fg_agent_stop_msg(fg_node_t *n, json_t *msg)
 static void reap(fg_attempt_t *a)
 {
     fg_proc_reap(&a->proc, &a->ex);
-    /* a last look (bounded): a checkpoint written on SIGTERM, just before the end, counts */
-    if (a->ckpt.started)
+    /* A preempted rank's last look (bounded): a checkpoint written on SIGTERM, just before
+     * the end, counts. Only there: the time matters to billing only for a preemption,
+     * and a scan costs tens of microseconds of agent CPU per short rank. */
+    if (a->ckpt.started && a->stop_cause && !strcmp(a->stop_cause, "preempted"))
         fg_ckpt_watch_tick(&a->ckpt, a->ckpt_dir, fg_now_ms());
     a->exited = 1;
     a->kill_at_ms = 0;

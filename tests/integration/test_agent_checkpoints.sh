@@ -9,7 +9,9 @@
 #      attempt's start and end (the backdated mtime did not move it earlier);
 #   2. its second attempt finds the first attempt's checkpoint in the same directory and
 #      writes none: no checkpoint is reported for it (what was there is the baseline);
-#   3. a job that never checkpoints, cancelled: none reported either.
+#   3. a job that never checkpoints, cancelled: none reported either;
+#   4. a job that writes its checkpoint in its SIGTERM handler when preempted: the
+#      agent's last look at the rank's end sees it (noticed at about the end).
 #
 # The controller logs "exited JOB.ATTEMPT.RANK (cause): last checkpoint noticed at MS ms"
 # for each exited report that carries one (src/server/agent.c); billing's refund rows
@@ -75,6 +77,26 @@ sleep 2.5
 api POST "/v1/jobs/$N/cancel" >/dev/null
 check "it is cancelled" wait_for 20 is_state "$N" CANCELLED
 check "no checkpoint reported for it" test -z "$(noticed "$N" 1)"
+
+# ------------------------- 4. a checkpoint written on SIGTERM, when preempted --
+TCMD="trap 'echo final >$D/final.pt; exit 0' TERM; echo up; while :; do sleep 0.2; done"
+LOW2=$(api POST /v1/jobs "$(jq -nc --arg c "$TCMD" '{name:"ck-term",gpus:8,priority:"low",command:$c,max_retries:0}')" | jq -r .id)
+check "the second low job runs" wait_for 25 log_has "$LOW2" '^up'
+HIGH2=$(api POST /v1/jobs '{"name":"urgent2","gpus":8,"priority":"high","command":"echo urgent"}' | jq -r .id)
+preempted2() { [ "$(api GET "/v1/jobs/$LOW2/attempts" | jq -r '.items[0].end_cause')" = preempted ]; }
+check "it is preempted" wait_for 30 preempted2
+check "the second high job completes" wait_for 20 is_state "$HIGH2" COMPLETED
+has_notice2() { [ -n "$(noticed "$LOW2" 1)" ]; }
+check "the checkpoint of its TERM handler is reported" wait_for 10 has_notice2
+CK2=$(noticed "$LOW2" 1)
+E2=$(api GET "/v1/jobs/$LOW2/attempts" | jq -r '.items[0].end_time_ms')
+echo "note: the TERM handler's checkpoint noticed at $CK2, the attempt ended at $E2"
+if [ -n "$CK2" ] && [ "$E2" != null ]; then
+    check "noticed at the end ($((E2 - CK2)) ms before it)" test "$CK2" -le "$E2" -a $((E2 - CK2)) -le 1000
+else
+    fail "missing figures: noticed '$CK2', end '$E2'"
+fi
+api POST "/v1/jobs/$LOW2/cancel" >/dev/null
 
 # --------------------------------------------------------------------- done --
 if [ "$FAILS" != 0 ]; then
