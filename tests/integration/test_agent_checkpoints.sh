@@ -6,7 +6,8 @@
 #      backdates its mtime to 2000-01-01, and is preempted by a high job: the `exited`
 #      report carries last_checkpoint_ms (the controller logs it), at or after the write
 #      as the job's clock saw it, at most one scan period (+ slack) later, within the
-#      attempt's start and end (the backdated mtime did not move it earlier);
+#      attempt's start and end (the backdated mtime did not move it earlier), and the
+#      attempt's lost-work refund row in the ledger runs from it to the attempt's end;
 #   2. its second attempt finds the first attempt's checkpoint in the same directory and
 #      writes none: no checkpoint is reported for it (what was there is the baseline);
 #   3. a job that never checkpoints, cancelled: none reported either;
@@ -21,12 +22,28 @@
 FG_TEST_NAME=test_agent_checkpoints
 source "$(dirname "$0")/lib_agent.sh"
 "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name ck \
-    --fake-gpus 8 --gpu-type h100 --work-dir "$TMP/w" --checkpoint-root "$TMP/ckpt" \
+    --fake-gpus 8 --gpu-type H100 --work-dir "$TMP/w" --checkpoint-root "$TMP/ckpt" \
     --heartbeat 1 --grace 5 --user-map "$TMP/usermap" --stop-jobs-on-exit \
     ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} >>"$TMP/agent.log" 2>&1 &
 AGENT_PIDS+=($!)
 node_up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 1 ]; }
 check "the agent registers" wait_for 15 node_up
+
+# 3,600,000 micros per GPU-hour for H100 low = 1 micro per GPU-ms (a refund row needs a rate)
+AS=$ROOT api PUT /v1/billing/prices \
+    '{"currency":"EUR","prices":[{"gpu_type":"H100","priority":"low","micros_per_gpu_hour":3600000},
+      {"gpu_type":"*","priority":"normal","micros_per_gpu_hour":3600000}]}' >/dev/null
+DB=$(ls "$TMP"/data/*.db 2>/dev/null | head -1)
+# sql QUERY: rows of the store, '|'-separated, read-only ("" without python3)
+sql() {
+    command -v python3 >/dev/null || return 0
+    python3 - "$DB" "$1" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True, timeout=10)
+for row in c.execute(sys.argv[2]):
+    print("|".join("" if v is None else str(v) for v in row))
+PY
+}
 
 state() { api GET "/v1/jobs/$1" | jq -r .state; }
 is_state() { [ "$(state "$1")" = "$2" ]; }
@@ -61,6 +78,13 @@ if [ -n "$CK" ] && [ -n "$WROTE" ] && [ "$S" != null ] && [ "$E" != null ]; then
         test $((CK - WROTE)) -le 3500
     check "within the attempt ($S <= $CK <= $E)" test "$CK" -ge "$S" -a "$CK" -le "$E"
     check "well before the preemption ($((E - CK)) ms)" test $((E - CK)) -ge 1500
+    if command -v python3 >/dev/null && [ -n "$DB" ]; then
+        refunded() { [ -n "$(sql "SELECT id FROM ledger WHERE job_id = $LOW AND attempt = 1 AND kind = 1 AND refund_why = 3")" ]; }
+        check "the preempted attempt gets a lost-work refund row" wait_for 20 refunded
+        R=$(sql "SELECT start_ms, end_ms, amount_micros FROM ledger WHERE job_id = $LOW AND attempt = 1 AND kind = 1 AND refund_why = 3 LIMIT 1")
+        check "the refund is the work since the noticed checkpoint ([$CK, $E) vs $R)" \
+            test "${R%|*}" = "$CK|$E"
+    fi
 else
     fail "missing figures: wrote '$WROTE', noticed '$CK', attempt [$S, $E]"
 fi
