@@ -2180,7 +2180,7 @@ static void test_migration_from_v4(void **state)
 
     fg_store_t *st = NULL;
     assert_int_equal(fg_store_open_sqlite(p, NULL, &st, &err), 0);
-    assert_int_equal(fg_store_schema_version(st), 5);
+    assert_int_equal(fg_store_schema_version(st), fg_store_sqlite_latest_version());
     fg_store_tx_t *tx = rd(st);
     fg_store_account_t a = {0};
     assert_int_equal(fg_store_account_get(tx, "lab", &a), 0);
@@ -2209,6 +2209,20 @@ static void test_migration_from_v4(void **state)
     assert_int_equal(max, 0);
     fg_store_read_end(tx);
     fg_store_close(st);
+    /* the ledger's indexes: version 6 replaced (account, start_ms, end_ms) */
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    sqlite3_stmt *s = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT group_concat(name, ' ') FROM (SELECT name FROM"
+                                        " sqlite_master WHERE type = 'index' AND"
+                                        " tbl_name = 'ledger' ORDER BY name)",
+                                        -1, &s, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    assert_string_equal((const char *)sqlite3_column_text(s, 0),
+                        "ledger_account ledger_attempt ledger_final");
+    sqlite3_finalize(s);
+    sqlite3_close(db);
     const char *suffixes[] = {"", "-wal", "-shm"};
     for (size_t i = 0; i < 3; i++) {
         char q[340];
