@@ -163,6 +163,35 @@ int fg_bill_split_months(const fg_ledger_row_t *r, fg_month_part_t *parts, int c
 int fg_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
                     int64_t *amount_micros);
 
+/* ---------------------------------------------------------------- budgets */
+
+/* A budget's spend in its period and the warnings it gave (docs/billing.md, "Budgets").
+ * The spend is the parts in [from_ms, to_ms) of the rows added (fg_bill_part_in), so it
+ * is the same sum an invoice makes for those rows. A mark (80 %, 100 %) is reported once
+ * when the spend reaches it, again only after the spend went back below it (a credit,
+ * a raised figure). Example: budget 1000, rows of 500, 400, 200: the second reports 80 %,
+ * the third 100 %; a credit of -500 then lowers the level to 60 %, so 80 % may come
+ * again. */
+typedef struct fg_budget {
+    int64_t budget_micros;  /* >= 0 */
+    int64_t from_ms, to_ms; /* the period; a grant's to_ms is INT64_MAX */
+    int64_t spent_micros;
+    int warned; /* the last mark reported: 0, 80 or 100 */
+} fg_budget_t;
+
+#define FG_BUDGET_MARK_80  1
+#define FG_BUDGET_MARK_100 2
+/* Percent spent, rounded down (budget 0: 100 once anything is spent); capped at 1000. */
+int fg_bill_budget_pct(const fg_budget_t *b);
+/* Adds row r's part in the period. FG_OK or FG_EINVAL (a row these rules did not make). */
+int fg_bill_budget_add(fg_budget_t *b, const fg_ledger_row_t *r);
+/* The marks newly reached since the last call (FG_BUDGET_MARK_* bits, both when one row
+ * crossed both), remembered as reported; a spend back below a mark forgets it. */
+int fg_bill_budget_marks(fg_budget_t *b);
+/* Takes the level reached as already reported (after reading the spend back at a
+ * restart, or a new figure already over a mark): no mark for what was already there. */
+void fg_bill_budget_settle(fg_budget_t *b);
+
 /* ---------------------------------------------------------------- invoices */
 
 typedef struct fg_invoice_line {

@@ -777,16 +777,16 @@ static json_t *budget_json(const srv_account_t *a)
 {
     if (a->r.budget_micros < 0)
         return json_null();
-    json_t *o = json_pack("{s:I,s:s,s:s,s:I,s:I,s:i}", "budget_micros",
-                          (json_int_t)a->r.budget_micros, "mode", BUDGET_MODES[a->r.budget_mode],
-                          "period", BUDGET_PERIODS[a->r.budget_period], "period_start_ms",
-                          (json_int_t)a->spent_from_ms, "spent_micros", (json_int_t)a->spent_micros,
-                          "spent_pct", srv_budget_pct(a));
+    json_t *o = json_pack(
+        "{s:I,s:s,s:s,s:I,s:I,s:i}", "budget_micros", (json_int_t)a->r.budget_micros, "mode",
+        BUDGET_MODES[a->r.budget_mode], "period", BUDGET_PERIODS[a->r.budget_period],
+        "period_start_ms", (json_int_t)a->bud.from_ms, "spent_micros",
+        (json_int_t)a->bud.spent_micros, "spent_pct", fg_bill_budget_pct(&a->bud));
     json_object_set_new(o, "remaining_micros",
-                        json_integer(a->r.budget_micros - a->spent_micros > 0
-                                         ? a->r.budget_micros - a->spent_micros
+                        json_integer(a->r.budget_micros - a->bud.spent_micros > 0
+                                         ? a->r.budget_micros - a->bud.spent_micros
                                          : 0));
-    json_object_set_new(o, "exhausted", json_boolean(a->spent_micros >= a->r.budget_micros));
+    json_object_set_new(o, "exhausted", json_boolean(a->bud.spent_micros >= a->r.budget_micros));
     return o;
 }
 

@@ -128,75 +128,52 @@ int64_t srv__limit_cost(sctx_t *c, const srv_job_t *j)
 
 /* ------------------------------------------------------------------ budgets: spend */
 
-/* Where account a's budget period starts at now_ms. */
-static int64_t period_start(const srv_account_t *a, int64_t now_ms)
+/* Account a's budget period at now_ms: [this UTC month), or [its grant, forever). */
+static void period_of(const srv_account_t *a, int64_t now_ms, int64_t *from, int64_t *to)
 {
-    if (a->r.budget_period == FG_BUDGET_GRANT)
-        return a->r.budget_since_ms;
+    if (a->r.budget_period == FG_BUDGET_GRANT) {
+        *from = a->r.budget_since_ms;
+        *to = INT64_MAX;
+        return;
+    }
     int y, m;
     fg_bill_month_of(now_ms, &y, &m);
-    return fg_bill_month_start_ms(y, m);
+    *from = fg_bill_month_start_ms(y, m);
+    *to = m == 12 ? fg_bill_month_start_ms(y + 1, 1) : fg_bill_month_start_ms(y, m + 1);
 }
-
-/* Adds row r's part in a's period (from a->spent_from_ms on) to its spend. mu held. */
-static void spend_add(srv_account_t *a, const fg_ledger_row_t *r)
-{
-    int64_t gpu_ms, amount;
-    if (fg_bill_part_in(r, a->spent_from_ms, INT64_MAX, &gpu_ms, &amount) == FG_OK)
-        a->spent_micros += amount;
-}
-
-typedef struct spend_scan {
-    srv_account_t *a;
-    int64_t sum;
-} spend_scan_t;
 
 static int spend_row(const fg_ledger_row_t *r, void *arg)
 {
-    spend_scan_t *sc = arg;
-    int64_t gpu_ms, amount;
-    if (fg_bill_part_in(r, sc->a->spent_from_ms, INT64_MAX, &gpu_ms, &amount) == FG_OK)
-        sc->sum += amount;
+    fg_bill_budget_add(arg, r);
     return 0;
 }
 
 /* Reads account a's spend in its period from the store (at start, at a new month, when
- * the budget changes), plus this iteration's rows, which the store has not yet. mu
+ * the budget or its period is set), plus this iteration's rows, which the store has not
+ * yet. At start, what it had reached counts as already warned (the events were stored
+ * with the rows that crossed); otherwise a spend already over a mark is a crossing. mu
  * held; the read takes a store snapshot. */
 static void spend_reload(sctx_t *c, srv_account_t *a, int64_t now_ms)
 {
     srv_t *s = c->s;
-    a->spent_from_ms = period_start(a, now_ms);
-    a->spent_period = a->r.budget_period;
-    a->spent_budget = a->r.budget_micros;
-    a->spent_since = a->r.budget_since_ms;
+    fg_budget_t *b = &a->bud;
+    *b = (fg_budget_t){.budget_micros = a->r.budget_micros};
+    period_of(a, now_ms, &b->from_ms, &b->to_ms);
+    a->bud_period = a->r.budget_period;
+    a->bud_since = a->r.budget_since_ms;
+    a->bud_loaded = true;
     fg_store_tx_t *tx = NULL;
-    spend_scan_t sc = {.a = a};
-    fg_store_ledger_filter_t f = {.account = a->r.name, .from_ms = a->spent_from_ms};
+    fg_store_ledger_filter_t f = {.account = a->r.name, .from_ms = b->from_ms, .to_ms = b->to_ms};
     if (fg_store_read_begin(s->store, &tx) == 0) {
-        if (fg_store_ledger_foreach(tx, &f, spend_row, &sc))
+        if (fg_store_ledger_foreach(tx, &f, spend_row, b))
             fg_log(FG_LOG_ERROR, "billing: reading the spend of account %s failed", a->r.name);
         fg_store_read_end(tx);
     }
     for (size_t i = 0; i < c->nrows; i++)
         if (!strcmp(c->rows[i].account, a->r.name))
-            spend_row(&c->rows[i], &sc);
-    a->spent_micros = sc.sum;
-    /* warnings already given in this period are not given again */
-    a->warned_pct = a->r.budget_micros >= 0 ? srv_budget_pct(a) : 0;
-    if (a->warned_pct > 100)
-        a->warned_pct = 100;
-    a->warned_pct = a->warned_pct >= 100 ? 100 : a->warned_pct >= 80 ? 80 : 0;
-}
-
-int srv_budget_pct(const srv_account_t *a)
-{
-    if (a->r.budget_micros < 0)
-        return 0;
-    if (a->r.budget_micros == 0)
-        return a->spent_micros > 0 ? 100 : 0;
-    __int128 p = (__int128)a->spent_micros * 100 / a->r.budget_micros;
-    return p > 1000 ? 1000 : p < 0 ? 0 : (int)p;
+            fg_bill_budget_add(b, &c->rows[i]);
+    if (!c->budgets_ready)
+        fg_bill_budget_settle(b);
 }
 
 /* ------------------------------------------------------------------ GPU time held */
@@ -304,8 +281,8 @@ static void queue_rows(sctx_t *c, srv_job_t *j, fg_ledger_row_t *rows, int n)
             r->refers_to = base + (rows[i].refers_to - 1);
         j->r.cost_micros += r->amount_micros;
         j->att_charged_micros += r->amount_micros;
-        if (acct && acct->r.budget_micros >= 0)
-            spend_add(acct, r);
+        if (acct && acct->r.budget_micros >= 0 && acct->bud_loaded)
+            fg_bill_budget_add(&acct->bud, r);
         if (acct)
             held_add(acct, r);
     }
@@ -453,36 +430,29 @@ static void budget_check(sctx_t *c, srv_account_t *a, int64_t now_ms)
     int ci = fg_sched_account_find(c->core, a->r.name);
     if (a->r.budget_micros < 0) {
         a->budget_blocked = false;
+        a->bud_loaded = false;
         if (ci >= 0) {
             fg_sched_account_set_budget_exhausted(c->core, ci, false);
             fg_sched_account_set_budget_left(c->core, ci, -1);
         }
         return;
     }
-    if (period_start(a, now_ms) != a->spent_from_ms || a->spent_period != a->r.budget_period ||
-        a->spent_since != a->r.budget_since_ms || !a->spent_loaded) {
+    fg_budget_t *b = &a->bud;
+    int64_t from, to;
+    period_of(a, now_ms, &from, &to);
+    if (!a->bud_loaded || from != b->from_ms || a->bud_period != a->r.budget_period ||
+        a->bud_since != a->r.budget_since_ms)
         spend_reload(c, a, now_ms);
-        a->spent_loaded = true;
-    }
-    if (a->spent_budget != a->r.budget_micros) { /* a new figure: warnings start again */
-        a->spent_budget = a->r.budget_micros;
-        int p = srv_budget_pct(a);
-        a->warned_pct = p >= 100 ? 100 : p >= 80 ? 80 : 0;
-    }
-    int pct = srv_budget_pct(a);
-    int level = pct >= 100 ? 100 : pct >= 80 ? 80 : 0;
-    if (level > a->warned_pct) {
-        if (a->warned_pct < 80) /* one event per mark crossed, both if at once */
-            budget_event(c, a, 80);
-        if (level >= 100)
-            budget_event(c, a, 100);
-        a->warned_pct = level;
-        if (level >= 100 && a->r.budget_mode == FG_BUDGET_HARD)
+    b->budget_micros = a->r.budget_micros; /* (a new figure: the marks say what it crossed) */
+    int marks = fg_bill_budget_marks(b);
+    if (marks & FG_BUDGET_MARK_80)
+        budget_event(c, a, 80);
+    if (marks & FG_BUDGET_MARK_100) {
+        budget_event(c, a, 100);
+        if (a->r.budget_mode == FG_BUDGET_HARD)
             stop_account_jobs(c, a);
-    } else if (level < a->warned_pct) {
-        a->warned_pct = level; /* a raised budget or a credit: may warn again */
     }
-    bool exhausted = a->spent_micros >= a->r.budget_micros;
+    bool exhausted = b->spent_micros >= b->budget_micros;
     a->budget_blocked = exhausted && a->r.budget_mode == FG_BUDGET_HARD;
     if (ci < 0)
         return;
@@ -490,7 +460,7 @@ static void budget_check(sctx_t *c, srv_account_t *a, int64_t now_ms)
                                           exhausted && a->r.budget_mode != FG_BUDGET_WARN);
     int64_t left = -1;
     if (a->r.budget_mode == FG_BUDGET_SAFE) {
-        left = a->r.budget_micros - a->spent_micros - running_reserve(c, a);
+        left = b->budget_micros - b->spent_micros - running_reserve(c, a);
         left = left < 0 ? 0 : left;
     }
     fg_sched_account_set_budget_left(c->core, ci, left);
@@ -510,5 +480,6 @@ void srv__budget_tick(sctx_t *c)
     }
     for (size_t i = 0; i < s->naccounts; i++)
         budget_check(c, s->accounts[i], now_ms);
+    c->budgets_ready = true;
     pthread_mutex_unlock(&s->mu);
 }

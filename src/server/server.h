@@ -24,6 +24,7 @@
 #ifndef FG_SERVER_H
 #define FG_SERVER_H
 
+#include "fairgpu/billing.h"
 #include "fairgpu/core.h"
 #include "server/httpd.h"
 #include "store/store.h"
@@ -124,20 +125,15 @@ typedef struct srv_token {
 typedef struct srv_account {
     fg_store_account_t r;
     /* budget state, kept by the scheduler thread (sched_billing.c), mu held */
-    int64_t spent_micros;  /* charged in the period that starts at spent_from_ms */
-    int64_t spent_from_ms; /* the period: this UTC month's start, or the grant's */
-    int32_t spent_period;  /* the r.budget_period / r.budget_since_ms / r.budget_micros */
-    int64_t spent_since;   /* the spend was read for (a change reads it again) */
-    int64_t spent_budget;
-    bool spent_loaded;
-    int warned_pct;      /* 0, 80 or 100: the warning given in this period */
+    fg_budget_t bud;    /* spend in the period and marks given (fairgpu/billing.h) */
+    int32_t bud_period; /* the r.budget_period and r.budget_since_ms the spend was read */
+    int64_t bud_since;  /* for (a change reads it again) */
+    bool bud_loaded;
     bool budget_blocked; /* hard budget exhausted: submits answer 402 */
     /* GPU time held this UTC month, from the ledger rows (fair share shows it) */
     int64_t month_start_ms;
     int64_t month_held_gpu_ms;
 } srv_account_t;
-/* Percent of its budget account a has spent (0 without a budget; capped at 1000). */
-int srv_budget_pct(const srv_account_t *a);
 /* "job", "node" or "account": an event's type in the API. */
 struct srv_event;
 const char *srv_event_type(const struct srv_event *e);

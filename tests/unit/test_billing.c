@@ -583,6 +583,36 @@ static void test_invoice_held_gpu_ms(void **state)
 }
 
 /* Many lines: every (user, GPU type) gets its own, found again for each of its rows. */
+/* The example of budget.c: budget 1,000; rows of 500, 400 (80 %), 200 (100 %, 110 %);
+ * a credit of -500 forgets both marks; 400 more (100 %) reports both again, at once. */
+static void test_budget_marks(void **state)
+{
+    (void)state;
+    fg_budget_t b = {.budget_micros = 1000, .from_ms = 0, .to_ms = INT64_MAX};
+    fg_ledger_row_t r = {.kind = FG_ROW_CREDIT, .start_ms = 10, .end_ms = 10};
+    const int64_t amounts[] = {500, 400, 200, -500, 400};
+    const int want[] = {0, FG_BUDGET_MARK_80, FG_BUDGET_MARK_100, 0,
+                        FG_BUDGET_MARK_80 | FG_BUDGET_MARK_100};
+    const int pct[] = {50, 90, 110, 60, 100};
+    for (int i = 0; i < 5; i++) {
+        r.kind = amounts[i] < 0 ? FG_ROW_CREDIT : FG_ROW_CORRECTION;
+        r.amount_micros = amounts[i];
+        assert_int_equal(fg_bill_budget_add(&b, &r), FG_OK);
+        assert_int_equal(fg_bill_budget_pct(&b), pct[i]);
+        assert_int_equal(fg_bill_budget_marks(&b), want[i]);
+    }
+    /* a row before the period does not count; settle takes the level as reported */
+    fg_budget_t g = {.budget_micros = 0, .from_ms = 100, .to_ms = INT64_MAX};
+    assert_int_equal(fg_bill_budget_add(&g, &r), FG_OK);
+    assert_int_equal(g.spent_micros, 0);
+    assert_int_equal(fg_bill_budget_pct(&g), 0);
+    r.start_ms = r.end_ms = 100;
+    assert_int_equal(fg_bill_budget_add(&g, &r), FG_OK);
+    assert_int_equal(fg_bill_budget_pct(&g), 100); /* a budget of 0: anything is all of it */
+    fg_bill_budget_settle(&g);
+    assert_int_equal(fg_bill_budget_marks(&g), 0);
+}
+
 static void test_invoice_many_lines(void **state)
 {
     enum { USERS = 300, TYPES = 3, ROWS = 2 * USERS * TYPES };
@@ -923,6 +953,71 @@ static void p_check_invoices(size_t n)
     }
 }
 
+static size_t g_budgets_crossed; /* budgets that reached 100 % (the check is not vacuous) */
+
+/* One mark's tally over a sequence of spends: reports, times reached, drops below. */
+typedef struct p_mark {
+    int reported, drops;
+    bool ever, above;
+} p_mark_t;
+
+static void p_mark_step(p_mark_t *m, bool above, bool reported)
+{
+    if (reported)
+        assert_true(above); /* a mark is reported only when the spend is at or past it */
+    m->reported += reported;
+    m->ever |= above;
+    m->drops += m->above && !above;
+    m->above = above;
+}
+
+/* Budget crossings: per account and month, a budget fed the rows in id order spends
+ * exactly the month's invoice total, and reports each mark once per time the spend
+ * reaches it (at least once if it ever does, never more than once per drop below). */
+static void p_check_budgets(size_t n, uint64_t *x)
+{
+    fg_invoice_line_t lines[32];
+    size_t crossed = 0;
+    for (int ac = 0; ac < P_ACCOUNTS; ac++) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (size_t k = 0; k < n; k++)
+            if (!strcmp(g_rows[k].account, p_accounts[ac])) {
+                lo = g_rows[k].start_ms < lo ? g_rows[k].start_ms : lo;
+                hi = g_rows[k].end_ms > hi ? g_rows[k].end_ms : hi;
+            }
+        if (lo > hi)
+            continue;
+        int y, m, y1, m1;
+        fg_bill_month_of(lo, &y, &m);
+        fg_bill_month_of(hi, &y1, &m1);
+        for (; y * 12 + m <= y1 * 12 + m1; m == 12 ? (y++, m = 1) : m++) {
+            fg_invoice_t inv = {.lines = lines, .cap = 32};
+            assert_int_equal(fg_bill_invoice(g_rows, n, p_accounts[ac], y, m, &inv), FG_OK);
+            int64_t t = inv.total_micros > 0 ? inv.total_micros : 1;
+            fg_budget_t b = {.budget_micros = rnd(x, 0, 2 * t - 1),
+                             .from_ms = fg_bill_month_start_ms(y, m),
+                             .to_ms = m == 12 ? fg_bill_month_start_ms(y + 1, 1)
+                                              : fg_bill_month_start_ms(y, m + 1)};
+            p_mark_t m80 = {0}, m100 = {0};
+            for (size_t k = 0; k < n; k++) {
+                if (strcmp(g_rows[k].account, p_accounts[ac]))
+                    continue;
+                assert_int_equal(fg_bill_budget_add(&b, &g_rows[k]), FG_OK);
+                int marks = fg_bill_budget_marks(&b), pct = fg_bill_budget_pct(&b);
+                p_mark_step(&m80, pct >= 80, marks & FG_BUDGET_MARK_80);
+                p_mark_step(&m100, pct >= 100, marks & FG_BUDGET_MARK_100);
+            }
+            assert_int_equal(b.spent_micros, inv.total_micros);
+            for (p_mark_t *pm = &m80; pm; pm = pm == &m80 ? &m100 : NULL) {
+                assert_true(pm->reported >= (pm->ever ? 1 : 0));
+                assert_true(pm->reported <= 1 + pm->drops);
+            }
+            crossed += m100.reported > 0;
+        }
+    }
+    g_budgets_crossed += crossed;
+}
+
 /* Environment integer or a default. */
 static uint64_t env_u64(const char *name, uint64_t dflt)
 {
@@ -947,10 +1042,12 @@ static void test_random_histories_balance_exactly(void **state)
         rows_seen += n;
         p_check_attempts(g_att, na, n);
         p_check_invoices(n);
+        p_check_budgets(n, &x);
     }
     g_seed = 0;
-    print_message("billing: %llu histories, %zu ledger rows\n", (unsigned long long)count,
-                  rows_seen);
+    print_message("billing: %llu histories, %zu ledger rows, %zu budgets crossed\n",
+                  (unsigned long long)count, rows_seen, g_budgets_crossed);
+    assert_true(count < 100 || g_budgets_crossed > count / 10);
 }
 
 /* Names the history a failing check came from (the test's teardown runs after it). */
@@ -979,6 +1076,7 @@ int main(void)
         cmocka_unit_test(test_part_in_follows_the_curve),
         cmocka_unit_test(test_invoice_held_gpu_ms),
         cmocka_unit_test(test_invoice_many_lines),
+        cmocka_unit_test(test_budget_marks),
         cmocka_unit_test_teardown(test_random_histories_balance_exactly, print_failing_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
