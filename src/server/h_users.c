@@ -843,8 +843,9 @@ static json_t *account_json(srv_t *s, const srv_account_t *a)
         if (m->deleted || strcmp(m->r.account, a->r.name))
             continue;
         srv_user_t *u = srv_user_by_id(s, m->r.user_id);
-        json_array_append_new(members, json_pack("{s:s,s:f}", "user", u ? u->r.username : "?",
-                                                 "weight", m->r.weight));
+        json_array_append_new(members,
+                              json_pack("{s:s,s:f,s:b}", "user", u ? u->r.username : "?", "weight",
+                                        m->r.weight, "manager", m->r.is_manager));
     }
     json_t *o = json_pack(
         "{s:s,s:f,s:o,s:o,s:o,s:o,s:I}", "name", a->r.name, "weight", a->r.weight, "gpu_quota",
@@ -1131,6 +1132,81 @@ int h_members_del(srv_req_t *r)
     srv_audit(s, r->user_id, "member.remove", acct, json_pack("{s:s}", "user", r->seg[4]));
     notify_accounts(s);
     return srv_reply_empty(r, 204);
+}
+
+/* PATCH /v1/accounts/{name}/members/{user} {weight?, manager?} (admin): the user's share
+ * inside the account, and whether they manage it (see its usage and invoices). */
+int h_members_patch(srv_req_t *r)
+{
+    srv_t *s = r->srv;
+    json_t *b = srv_body_object(r);
+    if (!b)
+        return SRV_YES;
+    static const char *const known[] = {"weight", "manager", NULL};
+    int ret = SRV_YES;
+    double weight = 0;
+    bool manager = false, has_w = false, has_m = false;
+    char acct[80];
+    snprintf(acct, sizeof acct, "%s", r->seg[2]);
+    if (!v_known(r, b, known) || !v_number(r, b, "weight", 1e-6, 1e9, &weight, &has_w) ||
+        !v_bool(r, b, "manager", &manager, &has_m))
+        goto out;
+    if (!has_w && !has_m) {
+        ret = srv_reply_error(r, 400, "invalid_argument", NULL,
+                              "nothing to change: give weight or manager");
+        goto out;
+    }
+    int64_t uid;
+    if (!parse_user_ref(s, r->seg[4], &uid)) {
+        ret = srv_reply_error(r, 404, "not_found", NULL, "no user '%s'", r->seg[4]);
+        goto out;
+    }
+    pthread_mutex_lock(&s->mu);
+    bool member = srv_member_find(s, acct, uid) != NULL;
+    pthread_mutex_unlock(&s->mu);
+    if (!member) {
+        ret = srv_reply_error(r, 404, "not_found", NULL, "'%s' is not a member of '%s'", r->seg[4],
+                              acct);
+        goto out;
+    }
+    srv_batch_t bt = {0};
+    srv_op_t *o;
+    if (has_w) {
+        o = srv_batch_add(&bt, OP_MEMBER_WEIGHT, NULL);
+        o->i1 = uid;
+        o->s1 = acct;
+        o->d1 = weight;
+    }
+    if (has_m) {
+        o = srv_batch_add(&bt, OP_MEMBER_MANAGER, NULL);
+        o->i1 = uid;
+        o->s1 = acct;
+        o->d1 = manager ? 1 : 0;
+    }
+    int rc = srv_batch_commit(s, &bt);
+    srv_batch_free(&bt);
+    if (rc) {
+        ret = srv_reply_error(r, (unsigned)srv_store_err_status(rc), "unavailable", NULL,
+                              "store: %s", fg_store_strerror(rc));
+        goto out;
+    }
+    pthread_mutex_lock(&s->mu);
+    srv_member_t *m = srv_member_find(s, acct, uid);
+    if (m && has_w)
+        m->r.weight = weight;
+    if (m && has_m)
+        m->r.is_manager = manager;
+    json_t *aj = account_json(s, srv_account_by_name(s, acct));
+    pthread_mutex_unlock(&s->mu);
+    json_t *d = json_deep_copy(b);
+    json_object_set_new(d, "user", json_string(r->seg[4]));
+    srv_audit(s, r->user_id, "member.update", acct, d);
+    if (has_w)
+        notify_accounts(s);
+    ret = srv_reply_json(r, 200, aj);
+out:
+    json_decref(b);
+    return ret;
 }
 
 int h_audit_list(srv_req_t *r)

@@ -50,6 +50,7 @@ static const route_t routes[] = {
     {M_GET, "v1/accounts/*", A_USER, h_accounts_get},
     {M_PATCH, "v1/accounts/*", A_ADMIN, h_accounts_patch},
     {M_POST, "v1/accounts/*/members", A_ADMIN, h_members_add},
+    {M_PATCH, "v1/accounts/*/members/*", A_ADMIN, h_members_patch},
     {M_DELETE, "v1/accounts/*/members/*", A_ADMIN, h_members_del},
     {M_GET, "v1/audit", A_ADMIN, h_audit_list},
     {M_POST, "v1/jobs", A_USER, h_jobs_create},
@@ -68,6 +69,9 @@ static const route_t routes[] = {
     {M_GET, "v1/fairshare", A_USER, h_fairshare},
     {M_GET, "v1/billing/prices", A_USER, h_billing_prices_get},
     {M_PUT, "v1/billing/prices", A_ADMIN, h_billing_prices_put},
+    {M_GET, "v1/billing/usage", A_USER, h_billing_usage},
+    {M_GET, "v1/billing/invoices/*", A_USER, h_billing_invoice},
+    {M_POST, "v1/billing/adjustments", A_ADMIN, h_billing_adjust},
     {M_GET | M_PUT | M_POST | M_PATCH | M_DELETE, "v1/billing/**", A_USER, h_billing},
     {M_POST, "v1/agent/join", A_JOIN, h_agent_join},
     {M_POST, "v1/agent/register", A_AGENT, h_agent_register},
@@ -286,16 +290,27 @@ int h_healthz(srv_req_t *r)
 
 int h_billing(srv_req_t *r)
 {
-    if (r->nseg == 3 && !strcmp(r->seg[2], "prices")) { /* the price book: GET and PUT only */
+    /* the built billing routes, asked with another method: 405 with their methods */
+    static const struct {
+        int nseg;
+        const char *name, *allow;
+    } built[] = {{3, "prices", "Allow: GET, PUT\r\n"},
+                 {3, "usage", "Allow: GET\r\n"},
+                 {4, "invoices", "Allow: GET\r\n"},
+                 {3, "adjustments", "Allow: POST\r\n"}};
+    for (size_t i = 0; i < sizeof built / sizeof built[0]; i++) {
+        if (r->nseg != built[i].nseg || strcmp(r->seg[2], built[i].name))
+            continue;
         static const char body[] = "{\"error\":{\"code\":\"method_not_allowed\",\"message\":"
                                    "\"this route does not accept that method\"}}";
-        return srv_reply_full(r, 405, "application/json; charset=utf-8", "Allow: GET, PUT\r\n",
+        return srv_reply_full(r, 405, "application/json; charset=utf-8", built[i].allow,
                               (char *)body, sizeof body - 1, false);
     }
     return srv_reply_error(r, 501, "not_implemented", NULL,
-                           "this part of billing is not implemented yet (a later issue); no "
-                           "usage or invoices are available (the price book is: "
-                           "/v1/billing/prices)");
+                           "this part of billing is not implemented yet (a later issue); the "
+                           "price book, usage, invoices and adjustments are: /v1/billing/prices, "
+                           "/v1/billing/usage, /v1/billing/invoices/{YYYY-MM}, "
+                           "/v1/billing/adjustments");
 }
 
 /* Whether r may read /metrics (metrics-access): a loopback peer, the scrape token, or

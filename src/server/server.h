@@ -609,6 +609,7 @@ int h_accounts_get(srv_req_t *r);
 int h_accounts_patch(srv_req_t *r);
 int h_members_add(srv_req_t *r);
 int h_members_del(srv_req_t *r);
+int h_members_patch(srv_req_t *r); /* weight, manager (admin) */
 int h_audit_list(srv_req_t *r);
 int h_jobs_create(srv_req_t *r);
 int h_jobs_list(srv_req_t *r);
@@ -639,6 +640,10 @@ int h_billing(srv_req_t *r);
 /* h_billing.c: the price book */
 int h_billing_prices_get(srv_req_t *r);
 int h_billing_prices_put(srv_req_t *r);
+/* the reports (h_usage.c, h_invoice.c) and admin adjustments (h_adjust.c) */
+int h_billing_usage(srv_req_t *r);
+int h_billing_invoice(srv_req_t *r);
+int h_billing_adjust(srv_req_t *r);
 int h_agent_register(srv_req_t *r);
 int h_agent_heartbeat(srv_req_t *r);
 int h_agent_assignments(srv_req_t *r);
