@@ -259,6 +259,8 @@ static const command_t COMMANDS[] = {
     {"nodes", cli_cmd_nodes},     {"share", cli_cmd_share},
     {"token", cli_cmd_token},     {"user", cli_cmd_user},
     {"account", cli_cmd_account}, {"node-token", cli_cmd_node_token},
+    {"usage", cli_cmd_usage},     {"invoice", cli_cmd_invoice},
+    {"credit", cli_cmd_credit},
 };
 
 /* Takes every "--ca-file FILE" / "--ca-file=FILE" before a "--" out of argv (a client

@@ -124,7 +124,7 @@ if PHASE == "before":
     check(st == 405, "POST is 405: %s" % st)
     st, b = req("GET", "/v1/billing/prices?at=-5", token=TA)
     check(st == 400 and b["error"]["field"] == "at", "bad ?at= is 400: %s %s" % (st, b))
-    st, b = req("GET", "/v1/billing/usage", token=TA)
+    st, b = req("GET", "/v1/billing/budgets", token=TA)
     check(st == 501, "the rest of billing is still 501: %s" % st)
     after = {at: req("GET", "/v1/billing/prices?at=%d" % at, token=TA)[1]["prices"] for at in (t1, t2)}
     check(after == before, "refused changes left the book as it was")

@@ -89,6 +89,7 @@ MATRIX = [
     ("GET", "/v1/accounts/*", "/v1/accounts/default", None, USER(200)),
     ("PATCH", "/v1/accounts/*", "/v1/accounts/default", {}, ADMIN(200)),
     ("POST", "/v1/accounts/*/members", "/v1/accounts/default/members", {}, ADMIN(400)),
+    ("PATCH", "/v1/accounts/*/members/*", "/v1/accounts/default/members/nobody", {}, ADMIN(400)),
     ("DELETE", "/v1/accounts/*/members/*", "/v1/accounts/default/members/nobody", None, ADMIN(404)),
     ("GET", "/v1/audit", "/v1/audit", None, ADMIN(200)),
     ("POST", "/v1/jobs", "/v1/jobs", {}, USER(400)),
@@ -115,7 +116,10 @@ MATRIX = [
     ("POST", "/v1/agent/reports", "/v1/agent/reports", {}, AGENT(400)),
     ("GET", "/v1/billing/prices", "/v1/billing/prices", None, USER(200)),
     ("PUT", "/v1/billing/prices", "/v1/billing/prices", {}, ADMIN(400)),
-] + [(m, "/v1/billing/**", "/v1/billing/usage", {} if m != "GET" else None, USER(501))
+    ("GET", "/v1/billing/usage", "/v1/billing/usage", None, USER(200)),
+    ("GET", "/v1/billing/invoices/*", "/v1/billing/invoices/2026-11", None, USER(200)),
+    ("POST", "/v1/billing/adjustments", "/v1/billing/adjustments", {}, ADMIN(400)),
+] + [(m, "/v1/billing/**", "/v1/billing/budgets", {} if m != "GET" else None, USER(501))
      for m in ("GET", "PUT", "POST", "PATCH", "DELETE")]
 fails = []
 routes = set()
