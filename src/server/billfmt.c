@@ -15,6 +15,7 @@
 #include <string.h>
 
 #define MS_PER_DAY 86400000LL
+#define TIME_END   253402300800000LL /* 10000-01-01T00:00:00Z: times stay before it */
 
 /* n decimal digits at s into *v; false unless all n are digits. */
 static bool digits(const char *s, int n, int *v)
@@ -48,7 +49,7 @@ bool srv_bill_parse_month(const char *s, int *year, int *month)
     return true;
 }
 
-/* Digits only, at most 15 of them (year 33658): ms since the epoch. */
+/* Digits only, at most 15 of them, before the year 10000: ms since the epoch. */
 static bool parse_ms(const char *s, int64_t *ms)
 {
     size_t n = strlen(s);
@@ -60,6 +61,8 @@ static bool parse_ms(const char *s, int64_t *ms)
             return false;
         v = v * 10 + (s[i] - '0');
     }
+    if (v >= TIME_END)
+        return false;
     *ms = v;
     return true;
 }
@@ -115,7 +118,7 @@ bool srv_bill_parse_time(const char *s, int64_t *ms)
     int64_t day = fg_bill_month_start_ms(y, m) + (d - 1) * MS_PER_DAY, clock = 0;
     if (s[10] && !((s[10] == 'T' || s[10] == 't' || s[10] == ' ') && parse_clock(s + 11, &clock)))
         return false;
-    if (day + clock < 0)
+    if (day + clock < 0 || day + clock >= TIME_END)
         return false;
     *ms = day + clock;
     return true;

@@ -6,8 +6,8 @@
  *
  * TIMES (?from=, ?to=) are either milliseconds since the Unix epoch (digits only) or
  * RFC 3339 / ISO 8601: "2026-11-01" (00:00 UTC), "2026-11-01T12:30:00Z",
- * "2026-11-01T12:30:00.250+02:00". Years 1970..9999; a time zone is required with a
- * clock time. MONTHS are exactly "YYYY-MM" (2026-11; not 2026-1 nor 2026-13).
+ * "2026-11-01T12:30:00.250+02:00". Times from 1970 to the end of 9999; a time zone is required with
+ * a clock time. MONTHS are exactly "YYYY-MM" (2026-11; not 2026-1 nor 2026-13).
  *
  * CSV: a cell holding a comma, a quote, CR or LF is quoted, quotes doubled (RFC 4180).
  * A cell starting with = + - @ (or TAB, CR) that a spreadsheet would run as a formula
