@@ -4,8 +4,7 @@
  *
  * Example: a charge row of 1 GPU over [10:00, 12:00) at 1,000,001 micros/GPU-h, asked
  * for [11:00, 13:00), has the part C(12:00) - C(11:00) = 2,000,002 - 1,000,001 =
- * 1,000,001 micros and 3,600,000 GPU-ms, the same split fg_bill_split_months makes at a
- * month boundary.
+ * 1,000,001 micros and 3,600,000 GPU-ms (fg_bill_part_in, the rule of the month split).
  */
 #include "server/billview.h"
 #include "server/billfmt.h"
@@ -72,37 +71,11 @@ int srv_bill_currency(fg_store_tx_t *tx, char out[4])
     return 0;
 }
 
-/* C(t) on row r's attempt curve. */
-static int curve(const fg_ledger_row_t *r, int64_t t, int64_t *out)
-{
-    if (t < r->origin_ms || t - r->origin_ms > FG_BILL_MAX_SPAN_MS)
-        return FG_EINVAL;
-    return fg_bill_charge((int64_t)r->gpus * (t - r->origin_ms), r->rate, out);
-}
-
 int srv_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
                      int64_t *amount)
 {
     *gpu_ms = *amount = 0;
-    if (r->kind == FG_ROW_CREDIT || r->kind == FG_ROW_CORRECTION) {
-        if ((!t0 || r->start_ms >= t0) && (!t1 || r->start_ms < t1))
-            *amount = r->amount_micros;
-        return FG_OK;
-    }
-    if (r->kind != FG_ROW_CHARGE && r->kind != FG_ROW_REFUND)
-        return FG_EINVAL;
-    if (r->gpus < 1 || r->gpus > FG_BILL_MAX_GPUS || r->start_ms > r->end_ms)
-        return FG_EINVAL;
-    int64_t a = t0 && t0 > r->start_ms ? t0 : r->start_ms;
-    int64_t b = t1 && t1 < r->end_ms ? t1 : r->end_ms;
-    if (b <= a)
-        return FG_OK;
-    int64_t ca, cb;
-    if (curve(r, a, &ca) || curve(r, b, &cb))
-        return FG_EINVAL;
-    *amount = r->kind == FG_ROW_CHARGE ? cb - ca : ca - cb;
-    *gpu_ms = (int64_t)r->gpus * (b - a);
-    return FG_OK;
+    return fg_bill_part_in(r, t0 ? t0 : INT64_MIN, t1 ? t1 : INT64_MAX, gpu_ms, amount);
 }
 
 void srv_csv_text(srv_buf_t *b, bool first, const char *s)

@@ -40,10 +40,10 @@ bool srv_viewer_sees(const srv_viewer_t *v, const fg_ledger_row_t *r);
 /* The price book's currency into out ("" while the book is empty); 0 or a store error. */
 int srv_bill_currency(fg_store_tx_t *tx, char out[4]);
 
-/* Row r's part in [t0, t1) (0: unbounded) on its curve: charges and refunds
- * C(min(end, t1)) - C(max(start, t0)) with the row's sign and the GPU-ms there (>= 0);
- * credits and corrections whole when their start is in the range. FG_OK, or FG_EINVAL
- * for a row the charging rules did not make. */
+/* fg_bill_part_in with 0 for an unbounded end: row r's part in [t0, t1) on its curve
+ * (charges and refunds C(min(end, t1)) - C(max(start, t0)) with the row's sign and the
+ * GPU-ms there; credits and corrections whole when their start is in the range). FG_OK,
+ * or FG_EINVAL for a row the charging rules did not make. */
 int srv_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *gpu_ms,
                      int64_t *amount);
 

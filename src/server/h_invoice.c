@@ -4,6 +4,9 @@
  * row split exactly at the month's UTC boundaries. An account's total is the sum of
  * its lines, to the micro-unit; the answer's total the sum of the accounts'.
  *
+ * Each line has gpu_ms (charged less refunded, fg_bill_invoice's), held_gpu_ms (the GPU
+ * time held) and gpu_seconds (held, in seconds, as the usage route's).
+ *
  * Who sees what: an admin every account; an account manager the whole invoice of the
  * accounts they manage ("scope":"account"); a plain member the invoice of their
  * accounts restricted to their own lines ("scope":"own", totals of those lines).
@@ -62,9 +65,9 @@ static bool merge_line(inv_acc_t *a, const fg_invoice_line_t *l)
         *d = *l;
         return true;
     }
-    return add(&d->gpu_ms, l->gpu_ms) && add(&d->charge_micros, l->charge_micros) &&
-           add(&d->refund_micros, l->refund_micros) && add(&d->credit_micros, l->credit_micros) &&
-           add(&d->total_micros, l->total_micros);
+    return add(&d->gpu_ms, l->gpu_ms) && add(&d->held_gpu_ms, l->held_gpu_ms) &&
+           add(&d->charge_micros, l->charge_micros) && add(&d->refund_micros, l->refund_micros) &&
+           add(&d->credit_micros, l->credit_micros) && add(&d->total_micros, l->total_micros);
 }
 
 /* Invoices the rows of the chunk and adds them to the lines; empties the chunk. */
@@ -170,12 +173,13 @@ static bool plan(srv_req_t *r, const srv_viewer_t *v, const char *account, inv_p
 static json_t *line_json(const fg_invoice_line_t *l)
 {
     char sec[32];
-    srv_bill_fmt_seconds(l->gpu_ms, sec);
-    return json_pack("{s:s,s:s,s:I,s:f,s:I,s:I,s:I,s:I}", "user", l->user, "gpu_type", l->gpu_type,
-                     "gpu_ms", (json_int_t)l->gpu_ms, "gpu_seconds", strtod(sec, NULL),
-                     "charge_micros", (json_int_t)l->charge_micros, "refund_micros",
-                     (json_int_t)l->refund_micros, "credit_micros", (json_int_t)l->credit_micros,
-                     "total_micros", (json_int_t)l->total_micros);
+    srv_bill_fmt_seconds(l->held_gpu_ms, sec);
+    return json_pack("{s:s,s:s,s:I,s:I,s:f,s:I,s:I,s:I,s:I}", "user", l->user, "gpu_type",
+                     l->gpu_type, "gpu_ms", (json_int_t)l->gpu_ms, "held_gpu_ms",
+                     (json_int_t)l->held_gpu_ms, "gpu_seconds", strtod(sec, NULL), "charge_micros",
+                     (json_int_t)l->charge_micros, "refund_micros", (json_int_t)l->refund_micros,
+                     "credit_micros", (json_int_t)l->credit_micros, "total_micros",
+                     (json_int_t)l->total_micros);
 }
 
 /* One CSV line: kind, account, scope, then a line's numbers (l NULL: empty user, type). */
@@ -183,7 +187,7 @@ static void csv_line(srv_buf_t *b, const char *kind, const char *account, const 
                      const fg_invoice_line_t *l, const char *currency)
 {
     char sec[32];
-    srv_bill_fmt_seconds(l->gpu_ms, sec);
+    srv_bill_fmt_seconds(l->held_gpu_ms, sec);
     srv_csv_text(b, true, kind);
     srv_csv_text(b, false, account);
     srv_csv_text(b, false, scope);
@@ -191,6 +195,7 @@ static void csv_line(srv_buf_t *b, const char *kind, const char *account, const 
     srv_csv_text(b, false, l->gpu_type);
     srv_csv_text(b, false, sec);
     srv_csv_int(b, false, l->gpu_ms);
+    srv_csv_int(b, false, l->held_gpu_ms);
     srv_csv_int(b, false, l->charge_micros);
     srv_csv_int(b, false, l->refund_micros);
     srv_csv_int(b, false, l->credit_micros);
@@ -204,7 +209,8 @@ static bool sum_lines(const fg_invoice_line_t *lines, size_t n, fg_invoice_line_
 {
     memset(t, 0, sizeof *t);
     for (size_t i = 0; i < n; i++)
-        if (!add(&t->gpu_ms, lines[i].gpu_ms) || !add(&t->charge_micros, lines[i].charge_micros) ||
+        if (!add(&t->gpu_ms, lines[i].gpu_ms) || !add(&t->held_gpu_ms, lines[i].held_gpu_ms) ||
+            !add(&t->charge_micros, lines[i].charge_micros) ||
             !add(&t->refund_micros, lines[i].refund_micros) ||
             !add(&t->credit_micros, lines[i].credit_micros) ||
             !add(&t->total_micros, lines[i].total_micros))
@@ -218,10 +224,10 @@ static int render(fg_store_tx_t *tx, inv_acc_t *a, const inv_plan_t *p, const sr
                   fg_invoice_line_t *grand)
 {
     if (csv) {
-        static const char *const head[] = {"kind",          "account",       "scope",
-                                           "user",          "gpu_type",      "gpu_seconds",
-                                           "gpu_ms",        "charge_micros", "refund_micros",
-                                           "credit_micros", "total_micros",  "currency"};
+        static const char *const head[] = {
+            "kind",          "account",      "scope",       "user",          "gpu_type",
+            "gpu_seconds",   "gpu_ms",       "held_gpu_ms", "charge_micros", "refund_micros",
+            "credit_micros", "total_micros", "currency"};
         for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
             srv_csv_text(b, i == 0, head[i]);
         srv_csv_end(b);
@@ -324,13 +330,14 @@ int h_billing_invoice(srv_req_t *r)
         ret = srv_reply_csv(r, &b);
     } else {
         char sec[32];
-        srv_bill_fmt_seconds(grand.gpu_ms, sec);
-        json_t *o = json_pack("{s:s,s:I,s:I,s:s?,s:O,s:I,s:f,s:I}", "month", month, "from_ms",
+        srv_bill_fmt_seconds(grand.held_gpu_ms, sec);
+        json_t *o = json_pack("{s:s,s:I,s:I,s:s?,s:O,s:I,s:I,s:f,s:I}", "month", month, "from_ms",
                               (json_int_t)fg_bill_month_start_ms(y, m), "to_ms",
                               (json_int_t)(m == 12 ? fg_bill_month_start_ms(y + 1, 1)
                                                    : fg_bill_month_start_ms(y, m + 1)),
                               "currency", currency[0] ? currency : NULL, "accounts", accounts,
-                              "gpu_ms", (json_int_t)grand.gpu_ms, "gpu_seconds", strtod(sec, NULL),
+                              "gpu_ms", (json_int_t)grand.gpu_ms, "held_gpu_ms",
+                              (json_int_t)grand.held_gpu_ms, "gpu_seconds", strtod(sec, NULL),
                               "total_micros", (json_int_t)grand.total_micros);
         ret = srv_reply_json(r, 200, o);
     }

@@ -610,11 +610,6 @@ int srv_persist_load(srv_t *s)
     int64_t maxid = 0;
     if ((rc = fg_store_job_max_id(tx, &maxid)))
         goto out;
-    /* ledger row ids go on after the largest stored (srv_ledger_ids) */
-    uint64_t max_row = 0;
-    if ((rc = fg_store_ledger_max_id(tx, &max_row)))
-        goto out;
-    atomic_store(&s->ledger_next_id, max_row + 1);
     /* current attempts of running jobs */
     fg_store_attempt_list_t open_att = {0};
     if ((rc = fg_store_attempt_list_open(tx, &open_att)))
