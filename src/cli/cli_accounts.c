@@ -23,8 +23,10 @@ static const char ACCOUNT_HELP[] =
     "       fairgpu account set NAME [same options]\n"
     "       fairgpu account add-member NAME USER [--weight W]\n"
     "       fairgpu account remove-member NAME USER\n"
+    "       fairgpu account set-member NAME USER [--weight W] [--manager true|false]\n"
     "Accounts (teams, projects): fair-share weight, GPU quota, budget (micro-units),\n"
-    "allowed priority classes. Changing them needs an admin.\n";
+    "allowed priority classes. Changing them needs an admin. An account manager sees the\n"
+    "account's usage and invoices.\n";
 
 /* --------------------------------------------------------------- options -- */
 
@@ -73,6 +75,13 @@ static int account_field(int c, json_t *body)
             return 2;
         json_object_set_new(body, "allowed_priorities", f);
         return -1;
+    case 'm': {
+        int on;
+        if (cli_parse_bool(optarg, &on) < 0)
+            return cli_usage("account", "--manager: true or false, not '%s'", optarg);
+        json_object_set_new(body, "manager", json_boolean(on));
+        return -1;
+    }
     case 'h':
         fputs(ACCOUNT_HELP, stdout);
         return 0;
@@ -85,13 +94,11 @@ static int account_field(int c, json_t *body)
  * operands. Returns -1 to go on, else the exit status. */
 static int account_options(cli_op_t *op)
 {
-    static const struct option lo[] = {{"weight", required_argument, 0, 'w'},
-                                       {"quota", required_argument, 0, 'q'},
-                                       {"budget", required_argument, 0, 'b'},
-                                       {"priorities", required_argument, 0, 'p'},
-                                       {"json", no_argument, 0, 'j'},
-                                       {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"weight", required_argument, 0, 'w'},  {"quota", required_argument, 0, 'q'},
+        {"budget", required_argument, 0, 'b'},  {"priorities", required_argument, 0, 'p'},
+        {"manager", required_argument, 0, 'm'}, {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
     int c, r;
     cli_getopt_reset();
     while ((c = getopt_long(op->argc, op->argv, "h", lo, NULL)) != -1) {
@@ -164,6 +171,8 @@ static int account_create(const cli_op_t *op)
 {
     if (op->nargs != 1)
         return cli_usage("account", "%s takes one account NAME", op->sub);
+    if (json_object_get(op->body, "manager"))
+        return cli_usage("account", "%s: --manager applies to set-member only", op->sub);
     json_object_set_new(op->body, "name", json_string(op->args[0]));
     int say, rc = account_change(op, "POST", "/v1/accounts", op->body, &say);
     if (say)
@@ -177,6 +186,8 @@ static int account_set(const cli_op_t *op)
         return cli_usage("account", "%s takes one account NAME", op->sub);
     if (!json_object_size(op->body))
         return cli_usage("account", "set: nothing to change");
+    if (json_object_get(op->body, "manager"))
+        return cli_usage("account", "set: --manager applies to set-member only");
     char path[1024];
     cli_path(path, sizeof path, "/v1/accounts/", op->args[0], NULL);
     int say, rc = account_change(op, "PATCH", path, op->body, &say);
@@ -192,6 +203,8 @@ static int member_args(const cli_op_t *op, int add)
     if (op->nargs != 2)
         return cli_usage("account", "%s takes an account NAME and a USER", op->sub);
     json_t *b = op->body;
+    if (json_object_get(b, "manager"))
+        return cli_usage("account", "%s: --manager applies to set-member only", op->sub);
     if (json_object_get(b, "gpu_quota") || json_object_get(b, "budget_micros") ||
         json_object_get(b, "allowed_priorities") || (!add && json_object_get(b, "weight")))
         return cli_usage("account", "%s: only --weight applies (and only to add-member)", op->sub);
@@ -228,11 +241,32 @@ static int account_remove_member(const cli_op_t *op)
     return rc;
 }
 
+/* set-member NAME USER: PATCH the membership's weight and manager flag. */
+static int account_set_member(const cli_op_t *op)
+{
+    if (op->nargs != 2)
+        return cli_usage("account", "%s takes an account NAME and a USER", op->sub);
+    json_t *b = op->body;
+    if (json_object_get(b, "gpu_quota") || json_object_get(b, "budget_micros") ||
+        json_object_get(b, "allowed_priorities"))
+        return cli_usage("account", "set-member: only --weight and --manager apply");
+    if (!json_object_size(b))
+        return cli_usage("account", "set-member: nothing to change (--weight, --manager)");
+    char path[1024], member[1024];
+    cli_path(member, sizeof member, "/members/", op->args[1], NULL);
+    cli_path(path, sizeof path, "/v1/accounts/", op->args[0], member);
+    int say, rc = account_change(op, "PATCH", path, b, &say);
+    if (say)
+        printf("Updated %s in account %s\n", op->args[1], op->args[0]);
+    return rc;
+}
+
 static const cli_sub_t ACCOUNT_SUBS[] = {{"list", account_list},
                                          {"create", account_create},
                                          {"set", account_set},
                                          {"add-member", account_add_member},
-                                         {"remove-member", account_remove_member}};
+                                         {"remove-member", account_remove_member},
+                                         {"set-member", account_set_member}};
 
 int cli_cmd_account(int argc, char **argv)
 {

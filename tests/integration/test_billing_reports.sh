@@ -270,6 +270,11 @@ mkdir -p "$HOME"
 month=$(date -u +%Y-%m)
 "$BIN" invoice "$month" --account vision | grep -q "TOTAL" || { echo "fairgpu invoice: no total" >&2; exit 1; }
 "$BIN" invoice "$month" --csv | head -1 | grep -q "^kind,account" || { echo "fairgpu invoice --csv" >&2; exit 1; }
+"$BIN" account set-member nlp carl --manager true | grep -q "Updated carl" || { echo "fairgpu account set-member" >&2; exit 1; }
+"$BIN" account list --json >/dev/null
+curl -s "$url/v1/accounts/nlp" -H "Authorization: Bearer $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token"])' "$XDG_CONFIG_HOME/fairgpu/config.json")" |
+    python3 -c 'import json,sys; m={x["user"]: x["manager"] for x in json.load(sys.stdin)["members"]}; assert m["carl"] is True, m' ||
+    { echo "set-member did not make carl a manager" >&2; exit 1; }
 "$BIN" credit nlp 1.5 --user carl --note "from the CLI" | grep -q "Credited" || { echo "fairgpu credit" >&2; exit 1; }
 "$BIN" usage --account nlp --json | python3 -c 'import json,sys; b=json.load(sys.stdin)
 assert b["totals"]["credit_micros"] == -3500000, b["totals"]' || { echo "fairgpu credit: wrong amount" >&2; exit 1; }
