@@ -390,7 +390,7 @@ run 2 account add-member vision
 run 2 account create team-y --priorities high,bogus
 has err "'bogus' is not high, normal or low"
 run 2 account bogus-sub
-has err "unknown subcommand 'bogus-sub' \\(list, create, set, add-member, remove-member\\)"
+has err "unknown subcommand 'bogus-sub' \\(list, create, set, add-member, remove-member, set-member\\)"
 run 2 user set "$ALICE_ID"
 run 0 user set "$ALICE_ID" --weight 2
 run 0 user create pat --email pat@example.org --password-stdin <<<'pat-password-12'
