@@ -122,7 +122,8 @@ static int invoice_account(fg_store_tx_t *tx, inv_acc_t *a)
         return rc;
     if ((rc = flush(a)))
         return rc;
-    qsort(a->lines, a->n, sizeof *a->lines, line_cmp);
+    if (a->n)
+        qsort(a->lines, a->n, sizeof *a->lines, line_cmp);
     return 0;
 }
 

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib_server.sh"
 server_start billing_reports "$BIN" --insecure-fast-password-hash --rate-limit 0
 server_admin root root@example.org admin-password >/dev/null
 
-python3 - "$url" <<'PY'
+python3 - "$url" <<'PY' || { tail -40 "$tmp/server.log" >&2; exit 1; }
 import csv, io, json, sys, time, urllib.request, urllib.error
 URL = sys.argv[1]
 fails = []
