@@ -9,9 +9,12 @@
 #include "server/billview.h"
 #include "server/billfmt.h"
 
+#include "common/xalloc.h"
+
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void srv_viewer_init(srv_req_t *r, srv_viewer_t *v)
@@ -80,12 +83,17 @@ int srv_bill_part_in(const fg_ledger_row_t *r, int64_t t0, int64_t t1, int64_t *
 
 void srv_csv_text(srv_buf_t *b, bool first, const char *s)
 {
-    char cell[2 * FG_BILL_NOTE_MAX + 8];
+    char cell[2 * FG_BILL_NOTE_MAX + 8], *p = cell;
     if (!first)
         srv_buf_put(b, ",", 1);
     size_t n = srv_csv_cell(s, cell, sizeof cell);
-    assert(n < sizeof cell); /* names and notes are short */
-    srv_buf_put(b, cell, n < sizeof cell ? n : sizeof cell - 1);
+    if (n >= sizeof cell) { /* a long text: its own room */
+        p = fg_xmalloc(n + 1);
+        srv_csv_cell(s, p, n + 1);
+    }
+    srv_buf_put(b, p, n);
+    if (p != cell)
+        free(p);
 }
 
 void srv_csv_int(srv_buf_t *b, bool first, int64_t v)
