@@ -40,7 +40,7 @@ void srv_node_send(srv_t *s, srv_node_t *n, json_t *msg)
 bool srv_node_name_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n < 1 || n > 64)
+    if (n < 1 || n >= FG_NAME_MAX) /* (the core's names hold FG_NAME_MAX - 1 bytes) */
         return false;
     for (const char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
@@ -107,7 +107,7 @@ int h_agent_register(srv_req_t *r)
         goto bad;
     }
     if (!srv_node_name_ok(node)) {
-        srv_reply_error(r, 400, "invalid_argument", "node", "node must match [A-Za-z0-9_.-]{1,64}");
+        srv_reply_error(r, 400, "invalid_argument", "node", "node must match [A-Za-z0-9_.-]{1,63}");
         goto bad;
     }
     if (!own_node(r, node))

@@ -62,11 +62,11 @@ typedef struct usage_acc {
     int err;
 } usage_acc_t;
 
-/* A GPU type name: 1-64 of A-Z a-z 0-9 . _ -. */
+/* A GPU type name: 1-63 of A-Z a-z 0-9 . _ -. */
 static bool type_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n < 1 || n > 64)
+    if (n < 1 || n >= FG_NAME_MAX)
         return false;
     for (const char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||

@@ -144,7 +144,7 @@ int h_users_create(srv_req_t *r)
         goto out;
     if (!v_username_ok(username)) {
         ret = srv_reply_error(r, 400, "invalid_argument", "username",
-                              "username must match [a-z0-9_.-]{1,64} and not be all digits");
+                              "username must match [a-z0-9_.-]{1,63} and not be all digits");
         goto out;
     }
     if (!valid_email(email)) {
@@ -919,7 +919,7 @@ int h_accounts_create(srv_req_t *r)
         goto out;
     if (!v_name_ok(name)) {
         ret = srv_reply_error(r, 400, "invalid_argument", "name",
-                              "account name must match [a-z0-9_.-]{1,64}");
+                              "account name must match [a-z0-9_.-]{1,63}");
         goto out;
     }
     fg_store_account_t a = {.name = (char *)name,

@@ -214,7 +214,7 @@ int h_agent_join(srv_req_t *r)
     char tok[96];
     if (!node || !srv_node_name_ok(node)) {
         ret = srv_reply_error(r, 400, "invalid_argument", "node",
-                              "node must match [A-Za-z0-9_.-]{1,64}");
+                              "node must match [A-Za-z0-9_.-]{1,63}");
     } else {
         int rc = cred_change(r->srv, node, CRED_NEW_ONLY, tok, sizeof tok);
         if (rc == 409)
@@ -245,7 +245,7 @@ int h_nodes_cred_create(srv_req_t *r)
     const char *node = r->seg[2];
     if (!srv_node_name_ok(node))
         return srv_reply_error(r, 400, "invalid_argument", "node",
-                               "node must match [A-Za-z0-9_.-]{1,64}");
+                               "node must match [A-Za-z0-9_.-]{1,63}");
     char tok[96];
     if (cred_change(r->srv, node, 0, tok, sizeof tok))
         return srv_reply_error(r, 503, "unavailable", NULL, "the credential could not be stored");
@@ -258,7 +258,7 @@ int h_nodes_cred_revoke(srv_req_t *r)
     const char *node = r->seg[2];
     if (!srv_node_name_ok(node))
         return srv_reply_error(r, 400, "invalid_argument", "node",
-                               "node must match [A-Za-z0-9_.-]{1,64}");
+                               "node must match [A-Za-z0-9_.-]{1,63}");
     if (cred_change(r->srv, node, 0, NULL, 0))
         return srv_reply_error(r, 503, "unavailable", NULL, "the revocation could not be stored");
     srv_audit(r->srv, r->user_id, "node.credential.revoke", node, NULL);

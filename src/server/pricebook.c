@@ -125,7 +125,7 @@ static bool type_ok(const char *s)
     size_t n = strlen(s);
     if (!strcmp(s, "*"))
         return true;
-    if (n == 0 || n > SRV_PRICE_TYPE_MAX)
+    if (n == 0 || n >= FG_NAME_MAX) /* (a ledger row holds FG_NAME_MAX - 1 bytes) */
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = s[i];
@@ -159,7 +159,7 @@ static int parse_row(json_t *e, srv_price_t *p, srv_prices_err_t *err)
     json_t *t = json_object_get(e, "gpu_type");
     if (!json_is_string(t) || !type_ok(json_string_value(t)))
         return fail(err, "invalid_argument", "gpu_type",
-                    "gpu_type must be \"*\" or a GPU type name (1-64 of A-Z a-z 0-9 . _ -)");
+                    "gpu_type must be \"*\" or a GPU type name (1-63 of A-Z a-z 0-9 . _ -)");
     json_t *pr = json_object_get(e, "priority");
     int prio = json_is_string(pr) ? fg_prio_parse(json_string_value(pr)) : -1;
     if (prio < 0)

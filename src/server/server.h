@@ -631,7 +631,7 @@ int srv_nodecred_load(srv_t *s);
 /* true if `hash` is a live node credential's; name gets its node. Takes its own lock. */
 bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
                          char name[FG_NAME_MAX + 1]);
-/* true if name is a valid node name ([A-Za-z0-9_.-]{1,64}). */
+/* true if name is a valid node name ([A-Za-z0-9_.-]{1,63}). */
 bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
 int h_healthz(srv_req_t *r);

@@ -14,7 +14,7 @@
 bool v_name_ok(const char *s)
 {
     size_t n = strlen(s);
-    if (n < 1 || n > 64)
+    if (n < 1 || n >= FG_NAME_MAX) /* (the core's names hold FG_NAME_MAX - 1 bytes) */
         return false;
     for (const char *p = s; *p; p++)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.' ||
@@ -274,7 +274,7 @@ bool srv_submit_parse_json(const char *body, size_t len, const char *idem,
                  &in->checkpoint_interval_s, err))
         goto bad;
     if (in->gpu_type && (!*in->gpu_type || !v_name_ok(in->gpu_type))) {
-        fail(err, "invalid_argument", "gpu_type", "'gpu_type' must match [a-z0-9_.-]{1,64}");
+        fail(err, "invalid_argument", "gpu_type", "'gpu_type' must match [a-z0-9_.-]{1,63}");
         goto bad;
     }
     in->prio = FG_PRIO_NORMAL;

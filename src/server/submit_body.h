@@ -62,7 +62,7 @@ bool srv_submit_parse_fast(char *body, size_t len, const char *idem, const srv_s
 
 void srv_submit_in_clear(srv_submit_in_t *in);
 
-/* [a-z0-9_.-]{1,64}; usernames: not all digits; shown text: no control or bidi
+/* [a-z0-9_.-]{1,63}; usernames: not all digits; shown text: no control or bidi
  * override characters (also in valid.h, which says more) */
 bool v_name_ok(const char *s);
 bool v_username_ok(const char *s);

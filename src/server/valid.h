@@ -20,7 +20,7 @@ bool v_number(srv_req_t *r, json_t *o, const char *key, double lo, double hi, do
 bool v_bool(srv_req_t *r, json_t *o, const char *key, bool *out, bool *present);
 /* Only the keys listed (NULL-terminated) may appear. */
 bool v_known(srv_req_t *r, json_t *o, const char *const *keys);
-/* [a-z0-9_.-]{1,64} */
+/* [a-z0-9_.-]{1,63} */
 bool v_name_ok(const char *s);
 /* A username: v_name_ok and not all digits (a user id reads as digits). */
 bool v_username_ok(const char *s);
