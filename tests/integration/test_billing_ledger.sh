@@ -12,7 +12,8 @@
 #      and 100 %), safe (a job whose limit does not fit waits with reason budget), warn
 #      (a warning event, the job runs on);
 #   5. fair share and billing agree: GET /v1/fairshare's month_gpu_ms per account is the
-#      GPU time held in the ledger rows, and the core's undecayed usage matches it.
+#      GPU time held in the ledger rows and the month's invoice's held_gpu_ms, and the
+#      core's undecayed usage matches it.
 #
 # The ledger is read straight from the SQLite file (python3's sqlite3), read-only.
 # usage: bash test_billing_ledger.sh /path/to/fairgpu
@@ -155,6 +156,8 @@ for a in default hardt warnt; do
     SHOWN=$(echo "$FS" | jq -r --arg a "$a" '.accounts[] | select(.name==$a) | .month_gpu_ms')
     CORE=$(echo "$FS" | jq -r --arg a "$a" '.accounts[] | select(.name==$a) | .usage_gpu_seconds')
     check "fair share shows account $a's GPU time held in the ledger ($SHOWN = $HELD ms)" test "$SHOWN" = "$HELD"
+    INVH=$(AS=$ROOT api GET "/v1/billing/invoices/$(date -u +%Y-%m)?account=$a" | jq -r '.held_gpu_ms')
+    check "the invoice of $a for this month reports the same GPU time ($INVH ms)" test "$INVH" = "$SHOWN"
     # the core counts whole seconds per attempt: within 1.5 GPU-s per attempt
     NATT=$(sql "SELECT COUNT(*) FROM ledger WHERE account='$a' AND kind=0 AND interim=0")
     check "the core's undecayed usage of $a ($CORE GPU-s) is the ledger's ($HELD GPU-ms)" \
