@@ -29,6 +29,7 @@
 #   FG_BENCH_AGENT_ARGS: agent flags (default "--no-cgroups --allow-unisolated": the
 #     jobs are `sleep`; the agent's own costs are not what is measured)
 #   FG_BENCH_SERVER_ARGS: more server flags
+#   FG_BENCH_PERF=1: then a profile (perf) of the 1 s server for W seconds, on stderr
 # Output: `name value unit` lines on stdout (charging_cpu_per_attempt_us,
 # charging_cpu_10k_per_min_pct, charging_rows_per_s, charging_running_attempts); the
 # windows, one a line, on stderr.
@@ -225,6 +226,13 @@ for r in $(seq 1 "$ROUNDS"); do
     window "B$r" 1s
 done
 echo "bench_charging: $(jobs_alive) sleep processes alive at the end" >&2
+# a profile of the last B server (not counted in the figures), on stderr
+if [ -n "${FG_BENCH_PERF:-}" ] && command -v perf >/dev/null; then
+    perf record -q -F 499 -g -p "$SERVER_PID" -o "$TMP/perf.data" -- sleep "$W" >/dev/null 2>&1
+    echo "profile of the server, interval 1s, $W s (perf, self time):" >&2
+    perf report -q -i "$TMP/perf.data" --stdio --no-children --sort sym -g none 2>/dev/null |
+        grep -v '^$' | head -30 >&2
+fi
 
 # the figures: per pair (A_r, B_r), (cpu_B/t_B - cpu_A/t_A) * t_B / rows_B; medians
 awk -v hz="$HZ" -v n="$N" '
