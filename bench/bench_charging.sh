@@ -9,7 +9,7 @@
 #   A: --charge-interval 1h   charging effectively off (one round at start, before the window)
 #   B: --charge-interval 1s   every running attempt charged every second: N rows/s
 #
-# in the order A B A B ... (FG_BENCH_ROUNDS pairs). In each window of W seconds the server's
+# in the order A B A B A B (FG_BENCH_ROUNDS pairs). In each window of W seconds the server's
 # CPU time (user + system of all its threads, /proc/PID/stat) and the ledger rows written
 # (counted in the SQLite file, read-only) are taken. Per pair, the CPU cost of one accrued
 # attempt is (CPU_B - CPU_A) / rows_B; the figure is the median over the pairs.
@@ -20,11 +20,11 @@
 # one core.
 #
 # usage: bash bench/bench_charging.sh [/path/to/fairgpu]       (needs curl, jq, python3)
-#   default binary: build/release/fairgpu, built here with the release preset. About 3-5
+#   default binary: build/release/fairgpu, built here with the release preset. About 5
 #   minutes with the defaults.
 #   FG_BENCH_JOBS: running attempts (default 1000; 10,000 processes are too many for a
 #     small machine: the cost is measured per attempt and scaled)
-#   FG_BENCH_WINDOW: seconds per window (default 30); FG_BENCH_ROUNDS: A/B pairs (2)
+#   FG_BENCH_WINDOW: seconds per window (default 30); FG_BENCH_ROUNDS: A/B pairs (3)
 #   FG_BENCH_SETTLE: seconds after the restart before a window opens (default 8)
 #   FG_BENCH_AGENT_ARGS: agent flags (default "--no-cgroups --allow-unisolated": the
 #     jobs are `sleep`; the agent's own costs are not what is measured)
@@ -51,7 +51,7 @@ for tool in curl jq python3; do
 done
 N=${FG_BENCH_JOBS:-1000}
 W=${FG_BENCH_WINDOW:-30}
-ROUNDS=${FG_BENCH_ROUNDS:-2}
+ROUNDS=${FG_BENCH_ROUNDS:-3}
 SETTLE=${FG_BENCH_SETTLE:-8}
 NODES=$(((N + 7) / 8))
 HZ=$(getconf CLK_TCK)
@@ -229,9 +229,11 @@ echo "bench_charging: $(jobs_alive) sleep processes alive at the end" >&2
 # a profile of the last B server (not counted in the figures), on stderr
 if [ -n "${FG_BENCH_PERF:-}" ] && command -v perf >/dev/null; then
     perf record -q -F 499 -g -p "$SERVER_PID" -o "$TMP/perf.data" -- sleep "$W" >/dev/null 2>&1
-    echo "profile of the server, interval 1s, $W s (perf, self time):" >&2
+    echo "profile of the server, interval 1s, $W s (perf): by thread, then by function" >&2
+    perf report -q -i "$TMP/perf.data" --stdio --no-children --sort comm -g none 2>/dev/null |
+        grep -v '^$' | head -8 >&2
     perf report -q -i "$TMP/perf.data" --stdio --no-children --sort sym -g none 2>/dev/null |
-        grep -v '^$' | head -30 >&2
+        grep -v '^$' | head -20 >&2
 fi
 
 # the figures: per pair (A_r, B_r), (cpu_B/t_B - cpu_A/t_A) * t_B / rows_B; medians
