@@ -68,16 +68,31 @@ void srv__mark_changed(srv_t *s)
     s->dirty_iter = s->pub_iter + 1;
 }
 
-/* Queues j's record for the commit (once per iteration); mu held. */
+/* Whether job id is in the iteration's dirty list (for the asserts: a scan). */
+static inline bool listed_dirty(const sctx_t *c, uint64_t id)
+{
+    for (size_t i = 0; i < c->ndirty; i++)
+        if (c->dirty[i] == id)
+            return true;
+    return false;
+}
+
+/* Queues j's record for the commit (once per iteration); mu held. j->dirty_iter is set
+ * only here and the list is emptied only when pub_iter moves on (srv__commit), so a job
+ * whose dirty_iter is the open iteration is listed already: no scan of the list (live
+ * charging marks every running job at once, which made the scan quadratic). */
 void srv__mark_dirty(sctx_t *c, srv_job_t *j)
 {
     srv__mark_changed(c->s);
-    j->dirty_iter = c->s->pub_iter + 1;
-    for (size_t i = 0; i < c->ndirty; i++)
-        if (c->dirty[i] == (uint64_t)j->r.id)
-            return;
+    uint64_t iter = c->s->pub_iter + 1, id = (uint64_t)j->r.id;
+    if (j->dirty_iter == iter) {
+        assert(listed_dirty(c, id));
+        return;
+    }
+    assert(!listed_dirty(c, id));
+    j->dirty_iter = iter;
     c->dirty = fg_xgrow(c->dirty, &c->dirty_cap, c->ndirty + 1, sizeof *c->dirty);
-    c->dirty[c->ndirty++] = (uint64_t)j->r.id;
+    c->dirty[c->ndirty++] = id;
 }
 
 /* Queues an event (kind "job" or "node"); the strings are copied, NULLs stay NULL. */
