@@ -53,7 +53,7 @@ static int teardown(void **state)
 static void put(const char *dir, const char *name)
 {
     char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) < sizeof p);
     int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "ckpt", 4), 4);
@@ -64,7 +64,7 @@ static void put(const char *dir, const char *name)
 static void backdate(const char *dir, const char *name, time_t sec)
 {
     char p[400];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
+    assert_true((size_t)snprintf(p, sizeof p, "%s/%s", dir, name) < sizeof p);
     struct timespec ts[2] = {{.tv_sec = sec}, {.tv_sec = sec}};
     assert_int_equal(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), 0);
 }
