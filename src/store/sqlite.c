@@ -156,8 +156,8 @@ static const char *const MIGRATIONS[] = {
      * promises) from the index, no sort: (account, id) with the times for the range
      * test. With (account, start_ms) SQLite sorted every matching row: 2.4x the CPU,
      * 5x the wall time on a month of 800,000 rows (docs/perf/2026-12-ledger-invoice.md) */
-    "DROP INDEX ledger_account_time;"
-    "CREATE INDEX ledger_account ON ledger (account, id, start_ms, end_ms);",
+    ("DROP INDEX ledger_account_time;"
+     "CREATE INDEX ledger_account ON ledger (account, id, start_ms, end_ms);"),
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
