@@ -236,17 +236,16 @@ static void held_reload(sctx_t *c, int64_t now_ms)
 
 /* The attempt record of running job j for the charging rules (mu held); the strings
  * point into j and its node. */
-static void attempt_of(sctx_t *c, const srv_job_t *j, fg_bill_attempt_t *a, const char **user)
+static void attempt_of(sctx_t *c, const srv_job_t *j, fg_bill_attempt_t *a)
 {
     srv_user_t *u = srv_user_by_id(c->s, j->r.user_id);
-    *user = u ? u->r.username : "?";
     const char *node = j->nranks ? j->ranks[0].node : "";
     srv_node_t *n = node[0] ? srv_node_by_name(c->s, node) : NULL;
     const char *type = n && n->gpu_type[0] ? n->gpu_type : j->r.gpu_type ? j->r.gpu_type : "*";
     *a = (fg_bill_attempt_t){.job_id = (fg_job_id_t)j->r.id,
                              .attempt = j->cur.attempt,
                              .account = j->r.account,
-                             .user = *user,
+                             .user = u ? u->r.username : "?",
                              .node = node,
                              .gpu_type = type,
                              .priority = (fg_prio_t)j->r.priority,
@@ -293,8 +292,7 @@ void srv__bill_attempt_end(sctx_t *c, srv_job_t *j)
 {
     refresh_book(c);
     fg_bill_attempt_t a;
-    const char *user;
-    attempt_of(c, j, &a, &user);
+    attempt_of(c, j, &a);
     int64_t charged_to = j->charged_to_ms > a.start_ms ? j->charged_to_ms : a.start_ms;
     fg_ledger_row_t rows[FG_BILL_ATTEMPT_ROWS_MAX];
     uint64_t local = 1;
@@ -316,8 +314,7 @@ void srv__bill_restore(sctx_t *c, srv_job_t *j)
         return;
     refresh_book(c);
     fg_bill_attempt_t a;
-    const char *user;
-    attempt_of(c, j, &a, &user);
+    attempt_of(c, j, &a);
     int64_t rate = 0, charged = 0;
     rate_at(c, a.gpu_type, a.priority, a.start_ms, &rate);
     if (fg_bill_charge((int64_t)a.gpus * (j->charged_to_ms - a.start_ms), rate, &charged) == FG_OK)
@@ -346,8 +343,7 @@ static void accrue_all(sctx_t *c, int64_t now_ms)
         if (!accruing(j))
             continue;
         fg_bill_attempt_t a;
-        const char *user;
-        attempt_of(c, j, &a, &user);
+        attempt_of(c, j, &a);
         int64_t from = j->charged_to_ms > a.start_ms ? j->charged_to_ms : a.start_ms;
         fg_ledger_row_t row;
         uint64_t local = 1;

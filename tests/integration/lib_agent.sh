@@ -146,3 +146,16 @@ host_pid() {
     done
     echo "$1"
 }
+
+# start_h100_agent NAME: one agent with 8 fake H100 GPUs, waited for until it is up
+# (the billing tests price H100).
+start_h100_agent() {
+    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
+        --fake-gpus 8 --gpu-type H100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
+        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
+        >>"$TMP/agent-$1.log" 2>&1 &
+    AGENT_PIDS+=($!)
+    local node=$1
+    node_up() { [ "$(api GET /v1/nodes | jq --arg n "$node" '[.items[] | select(.name==$n and .state=="up")] | length')" = 1 ]; }
+    check "agent $1 registers" wait_for 15 node_up
+}

@@ -20,13 +20,7 @@ command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; 
 source "$(dirname "$0")/lib_agent.sh"
 ROUNDS=${ROUNDS:-8}
 
-"$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name n1 \
-    --fake-gpus 8 --gpu-type H100 --work-dir "$TMP/w-n1" --checkpoint-root "$TMP/ckpt" \
-    --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
-    >>"$TMP/agent-n1.log" 2>&1 &
-AGENT_PIDS+=($!)
-up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 1 ]; }
-check "the agent registers" wait_for 15 up
+start_h100_agent n1
 # 1 micro per GPU-ms for H100 normal: amounts are GPU-ms, the arithmetic stays exact
 AS=$ROOT api PUT /v1/billing/prices \
     '{"currency":"EUR","prices":[{"gpu_type":"H100","priority":"normal","micros_per_gpu_hour":3600000}]}' >/dev/null

@@ -22,13 +22,7 @@ FG_TEST_NAME=test_billing_ledger
 SERVER_EXTRA=(--charge-interval 1s --half-life 3650d)
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 source "$(dirname "$0")/lib_agent.sh"
-"$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name n1 \
-    --fake-gpus 8 --gpu-type H100 --work-dir "$TMP/w-n1" --checkpoint-root "$TMP/ckpt" \
-    --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
-    >>"$TMP/agent-n1.log" 2>&1 &
-AGENT_PIDS+=($!)
-up() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 1 ]; }
-check "the agent registers" wait_for 15 up
+start_h100_agent n1
 
 DB=$(ls "$TMP"/data/*.db 2>/dev/null | head -1)
 # sql QUERY: rows of the ledger file, '|'-separated, read-only
