@@ -404,6 +404,13 @@ int fg_sched_job_info(fg_sched_t *s, fg_job_id_t id, fg_job_info_t *out);
  * Returns its reason code, or an error. */
 int fg_sched_explain(fg_sched_t *s, fg_job_id_t id, fg_time_t now, char *buf, size_t n);
 
+/* The first (at most) `max` pending jobs in plan order as of `now`: the order the next
+ * pass would look at them in, before it starts any (for projections of the queue, such
+ * as fairgpu/estimate.h). Writes their ids into ids[] and returns how many. Changes
+ * nothing. Example: accounts A and B of equal weight and usage, A's jobs a1 a2, B's b1:
+ * a1, b1, a2 (each pick adds its GPUs to its account's key). */
+size_t fg_sched_plan_order(fg_sched_t *s, fg_time_t now, fg_job_id_t *ids, size_t max);
+
 /* Live jobs in a stable order (by internal slot): i = 0 .. fg_sched_job_count()-1. */
 size_t fg_sched_job_count(const fg_sched_t *s);
 size_t fg_sched_pending_count(const fg_sched_t *s);

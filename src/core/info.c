@@ -179,3 +179,17 @@ int32_t fg_sched_gpus_free(const fg_sched_t *s)
         n += s->types[i].free_gpus;
     return n;
 }
+
+size_t fg_sched_plan_order(fg_sched_t *s, fg_time_t now, fg_job_id_t *ids, size_t max)
+{
+    fg__order_t o = {0};
+    fg__order_prepare(s, &o, now);
+    size_t n = 0;
+    int32_t slot;
+    while (n < max && (slot = fg__order_next(s, &o)) >= 0) {
+        assert(s->jobs[slot].state == FG_JOB_PENDING);
+        ids[n++] = s->jobs[slot].id;
+    }
+    fg__order_free(&o);
+    return n;
+}

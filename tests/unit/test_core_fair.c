@@ -183,6 +183,12 @@ static void expect_starts(fg_sched_t *s, fg_time_t now, const fg_job_id_t *ids, 
  * job of the plan order. Asserts GPU k holds want[k], k = 0 .. n-1, and n starts. */
 static void expect_plan_order(fg_sched_t *s, fg_time_t now, const fg_job_id_t *want, int n)
 {
+    /* fg_sched_plan_order gives the same order before the pass (as many as asked) */
+    fg_job_id_t ids[16];
+    assert_true(n <= 16);
+    assert_int_equal(fg_sched_plan_order(s, now, ids, (size_t)n), (size_t)n);
+    for (int k = 0; k < n; k++)
+        assert_int_equal(ids[k], want[k]);
     fg_decisions_t d;
     fg_decisions_init(&d);
     assert_int_equal(fg_sched_pass(s, now, &d), FG_OK);
