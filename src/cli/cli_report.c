@@ -138,8 +138,10 @@ static int jobs_list(rep_t *r, const char *base, json_t *by_id, bool stop_early)
         snprintf(path, sizeof path, "%s", base);
         cli_query_add(path, sizeof path, "cursor", cursor);
         int rc = jobs_page(r, path, by_id, stop_early, &cursor);
-        if (rc)
+        if (rc) {
+            free(cursor);
             return rc < 0 ? 1 : 0;
+        }
     }
 }
 

@@ -10,8 +10,9 @@
 #      ledger totals what GET /v1/billing/usage totals (charges, and the signed sum of
 #      every kind = cost); each compared on a quiet cluster (the API read before and
 #      after the scrape agrees);
-#   3. the agent's loss: one node loss, node_lost requeues = the jobs requeued, nodes
-#      down 1;
+#   3. a high job preempts a low one: one preemption, one "preempted" requeue, as the
+#      attempts say; the agent's loss: one node loss, node_lost requeues = the jobs
+#      requeued, nodes down 1;
 #   4. docs/grafana-dashboard.json is valid JSON, has a Prometheus datasource variable,
 #      and every fairgpu_ metric its panels query is in the scrape.
 # usage: bash test_metrics.sh /path/to/fairgpu
@@ -47,6 +48,12 @@ V1=$(submit '{"name":"v1","account":"vision","gpus":2,"command":"sleep 300","max
 V2=$(submit '{"name":"v2","account":"vision","gpus":2,"priority":"high","command":"sleep 300","max_retries":2}')
 N1=$(submit '{"name":"n1","account":"nlp","gpus":1,"command":"sleep 300"}')
 for j in "$V1" "$V2" "$N1"; do check "job $j runs" wait_for 15 is_state "$j" RUNNING; done
+# a low job fills the node; a high one preempts it (requeued "preempted")
+L3=$(submit '{"name":"l3","account":"nlp","gpus":3,"priority":"low","command":"sleep 300"}')
+check "a low job runs" wait_for 15 is_state "$L3" RUNNING
+H3=$(submit '{"name":"h3","account":"vision","gpus":3,"priority":"high","command":"sleep 300","max_retries":2}')
+check "a high job runs" wait_for 30 is_state "$H3" RUNNING
+check "the low job was preempted, and waits" is_state "$L3" PENDING
 # pending: 8 GPUs (3 free), 16 GPUs (more than the cluster has), 1 low GPU behind them
 P8=$(submit '{"name":"p8","account":"vision","gpus":8,"command":"true"}')
 P16=$(submit '{"name":"p16","account":"nlp","gpus":16,"priority":"low","command":"true"}')
@@ -143,6 +150,11 @@ passes = [v for n, l, v in samples if n == "fairgpu_scheduler_passes_total"]
 pcount = [v for n, l, v in samples if n == "fairgpu_scheduler_pass_seconds_count"]
 check(passes and pcount and pcount[0] <= passes[0] and pcount[0] > 0, "passes counted")
 
+timed = sum(v for n, l, v in samples if n == "fairgpu_http_request_duration_seconds_count")
+replies = sum(v for n, l, v in samples if n == "fairgpu_http_requests_total")
+check(0 < timed <= replies, "HTTP replies timed %s of %s" % (timed, replies))
+agent = sum(v for n, l, v in samples if n == "fairgpu_http_request_duration_seconds_count" and l.get("class") == "agent")
+check(agent > 0, "the agent's requests are timed as class agent")
 def series(name):
     return [(l, v) for n, l, v in samples if n == name]
 
@@ -206,8 +218,16 @@ quiet_scrape() { # quiet_scrape: API, scrape, API until the two API reads agree
     return 1
 }
 check "the cluster is quiet for a scrape" quiet_scrape
-check "the scrape agrees with the API (2 accounts, 7 jobs)" compare "running"
-grep -E '^fairgpu_(jobs\{|pending_gpus|account_|ledger_|nodes)' "$TMP/m.txt" | grep -v ' 0$' | sed 's/^/  /'
+check "the scrape agrees with the API (2 accounts, 9 jobs)" compare "running"
+grep -E '^fairgpu_(jobs\{|pending_gpus|account_|ledger_|nodes|preempt|requeues)' "$TMP/m.txt" | grep -v ' 0$' | sed 's/^/  /'
+metric() { awk -v k="$1" '$1 == k {print $2}' "$TMP/m.txt"; }
+ended_preempted() { AS=$ROOT api GET "/v1/jobs/$1/attempts" | jq '[.items[] | select(.end_cause == "preempted")] | length'; }
+check "one preemption ($(metric fairgpu_preemptions_total)), as the low job's attempts say" \
+    test "$(metric fairgpu_preemptions_total)" = "$(ended_preempted "$L3")" -a "$(ended_preempted "$L3")" = 1
+check "one preempted requeue" test "$(metric 'fairgpu_requeues_total{cause="preempted"}')" = 1
+ATTS=$(head -1 "$TMP/api.json" | jq '[.items[].attempts] | add')
+check "starts counted: $(metric fairgpu_job_starts_total), the jobs' attempts $ATTS (7)" \
+    test "$(metric fairgpu_job_starts_total)" = "$ATTS" -a "$ATTS" = 7
 
 # ------------------------------------------------ 3. the node is lost --
 kill "${AGENT_PIDS[0]}"
@@ -215,17 +235,16 @@ wait "${AGENT_PIDS[0]}" 2>/dev/null
 AGENT_PIDS=()
 node_down() { [ "$(AS=$ROOT api GET /v1/nodes | jq -r '.items[0].state')" = down ]; }
 check "the node goes down (missed heartbeats)" wait_for 20 node_down
-requeued() { [ "$(state "$V1")" = PENDING ] && [ "$(state "$V2")" = PENDING ]; }
+requeued() { [ "$(state "$V1")" = PENDING ] && [ "$(state "$V2")" = PENDING ] && [ "$(state "$H3")" = PENDING ]; }
 check "the vision jobs (retries left) are requeued" wait_for 10 requeued
 check "the nlp job (no retries) fails" wait_for 10 is_state "$N1" FAILED
 sleep 1.5
 check "the cluster is quiet for a scrape" quiet_scrape
 check "the scrape agrees with the API (the node lost)" compare "node lost"
-metric() { awk -v k="$1" '$1 == k {print $2}' "$TMP/m.txt"; }
 check "one node loss ($(metric fairgpu_node_losses_total))" test "$(metric fairgpu_node_losses_total)" = 1
-check "node_lost requeues: the 2 vision jobs ($(metric 'fairgpu_requeues_total{cause="node_lost"}'))" \
-    test "$(metric 'fairgpu_requeues_total{cause="node_lost"}')" = 2
-check "no other requeues" test "$(awk '/^fairgpu_requeues_total/ && !/node_lost/ {s += $2} END {print s + 0}' "$TMP/m.txt")" = 0
+check "node_lost requeues: the 3 vision jobs ($(metric 'fairgpu_requeues_total{cause="node_lost"}'))" \
+    test "$(metric 'fairgpu_requeues_total{cause="node_lost"}')" = 3
+check "no other requeues" test "$(awk '/^fairgpu_requeues_total/ && !/node_lost|preempted/ {s += $2} END {print s + 0}' "$TMP/m.txt")" = 0
 
 # ------------------------------------------------ 4. the Grafana dashboard --
 python3 - "$SRC/docs/grafana-dashboard.json" "$TMP/m.txt" <<'EOF' || fail "the Grafana dashboard"
