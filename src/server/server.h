@@ -265,6 +265,7 @@ enum srv_msg_kind {
     MSG_ACCOUNT,    /* account or membership changed: refresh the core's view */
     MSG_KICK,       /* just run a pass */
     MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
+    MSG_WHY,        /* why pending job `job` waits: answered after the pass (sched_why.c) */
 };
 
 #define SRV_REPORTS_MAX     256 /* entries of one POST /v1/agent/reports */
@@ -790,6 +791,9 @@ void srv_msg_free(srv_msg_t *m);
  * `render_job` (0: none) on success. */
 int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job);
 int srv_sched_call(srv_req_t *r, srv_msg_t *m);
+/* sched_why.c: answers GET /v1/jobs/{id} of pending job id with its "why" (after the
+ * scheduler thread's next pass) */
+int srv_why_get(srv_req_t *r, uint64_t id);
 /* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
 void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
 fg_sched_t *srv_core_build(srv_t *s);
