@@ -447,6 +447,10 @@ int h_metrics(srv_req_t *r)
         (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
         (long long)ncreds);
     (void)nnodes;
+    srv_buf_t ib = {0}; /* per-GPU utilization and memory, idle jobs (sched_idle.c) */
+    srv_idle_metrics(s, &ib);
+    OUT("%.*s", (int)ib.n, ib.p ? ib.p : "");
+    free(ib.p);
 #undef OUT
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
 }

@@ -202,6 +202,7 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     apply_messages(c, batch);
     srv__retry_parked(c);
     check_timers(c);
+    srv__idle_tick(c);
     srv__bill_accrue(c, stop);
     srv__budget_tick(c);
     int64_t next_wake = run_pass(c);

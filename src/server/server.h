@@ -27,6 +27,7 @@
 #include "fairgpu/billing.h"
 #include "fairgpu/core.h"
 #include "server/httpd.h"
+#include "server/idle.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -90,6 +91,9 @@ typedef struct srv_config {
     double login_rate;           /* POST /v1/sessions, /v1/users per client address, per s */
     double login_burst;
     int login_user_failures; /* failed logins per username per minute */
+    /* ---- idle GPUs (docs/idle.md) */
+    int idle_util_pct;    /* a GPU below this is idle (default 5) */
+    int64_t idle_after_s; /* a job whose GPUs all stay below it this long is idle (30m) */
 } srv_config_t;
 
 enum {
@@ -181,6 +185,7 @@ typedef struct srv_job {
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
+    srv_idle_t idle;     /* idle GPUs of the running attempt (sched_idle.c) */
 } srv_job_t;
 
 typedef struct srv_event {
@@ -656,6 +661,14 @@ int h_agent_reports(srv_req_t *r);
  * request as a whole is refused (replied on r). Entries refused alone are answered in
  * their slots. */
 srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body);
+
+/* sched_idle.c (mu held): the job's idle fields (docs/idle.md), appended to its JSON
+ * after a comma; the account's idle policy fields into o; a body's idle_action and
+ * idle_grace_s into *a (false: answered 400 on r); the idle metrics (takes mu). */
+void srv_idle_render(const srv_job_t *j, srv_buf_t *b);
+void srv_idle_account_json(const fg_store_account_t *a, json_t *o);
+bool srv_idle_account_fields(srv_req_t *r, json_t *body, fg_store_account_t *a);
+void srv_idle_metrics(srv_t *s, srv_buf_t *b);
 
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);
