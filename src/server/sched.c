@@ -149,6 +149,7 @@ static int64_t run_pass(sctx_t *c)
     atomic_fetch_add(&s->m.passes, 1);
     atomic_fetch_add(&s->m.pass_us_total, us);
     atomic_store(&s->m.last_pass_us, us);
+    srv_hist_observe(&s->m.pass_hist, srv_pass_bounds_us, us);
     if (us > atomic_load(&s->m.max_pass_us))
         atomic_store(&s->m.max_pass_us, us);
     if (rc) {
