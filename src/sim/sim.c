@@ -183,7 +183,8 @@ typedef struct replay {
     fg_decisions_t d;
     fg_fair_t fair;
     int64_t gpus, nodes, t0;
-    int32_t uniform; /* GPUs per node when all nodes have as many, else 0 */
+    bool quotas_done; /* opts.quotas set */
+    int32_t uniform;  /* GPUs per node when all nodes have as many, else 0 */
     size_t next_arr, done, skipped;
     int64_t preemptions, lost, restart, passes; /* lost, restart: GPU-seconds */
     char *err;
@@ -514,6 +515,8 @@ static int replay_events(replay_t *p, double t_begin)
     uint64_t iter = 0;
     while (p->done + p->skipped < p->n) {
         const int64_t now = next_event(p, wake);
+        if (now == FG_TIME_NEVER && p->o->stuck_ends)
+            break; /* the jobs left keep ends == 0: never completed */
         if (now == FG_TIME_NEVER) {
             snprintf(p->err, p->errlen, "replay stuck: %zu jobs never started (core bug?)",
                      p->n - p->done - p->skipped);
@@ -522,12 +525,15 @@ static int replay_events(replay_t *p, double t_begin)
         fg_fair_advance(&p->fair, now);
         if (complete_at(p, now) < 0)
             return -1;
+        if (!p->quotas_done && now >= p->o->quotas_from) {
+            p->quotas_done = true;
+            if (quotas_set(p) < 0)
+                return -1;
+        }
         const size_t arr_begin = p->next_arr;
         if (arrive_at(p, now) < 0 || passes_at(p, now, &wake) < 0)
             return -1;
         record_estimates(p, arr_begin, p->next_arr, now);
-        if (now == p->t0 && quotas_set(p) < 0)
-            return -1;
         if (p->o->progress && (++iter & 4095) == 0 && now_s() - last_progress >= 0.5) {
             last_progress = now_s();
             fprintf(stderr, "\rsim %s: %zu/%zu jobs done, t=%.1f days ",

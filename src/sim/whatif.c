@@ -178,6 +178,8 @@ int fg_whatif_run(const fg_whatif_snapshot_t *snap, const fg_whatif_settings_t *
     o.weights = set->weights;
     o.usage = usage;
     o.quotas = set->quotas;
+    o.quotas_from = 1;         /* after the running jobs are placed */
+    o.stuck_ends = true;       /* a requeued job above a lowered quota never runs again */
     o.time_limit_factor = 1.0; /* every job carries its own limit */
     fg_sim_result_t r;
     fg_jobrec_t *recs = NULL;

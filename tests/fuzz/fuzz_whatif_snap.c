@@ -13,6 +13,7 @@
 #include "cli/whatif_snap.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,8 +58,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             nodes += set.groups[k].count;
         if (s.njobs <= 16 && nodes <= 16) {
             fg_whatif_result_t r;
-            if (fg_whatif_run(&s, &set, &r, err, sizeof err) != 0)
+            if (fg_whatif_run(&s, &set, &r, err, sizeof err) != 0) {
+                fprintf(stderr, "replay refused: %s\n", err);
                 abort();
+            }
             fg_whatif_result_free(&r);
         }
         fg_whatif_settings_free(&set);

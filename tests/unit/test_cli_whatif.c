@@ -18,7 +18,8 @@ static const char FAIRSHARE[] =
     "{\"name\":\"ml\",\"weight\":2,\"usage_gpu_seconds\":7200,\"gpu_quota\":null},"
     "{\"name\":\"cv\",\"weight\":1,\"usage_gpu_seconds\":0,\"gpu_quota\":4}]}";
 static const char NODES[] =
-    "{\"items\":[{\"name\":\"a\",\"state\":\"up\",\"gpu_type\":\"H100\",\"gpus\":[1,2,3,4,5,6,7,8]},"
+    "{\"items\":[{\"name\":\"a\",\"state\":\"up\",\"gpu_type\":\"H100\",\"gpus\":[1,2,3,4,5,6,7,8]}"
+    ","
     "{\"name\":\"b\",\"state\":\"up\",\"gpu_type\":\"H100\",\"gpus\":[1,2,3,4,5,6,7,8]},"
     "{\"name\":\"c\",\"state\":\"down\",\"gpu_type\":\"H100\",\"gpus\":[1,2,3,4,5,6,7,8]}]}";
 static const char JOBS[] =
@@ -92,10 +93,10 @@ static void bad_changes_change_nothing(void **state)
     fg_whatif_settings_t set;
     fg_whatif_settings_copy(&s.live, s.naccounts, &set);
     static const char *const bad[] = {
-        "weight=nobody:2", "weight=ml:0",  "weight=ml:x",  "weight=ml",     "quota=ml:-1",
-        "quota=ml:1.5",    "nodes=0",      "add-nodes=-2", "add-nodes=x",   "policy=nope",
-        "half-life=soon",  "quantum=-1",   "color=blue",   "=3",            "policy=",
-        "noequals",        "weight=:3",    "quota=ml:",    "nodes=100001",
+        "weight=nobody:2", "weight=ml:0", "weight=ml:x",  "weight=ml",    "quota=ml:-1",
+        "quota=ml:1.5",    "nodes=0",     "add-nodes=-2", "add-nodes=x",  "policy=nope",
+        "half-life=soon",  "quantum=-1",  "color=blue",   "=3",           "policy=",
+        "noequals",        "weight=:3",   "quota=ml:",    "nodes=100001",
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         err[0] = '\0';

@@ -125,6 +125,26 @@ static void quota_holds_pending_not_running(void **state)
     fg_whatif_settings_free(&set);
 }
 
+/* With nothing running, the quota still holds the pending jobs from the start; a job
+ * requeued above a lowered quota would never run again: the replay ends, counting it. */
+static void quota_applies_with_nothing_running(void **state)
+{
+    (void)state;
+    fixture_t f;
+    fixture_init(&f, FG_POLICY_FIFO, 0);
+    f.jobs[0].running = false;
+    fg_whatif_settings_t set;
+    fg_whatif_settings_copy(&f.snap.live, f.snap.naccounts, &set);
+    set.quotas[0] = 4;
+    fg_whatif_result_t r;
+    run_ok(&f, &set, &r);
+    assert_int_equal(r.accounts[0].skipped_jobs, 2);
+    assert_int_equal(r.accounts[1].pending_jobs, 1);
+    assert_true(r.accounts[1].wait_avg_s < 1.0);
+    fg_whatif_settings_free(&set);
+    fg_whatif_result_free(&r);
+}
+
 /* Two nodes instead of one: nothing waits behind the running job. */
 static void more_nodes_cut_the_waits(void **state)
 {
@@ -171,6 +191,7 @@ int main(void)
         cmocka_unit_test(fifo_serves_in_submit_order),
         cmocka_unit_test(wfq_with_usage_serves_the_light_account_first),
         cmocka_unit_test(quota_holds_pending_not_running),
+        cmocka_unit_test(quota_applies_with_nothing_running),
         cmocka_unit_test(more_nodes_cut_the_waits),
         cmocka_unit_test(bad_snapshots_are_refused),
     };
