@@ -14,6 +14,7 @@
 #include "cli/errbuf.h"
 #include "cli/timespec.h"
 #include "common/xalloc.h"
+#include "fairgpu/estimate.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -135,7 +136,7 @@ static int read_nodes(json_t *nodes, fg_whatif_snapshot_t *snap, char *err, size
 
 /* One job of the list as a snapshot job (running or pending; others: 1, skipped). */
 static int read_job(json_t *j, fg_whatif_snapshot_t *snap, size_t *acap, int64_t now,
-                    fg_whatif_job_t *out, char *err, size_t errlen)
+                    const fg_rt_model_t *model, fg_whatif_job_t *out, char *err, size_t errlen)
 {
     const char *st = json_string_value(json_object_get(j, "state"));
     const char *acct = json_string_value(json_object_get(j, "account"));
@@ -155,10 +156,35 @@ static int read_job(json_t *j, fg_whatif_snapshot_t *snap, size_t *acap, int64_t
     out->account = a >= 0 ? a : account_add(snap, acap, acct);
     out->gpus = (int32_t)gpus;
     out->submit = submit;
-    int64_t left = out->running ? limit - (now - start) : limit;
-    out->limit_s = left < 1 ? 1 : left;
+    int64_t ran = out->running && now > start ? now - start : 0;
+    out->limit_s = limit - ran < 1 ? 1 : limit - ran;
     out->run_s = out->limit_s;
+    if (model) {
+        fg_rt_pred_t pred;
+        fg_rt_predict(model, acct, json_string_value(json_object_get(j, "user")), limit,
+                      ran < limit ? ran : limit - 1, &pred);
+        out->run_s = pred.p50 < 1 ? 1 : pred.p50 > out->limit_s ? out->limit_s : pred.p50;
+    }
     return 0;
+}
+
+/* The run-time model of the ended jobs (completed, failed, timed out; newest first):
+ * each one's run time (its GPU-seconds over its GPUs: every attempt) against its
+ * limit. */
+static fg_rt_model_t *history_model(json_t *ended)
+{
+    fg_rt_model_t *m = fg_rt_new();
+    for (size_t i = json_array_size(ended); i-- > 0;) { /* oldest first: the newest stay */
+        json_t *j = json_array_get(ended, i);
+        int64_t gpus, limit, gs;
+        if (int_field(j, "gpus", 1, FG_MAX_JOB_GPUS, &gpus) < 0 ||
+            int_field(j, "time_limit_s", 1, FG_TIME_MAX_S, &limit) < 0 ||
+            int_field(j, "gpu_seconds", 0, INT64_MAX / 4, &gs) < 0 || gs / gpus < 1)
+            continue; /* a job that did not run says nothing about run times */
+        fg_rt_record(m, json_string_value(json_object_get(j, "account")),
+                     json_string_value(json_object_get(j, "user")), limit, gs / gpus);
+    }
+    return m;
 }
 
 int cli_whatif_snapshot(json_t *fairshare, json_t *nodes, json_t *jobs, json_t *ended, int64_t now,
@@ -167,7 +193,6 @@ int cli_whatif_snapshot(json_t *fairshare, json_t *nodes, json_t *jobs, json_t *
     memset(snap, 0, sizeof *snap);
     size_t acap = 0, jcap = 0, i;
     json_t *j;
-    (void)ended; /* (history: see cli_whatif_predict) */
     if (read_accounts(fairshare, snap, &acap, err, errlen) < 0 ||
         read_nodes(nodes, snap, err, errlen) < 0 || !json_is_array(jobs)) {
         if (!json_is_array(jobs))
@@ -175,11 +200,13 @@ int cli_whatif_snapshot(json_t *fairshare, json_t *nodes, json_t *jobs, json_t *
         cli_whatif_snapshot_free(snap);
         return -1;
     }
+    fg_rt_model_t *model = json_is_array(ended) ? history_model(ended) : NULL;
     json_array_foreach(jobs, i, j)
     {
         fg_whatif_job_t wj;
-        int r = read_job(j, snap, &acap, now, &wj, err, errlen);
+        int r = read_job(j, snap, &acap, now, model, &wj, err, errlen);
         if (r < 0) {
+            fg_rt_free(model);
             cli_whatif_snapshot_free(snap);
             return -1;
         }
@@ -188,6 +215,7 @@ int cli_whatif_snapshot(json_t *fairshare, json_t *nodes, json_t *jobs, json_t *
         snap->jobs = fg_xgrow(snap->jobs, &jcap, snap->njobs + 1, sizeof *snap->jobs);
         snap->jobs[snap->njobs++] = wj;
     }
+    fg_rt_free(model);
     size_t na = snap->naccounts ? snap->naccounts : 1;
     snap->live.weights = fg_xmalloc(na * sizeof *snap->live.weights);
     snap->live.quotas = fg_xmalloc(na * sizeof *snap->live.quotas);

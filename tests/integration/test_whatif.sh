@@ -19,6 +19,12 @@ submit() { api POST /v1/jobs "$1" | jq -r .id; }
 state() { api GET "/v1/jobs/$1" | jq -r .state; }
 is_state() { [ "$(state "$1")" = "$2" ]; }
 
+# history: five of alice's jobs in ml ran ~2 s of a 1200 s limit
+H=()
+for k in 1 2 3 4 5; do H+=("$(submit '{"name":"h","account":"ml","gpus":1,"time_limit_s":1200,"command":"sleep 2"}')"); done
+all_done() { for h in "${H[@]}"; do is_state "$h" COMPLETED || return 1; done; }
+check "the history jobs complete" wait_for 30 all_done
+
 # ml runs 8 GPUs; then ml queues two 8-GPU jobs, cv two 1-GPU jobs (all behind it)
 R=$(submit '{"name":"run","account":"ml","gpus":8,"time_limit_s":600,"command":"sleep 120"}')
 check "the 8-GPU job runs" wait_for 15 is_state "$R" RUNNING
@@ -59,6 +65,13 @@ check "under fifo cv waits longer than under the live policy ($(cv_wait live) ->
 # a much bigger weight for ml under fifo changes nothing (fifo ignores weights) ...
 check "whatif --policy fifo --weight ml=100 runs" wi --policy fifo --weight ml=100 --json
 check "fifo ignores weights" test "$(field '.accounts[] | select(.account=="ml") | .whatif.wait_avg_s')" != ""
+
+# history: ml's pending jobs are predicted to run ~2 s, not their 1200 s limit
+check "whatif --runtime history runs" wi --runtime history --json
+check "it says so" test "$(field .runtime)" = history
+HIST_WAIT=$(field .live_all.wait_avg_s)
+check "with history the waits behind ml's jobs are shorter ($HIST_WAIT s < $LIVE_WAIT s)" \
+    test "$(jq -n "$HIST_WAIT < $LIVE_WAIT")" = true
 
 # ------------------------------------------------ 3. the table --
 check "whatif (table) runs" wi --quota ml=0
