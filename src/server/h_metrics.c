@@ -362,9 +362,8 @@ int h_metrics(srv_req_t *r)
     put_http(s, &b);
     put_ledger(s, &b);
     put_store(s, &b);
-    /* Each part's own metrics, one line each, here:
-     *   srv_idle_metrics(s, &b);   (idle GPUs)
-     *   srv_est_metrics(s, &b);    (start estimates) */
+    /* each part's own metrics */
+    srv_idle_metrics(s, &b); /* per-GPU utilization and memory, idle jobs (sched_idle.c) */
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
                           b.p ? b.p : calloc(1, 1), b.n, true);
 }

@@ -293,6 +293,7 @@ void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *usernam
     put_or_null(b, r->cpus);
     key(b, "memory_mb");
     put_or_null(b, r->memory_mb);
+    srv_idle_render(j, b); /* gpu_util_pct .. idle_gpu_s (sched_idle.c) */
     srv_buf_put(b, "}", 1);
 }
 

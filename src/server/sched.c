@@ -203,15 +203,17 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     apply_messages(c, batch);
     srv__retry_parked(c);
     check_timers(c);
+    srv__idle_tick(c);
     srv__bill_accrue(c, stop);
     srv__budget_tick(c);
     int64_t next_wake = run_pass(c);
     if (stop || c->now - c->last_usage_save >= 10)
         srv__save_usage(c);
-    if (batch || c->d.nstarts || c->d.npreempts)
+    if ((batch && !srv__only_whys(batch)) || c->d.nstarts || c->d.npreempts)
         c->changed = true;
     expire_sessions(c);
     srv__commit(c);
+    srv__answer_whys(c, batch); /* (after the pass, as the store has it) */
     refresh_views(c, stop);
     return next_wake;
 }

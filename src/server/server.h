@@ -27,6 +27,7 @@
 #include "fairgpu/billing.h"
 #include "fairgpu/core.h"
 #include "server/httpd.h"
+#include "server/idle.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -90,6 +91,9 @@ typedef struct srv_config {
     double login_rate;           /* POST /v1/sessions, /v1/users per client address, per s */
     double login_burst;
     int login_user_failures; /* failed logins per username per minute */
+    /* ---- idle GPUs (docs/idle.md) */
+    int idle_util_pct;    /* a GPU below this is idle (default 5) */
+    int64_t idle_after_s; /* a job whose GPUs all stay below it this long is idle (30m) */
 } srv_config_t;
 
 enum {
@@ -181,6 +185,7 @@ typedef struct srv_job {
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
+    srv_idle_t idle;     /* idle GPUs of the running attempt (sched_idle.c) */
 } srv_job_t;
 
 typedef struct srv_event {
@@ -270,6 +275,7 @@ enum srv_msg_kind {
     MSG_ACCOUNT,    /* account or membership changed: refresh the core's view */
     MSG_KICK,       /* just run a pass */
     MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
+    MSG_WHY,        /* why pending job `job` waits: answered after the pass (sched_why.c) */
 };
 
 #define SRV_REPORTS_MAX     256 /* entries of one POST /v1/agent/reports */
@@ -705,6 +711,14 @@ int h_agent_reports(srv_req_t *r);
  * their slots. */
 srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body);
 
+/* sched_idle.c (mu held): the job's idle fields (docs/idle.md), appended to its JSON
+ * after a comma; the account's idle policy fields into o; a body's idle_action and
+ * idle_grace_s into *a (false: answered 400 on r); the idle metrics (takes mu). */
+void srv_idle_render(const srv_job_t *j, srv_buf_t *b);
+void srv_idle_account_json(const fg_store_account_t *a, json_t *o);
+bool srv_idle_account_fields(srv_req_t *r, json_t *body, fg_store_account_t *a);
+void srv_idle_metrics(srv_t *s, srv_buf_t *b);
+
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);
 json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
@@ -839,6 +853,9 @@ void srv_msg_free(srv_msg_t *m);
  * `render_job` (0: none) on success. */
 int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job);
 int srv_sched_call(srv_req_t *r, srv_msg_t *m);
+/* sched_why.c: answers GET /v1/jobs/{id} of pending job id with its "why" (after the
+ * scheduler thread's next pass) */
+int srv_why_get(srv_req_t *r, uint64_t id);
 /* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
 void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
 fg_sched_t *srv_core_build(srv_t *s);

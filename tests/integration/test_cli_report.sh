@@ -13,7 +13,7 @@
 #   3. a non-admin is refused (exit 1, a clear message), and a bad --period (exit 2).
 # usage: bash test_cli_report.sh /path/to/fairgpu
 FG_TEST_NAME=test_cli_report
-SERVER_EXTRA=(--charge-interval 1s)
+SERVER_EXTRA=(--charge-interval 1s --idle-after 1s)
 command -v python3 >/dev/null || { echo "SKIP: python3 not installed"; exit 77; }
 source "$(dirname "$0")/lib_agent.sh"
 start_h100_agent n1
@@ -36,7 +36,8 @@ AS=$ROOT api POST /v1/accounts/nlp/members '{"user":"bob"}' >/dev/null
 # alice (vision): two 2-GPU jobs and an 8-GPU one that waits for them; bob (nlp): 1 GPU
 A1=$(submit '{"name":"a1","account":"vision","gpus":2,"command":"sleep 2"}')
 A2=$(submit '{"name":"a2","account":"vision","gpus":2,"command":"sleep 3"}')
-B1=$(AS=$BOB submit '{"name":"b1","account":"nlp","gpus":1,"command":"sleep 1"}')
+# (b1's GPU idles: its fake GPU's knob says 0 %)
+B1=$(AS=$BOB submit '{"name":"b1","account":"nlp","gpus":1,"command":"echo 0 >\"$FAIRGPU_FAKE_UTIL_FILE\"; sleep 5"}')
 A8=$(submit '{"name":"a8","account":"vision","gpus":8,"command":"sleep 1"}')
 P16=$(AS=$BOB submit '{"name":"p16","account":"nlp","gpus":16,"command":"true"}')
 for j in "$A1" "$A2" "$B1" "$A8"; do check "job $j completes" wait_for 40 is_state "$j" COMPLETED; done
@@ -178,7 +179,8 @@ check([r[1] for r in users][:2] == ["alice", "bob"], "alice used most")
 idle = section("Idle allocated GPU-hours")
 idl = [j["idle_gpu_s"] for j in jobs if isinstance(j.get("idle_gpu_s"), (int, float))]
 if idl:
-    check("%.3f GPU-hours" % (sum(idl) / 3600) in idle, "idle GPU-hours")
+    check("%.3f GPU-hours** (idle_gpu_s of %d jobs)" % (sum(idl) / 3600, len(idl)) in idle, "idle GPU-hours")
+    check(sum(idl) > 0, "the idle job's GPU-seconds (%s)" % idl)
 else:
     check("Not reported" in idle, "idle: not reported")
 acc = section("Start-estimate accuracy")
