@@ -506,41 +506,7 @@ static void sec_accuracy(rep_t *r)
 
 /* ------------------------------------------------------------- plots -- */
 
-/* The gnuplot script of the plots whose data is there (has_*). */
-static char *plot_script(rep_t *r, bool has_jain, bool has_users)
-{
-    char *s = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&s, &n);
-    if (!f)
-        abort();
-    const char *tfmt = r->bucket >= 86400 ? "%m-%d" : r->period > 86400 ? "%m-%d\\n%H:%M" : "%H:%M";
-    fprintf(f, "set terminal png size 900,480\nset grid\nset key outside bottom center horizontal\n"
-               "set style fill solid 0.8 border -1\n");
-    fprintf(f, "set output 'wait_by_size.png'\nset title 'Wait by job size (s)'\n"
-               "set style data histograms\nset style histogram clustered gap 1\n"
-               "set xlabel 'GPUs'\nset yrange [0:*]\n"
-               "plot 'wait.dat' using 2:xtic(1) title 'median', '' using 3 title 'p90'\n");
-    fprintf(f,
-            "set style data linespoints\nset xlabel 'UTC'\nset xdata time\nset timefmt '%%s'\n"
-            "set format x \"%s\"\nset xrange ['%lld':'%lld']\n",
-            tfmt, r->from, r->to);
-    fprintf(f, "set output 'utilization.png'\nset title 'GPU utilization (%%)'\n"
-               "set yrange [0:100]\nplot 'utilization.dat' using 1:2 title 'utilization' lw 2\n");
-    if (has_jain)
-        fprintf(f, "set output 'jain.png'\nset title \"Jain's fairness index among accounts\"\n"
-                   "set yrange [0:1.05]\nplot 'jain.dat' using 1:2 title 'Jain' lw 2\n");
-    if (has_users)
-        fprintf(f, "set xdata\nset xrange [*:*]\nset xlabel ''\nset format x '%%g'\n"
-                   "set output 'top_users.png'\n"
-                   "set title 'Top users (GPU-hours)'\nset style data histograms\n"
-                   "set yrange [0:*]\nset xtics rotate by -30\n"
-                   "plot 'users.dat' using 2:xtic(1) title 'GPU-hours'\n");
-    fclose(f);
-    return s;
-}
-
-/* A memory stream for a data file. */
+/* A memory stream for a plot's data. */
 typedef struct {
     char *p;
     size_t n;
@@ -557,33 +523,89 @@ static FILE *mem_open(mem_t *m)
     return m->f;
 }
 
-/* Writes the data files and the script into dir, runs gnuplot, and says what came of it
- * in the report. */
-static void make_plots(rep_t *r, const char *dir, mem_t *d, int nd)
+/* One plot: its file names, whether its data must have a row, and its commands after
+ * the data (a datablock $d). */
+typedef struct {
+    const char *png, *gp, *title;
+    bool time_axis;
+    const char *cmds;
+} plot_t;
+
+static const plot_t PLOTS[] = {
+    {"wait_by_size.png", "wait_by_size.gp", "Wait by job size", false,
+     "set title 'Wait by job size (s)'\nset style data histograms\n"
+     "set style histogram clustered gap 1\nset xlabel 'GPUs'\nset yrange [0:*]\n"
+     "plot $d using 2:xtic(1) title 'median', '' using 3 title 'p90'\n"},
+    {"jain.png", "jain.gp", "Jain's index", true,
+     "set title \"Jain's fairness index among accounts\"\nset yrange [0:1.05]\n"
+     "plot $d using 1:2 with linespoints title 'Jain' lw 2\n"},
+    {"utilization.png", "utilization.gp", "Utilization", true,
+     "set title 'GPU utilization (%)'\nset yrange [0:100]\n"
+     "plot $d using 1:2 with linespoints title 'utilization' lw 2\n"},
+    {"top_users.png", "top_users.gp", "Top users", false,
+     "set title 'Top users (GPU-hours)'\nset style data histograms\nset yrange [0:*]\n"
+     "set xtics rotate by -30\nplot $d using 2:xtic(1) title 'GPU-hours'\n"},
+};
+#define NPLOTS (sizeof PLOTS / sizeof PLOTS[0])
+
+/* Plot k's gnuplot script (malloc'd): the PNG goes to standard output, the data is a
+ * datablock, so the script names no file and runs as it is. */
+static char *plot_script(rep_t *r, size_t k, const mem_t *data)
 {
-    static const char *const names[] = {"wait.dat", "jain.dat", "utilization.dat", "users.dat"};
-    bool has_jain = d[1].n > 0, has_users = d[3].n > 0;
-    int rc = 0;
-    for (int i = 0; i < nd && !rc; i++)
-        rc = fg_rep_write(dir, names[i], d[i].p ? d[i].p : "", d[i].n);
-    char *script = plot_script(r, has_jain, has_users);
-    if (!rc)
-        rc = fg_rep_write(dir, "plots.gp", script, strlen(script));
-    free(script);
-    char msg[256] = "could not write the plot data";
-    if (!rc)
-        rc = fg_rep_gnuplot(dir, "plots.gp", 60, msg, sizeof msg);
+    const plot_t *pl = &PLOTS[k];
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f)
+        abort();
+    fprintf(f,
+            "# %s: gnuplot < %s > %s\nset terminal png size 900,480\nset output\n"
+            "set grid\nset key outside bottom center horizontal\n"
+            "set style fill solid 0.8 border -1\n",
+            pl->title, pl->gp, pl->png);
+    if (pl->time_axis) {
+        const char *tfmt = r->bucket >= 86400  ? "%m-%d"
+                           : r->period > 86400 ? "%m-%d\\n%H:%M"
+                                               : "%H:%M";
+        fprintf(f,
+                "set xdata time\nset timefmt '%%s'\nset format x \"%s\"\n"
+                "set xrange ['%lld':'%lld']\nset xlabel 'UTC'\n",
+                tfmt, r->from, r->to);
+    }
+    fprintf(f, "$d << EOD\n%.*sEOD\n%s", (int)data->n, data->p ? data->p : "", pl->cmds);
+    fclose(f);
+    return s;
+}
+
+/* Writes each plot's script into dir and runs gnuplot on it; says what came of it in
+ * the report. A plot whose data has no row (no defined Jain's index, no user) is left
+ * out. */
+static void make_plots(rep_t *r, const char *dir, mem_t *d)
+{
+    char msg[256] = "";
+    bool made[NPLOTS] = {false};
+    int rc = fg_rep_write(dir, "gnuplot.log", "", 0);
+    for (size_t k = 0; k < NPLOTS && !rc; k++) {
+        if (!d[k].n)
+            continue;
+        char *script = plot_script(r, k, &d[k]);
+        rc = fg_rep_write(dir, PLOTS[k].gp, script, strlen(script));
+        free(script);
+        if (rc)
+            snprintf(msg, sizeof msg, "could not write %s", PLOTS[k].gp);
+        else
+            rc = fg_rep_gnuplot(dir, PLOTS[k].gp, PLOTS[k].png, 60, msg, sizeof msg);
+        made[k] = rc == 0;
+    }
     fprintf(r->md, "## Plots\n\n");
     if (rc) {
-        fprintf(r->md, "No plots: %s.\n", msg);
-        fprintf(stderr, "fairgpu report: no plots: %s\n", msg);
+        fprintf(r->md, "No plots: %s.\n", msg[0] ? msg : "could not write gnuplot.log");
+        fprintf(stderr, "fairgpu report: no plots: %s\n", msg[0] ? msg : "gnuplot.log");
         return;
     }
-    fprintf(r->md, "![Wait by job size](wait_by_size.png)\n\n![Utilization](utilization.png)\n\n");
-    if (has_jain)
-        fprintf(r->md, "![Jain's index](jain.png)\n\n");
-    if (has_users)
-        fprintf(r->md, "![Top users](top_users.png)\n\n");
+    for (size_t k = 0; k < NPLOTS; k++)
+        if (made[k])
+            fprintf(r->md, "![%s](%s)\n\n", PLOTS[k].title, PLOTS[k].png);
 }
 
 /* --------------------------------------------------------------- command -- */
@@ -632,8 +654,8 @@ static void write_report(rep_t *r, const char *dir)
             r->from, r->to, r->bucket, r->gpus_up, fg_rep_rfc3339(r->from, f, sizeof f),
             fg_rep_rfc3339(r->to, t, sizeof t), r->period / 3600, r->bucket / 60, r->x.c.url,
             r->gpus_up, json_array_size(r->jobs));
-    mem_t d[4];
-    for (int i = 0; i < 4; i++)
+    mem_t d[NPLOTS]; /* the plots' data, in PLOTS' order */
+    for (size_t i = 0; i < NPLOTS; i++)
         mem_open(&d[i]);
     waits_t w;
     waits_of(r, &w);
@@ -645,11 +667,11 @@ static void write_report(rep_t *r, const char *dir)
     sec_idle(r);
     sec_users(r, d[3].f);
     sec_accuracy(r);
-    for (int i = 0; i < 4; i++)
+    for (size_t i = 0; i < NPLOTS; i++)
         fclose(d[i].f);
     if (dir)
-        make_plots(r, dir, d, 4);
-    for (int i = 0; i < 4; i++)
+        make_plots(r, dir, d);
+    for (size_t i = 0; i < NPLOTS; i++)
         free(d[i].p);
 }
 

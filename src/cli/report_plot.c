@@ -1,8 +1,9 @@
 /*
  * report_plot.c - files in the report's directory and gnuplot run on them: see
  * report_plot.h. gnuplot starts with posix_spawnp (no shell), its working directory
- * the report's (posix_spawn_file_actions_addchdir_np), stdin from /dev/null, stdout
- * and stderr into gnuplot.log; a run past its time is killed (by its PID).
+ * the report's (posix_spawn_file_actions_addchdir_np), stdin its script, stdout its
+ * PNG, stderr gnuplot.log, each opened O_NOFOLLOW; a run past its time is killed (by
+ * its PID).
  */
 #define _GNU_SOURCE /* posix_spawn_file_actions_addchdir_np */
 #include "cli/report_plot.h"
@@ -89,15 +90,28 @@ static int wait_bounded(pid_t pid, int timeout_s)
     return -1;
 }
 
-int fg_rep_gnuplot(const char *dir, const char *script, int timeout_s, char *msg, size_t n)
+/* Removes name from dir (a half-made PNG). */
+static void unlink_in(const char *dir, const char *name)
+{
+    int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0) {
+        unlinkat(d, name, 0);
+        close(d);
+    }
+}
+
+/* Runs gnuplot as fg_rep_gnuplot says; 0, 1 or -1, the PNG possibly half made. */
+static int run_gnuplot(const char *dir, const char *script, const char *png, int timeout_s,
+                       char *msg, size_t n)
 {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addchdir_np(&fa, dir);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, "gnuplot.log", O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    char *argv[] = {"gnuplot", (char *)script, NULL};
+    posix_spawn_file_actions_addopen(&fa, 0, script, O_RDONLY | O_NOFOLLOW, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, png, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, "gnuplot.log",
+                                     O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0644);
+    char *argv[] = {"gnuplot", NULL};
     pid_t pid;
     int rc = posix_spawnp(&pid, "gnuplot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -106,7 +120,7 @@ int fg_rep_gnuplot(const char *dir, const char *script, int timeout_s, char *msg
         return 1;
     }
     if (rc) {
-        snprintf(msg, n, "cannot run gnuplot: %s", strerror(rc));
+        snprintf(msg, n, "cannot run gnuplot on %s > %s: %s", script, png, strerror(rc));
         return -1;
     }
     int st = wait_bounded(pid, timeout_s);
@@ -125,14 +139,15 @@ int fg_rep_gnuplot(const char *dir, const char *script, int timeout_s, char *msg
     return 0;
 }
 
-int fg_rep_is_png(const char *dir, const char *name)
+int fg_rep_gnuplot(const char *dir, const char *script, const char *png, int timeout_s, char *msg,
+                   size_t n)
 {
-    static const unsigned char sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    int fd = open_in(dir, name, O_RDONLY);
-    if (fd < 0)
-        return 0;
-    unsigned char b[8];
-    ssize_t r = read(fd, b, sizeof b);
-    close(fd);
-    return r == (ssize_t)sizeof b && !memcmp(b, sig, sizeof sig);
+    if (strchr(script, '/') || strchr(png, '/')) {
+        snprintf(msg, n, "a plot's file name has a '/'");
+        return -1;
+    }
+    int rc = run_gnuplot(dir, script, png, timeout_s, msg, n);
+    if (rc) /* (the child opened the PNG before exec or a failed plot) */
+        unlink_in(dir, png);
+    return rc;
 }

@@ -1,10 +1,13 @@
 /*
- * report_plot.h - the files of `fairgpu report --out DIR`: report.md, the plots' data
- * and script, and gnuplot run on them (no shell) to make the PNGs.
+ * report_plot.h - the files of `fairgpu report --out DIR`: report.md, the plots'
+ * gnuplot scripts, and gnuplot run on each (no shell) to make its PNG.
  *
- * Every file has a fixed name inside DIR, opened relative to DIR without following a
- * link; gnuplot runs with DIR as its working directory, so its script names no path
- * from the command line (a DIR with quotes or spaces is fine).
+ * Every file has a fixed name inside DIR and is opened without following a symbolic
+ * link, gnuplot's too: it reads its script on standard input and writes the PNG on
+ * standard output, both opened for it (O_NOFOLLOW) in DIR, its working directory; the
+ * scripts hold their data (datablocks) and name no file, so no path from the command
+ * line reaches gnuplot (a DIR with quotes or spaces is fine), and a link planted in
+ * DIR is refused, not written through.
  */
 #ifndef FG_CLI_REPORT_PLOT_H
 #define FG_CLI_REPORT_PLOT_H
@@ -20,13 +23,11 @@ int fg_rep_mkdir(const char *dir);
 int fg_rep_write(const char *dir, const char *name, const char *data, size_t n);
 
 /*
- * Runs `gnuplot SCRIPT` (found on PATH) in dir, its output into dir/gnuplot.log, for at
- * most timeout_s seconds. Returns 0 when it exited 0, 1 when there is no gnuplot, -1
- * when it failed (why in msg).
+ * Runs gnuplot (found on PATH) in dir: `gnuplot < script > png`, its messages appended
+ * to dir/gnuplot.log, for at most timeout_s seconds. Returns 0 when it exited 0, 1
+ * when there is no gnuplot, -1 when it failed (why in msg).
  */
-int fg_rep_gnuplot(const char *dir, const char *script, int timeout_s, char *msg, size_t n);
-
-/* Whether file `name` in dir starts with the PNG signature. */
-int fg_rep_is_png(const char *dir, const char *name);
+int fg_rep_gnuplot(const char *dir, const char *script, const char *png, int timeout_s, char *msg,
+                   size_t n);
 
 #endif

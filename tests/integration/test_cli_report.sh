@@ -10,7 +10,8 @@
 #      GET /v1/estimates/accuracy or "not available";
 #   2. --out DIR writes report.md (what stdout printed) and PNGs that are PNGs;
 #      without gnuplot on PATH the report still prints, with a note;
-#   3. a non-admin is refused (exit 1, a clear message), and a bad --period (exit 2).
+#   3. a non-admin is refused (exit 1, a clear message), a bad --period (exit 2), an
+#      --out that is a file, and a report.md that is a symbolic link (not followed).
 # usage: bash test_cli_report.sh /path/to/fairgpu
 FG_TEST_NAME=test_cli_report
 SERVER_EXTRA=(--charge-interval 1s --idle-after 1s)
@@ -54,6 +55,16 @@ for p in 0d 7x -1d 400d 30m "" 7; do
     check "--period '$p' refused (exit 2)" test $? = 2
 done
 check "a bad period says why" grep -q "period" "$TMP/bad.err"
+touch "$TMP/afile"
+FAIRGPU_TOKEN=$ROOT "$FG" report --period 1h --out "$TMP/afile" >/dev/null 2>"$TMP/out.err"
+check "--out naming a file is refused (exit 1)" test $? = 1
+check "saying so" grep -q "exists and is not a directory" "$TMP/out.err"
+mkdir -p "$TMP/trap"
+echo keep >"$TMP/victim"
+ln -s "$TMP/victim" "$TMP/trap/report.md"
+FAIRGPU_TOKEN=$ROOT "$FG" report --period 1h --out "$TMP/trap" >/dev/null 2>"$TMP/out.err"
+check "a report.md that is a link is not followed (exit 1)" test $? = 1
+check "the link's target is untouched" test "$(cat "$TMP/victim")" = keep
 
 # ------------------------------------------------ 1-2. the report --
 FAIRGPU_TOKEN=$ROOT "$FG" report --period 2h --out "$TMP/rep" >"$TMP/rep.out" 2>"$TMP/rep.err"
@@ -195,6 +206,17 @@ print("report numbers: %d buckets, %d users, %d failed" % (len(usage), len(tot_u
 sys.exit(1 if fails else 0)
 EOF
 ok
+
+# a PNG name planted as a link in DIR: gnuplot's output is not written through it
+if [ "$HAS_GNUPLOT" = 1 ]; then
+    mkdir -p "$TMP/trap2"
+    echo keep >"$TMP/victim2"
+    ln -s "$TMP/victim2" "$TMP/trap2/utilization.png"
+    FAIRGPU_TOKEN=$ROOT "$FG" report --period 1h --out "$TMP/trap2" >"$TMP/trap2.out" 2>/dev/null
+    check "a planted PNG link: the report still runs (exit 0)" test $? = 0
+    check "the link's target is untouched" test "$(cat "$TMP/victim2")" = keep
+    check "the report says the plot failed" grep -q "No plots: cannot run gnuplot on utilization.gp > utilization.png" "$TMP/trap2.out"
+fi
 
 # ------------------------------------------------ 2. without gnuplot --
 mkdir -p "$TMP/nobin"
