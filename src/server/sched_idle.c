@@ -99,7 +99,7 @@ static void apply(sctx_t *c, srv_job_t *j, unsigned ev, const srv_idle_policy_t 
     }
     if (ev & (SRV_IDLE_EV_REQUEUE | SRV_IDLE_EV_STOP)) {
         bool stop = ev & SRV_IDLE_EV_STOP;
-        snprintf(why, sizeof why, "idle for %llds: %s by account %s's idle policy",
+        snprintf(why, sizeof why, "idle for %llds: %s by the idle policy of account %s",
                  (long long)idle_s, stop ? "stopped" : "requeued", j->r.account);
         idle_event(c, j, stop ? "IDLE_STOPPED" : "IDLE_REQUEUED", why);
         j->stop_sent = true;
