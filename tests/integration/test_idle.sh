@@ -76,6 +76,15 @@ check "job 1 shows 90 %" is_field "$J1" gpu_util_pct 90
 IG=$(field "$J1" idle_gpu_s)
 check "job 1 counted idle GPU-seconds ($IG >= 4)" test "$IG" -ge 4
 check "job 1 still runs" is_field "$J1" state RUNNING
+# durable: the store's row holds what the API shows (read-only, straight from the file)
+if command -v python3 >/dev/null; then
+    DB=$(ls "$TMP"/data/*.db 2>/dev/null | head -1)
+    stored() { python3 -c 'import sqlite3, sys
+c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True, timeout=10)
+print(c.execute("SELECT idle_gpu_s FROM jobs WHERE id = ?", (int(sys.argv[2]),)).fetchone()[0])' "$DB" "$J1"; }
+    is_stored() { [ "$(stored)" = "$(field "$J1" idle_gpu_s)" ]; }
+    check "job 1's idle_gpu_s is in the store ($(stored))" wait_for 5 is_stored
+fi
 
 # ------------------------------------------------ 6. bad policies --
 R=$(AS=$ROOT api PATCH /v1/accounts/idlers '{"idle_action":"kill"}')
