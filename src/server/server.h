@@ -668,6 +668,9 @@ void srv_idle_render(const srv_job_t *j, srv_buf_t *b);
 void srv_idle_account_json(const fg_store_account_t *a, json_t *o);
 bool srv_idle_account_fields(srv_req_t *r, json_t *body, fg_store_account_t *a);
 void srv_idle_metrics(srv_t *s, srv_buf_t *b);
+/* Whether j's current attempt was stopped to requeue it for idling (its account's
+ * policy): billing charges it as it ran, without a preemption's lost-work refund. */
+bool srv_idle_requeued(const srv_job_t *j);
 
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);

@@ -103,6 +103,12 @@ E2=$(events "$J2")
 echo "  job 2 events: $E2"
 check "job 2 was warned before it was requeued" bash -c "echo '$E2' | grep -q 'IDLE,IDLE_WARNING,IDLE_REQUEUED,PENDING'"
 check "job 2 runs again (attempt 2)" wait_for 20 is_field "$J2" attempts 2
+if [ -n "${DB:-}" ]; then # billed as it ran: no preemption's lost-work refund (refund_why 3)
+    lost=$(python3 -c 'import sqlite3, sys
+c = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True, timeout=10)
+print(c.execute("SELECT COUNT(*), (SELECT COUNT(*) FROM ledger WHERE job_id = ? AND attempt = 1 AND kind = 0 AND interim = 0) FROM ledger WHERE job_id = ? AND attempt = 1 AND refund_why = 3", (int(sys.argv[2]), int(sys.argv[2]))).fetchone())' "$DB" "$J2")
+    check "job 2's idle-requeued attempt is charged without a lost-work refund $lost" test "$lost" = "(0, 1)"
+fi
 api POST "/v1/jobs/$J2/cancel" >/dev/null
 check "job 2 is cancelled" wait_for 15 is_field "$J2" state CANCELLED
 
