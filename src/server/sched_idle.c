@@ -154,6 +154,9 @@ void srv__idle_tick(sctx_t *c)
     for (size_t i = 0; i < s->nnodes; i++)
         srv_map_put(&nodes, srv_hash_bytes(s->nodes[i]->name, strlen(s->nodes[i]->name)),
                     s->nodes[i]);
+    bool policies = false; /* any account with one (else no account lookups per job) */
+    for (size_t i = 0; i < s->naccounts && !policies; i++)
+        policies = s->accounts[i]->r.idle_action != FG_IDLE_NONE;
     size_t n;
     srv_job_t **run = srv__running_jobs(s, NULL, &n);
     for (size_t i = 0; i < n; i++) {
@@ -163,7 +166,7 @@ void srv__idle_tick(sctx_t *c)
         int max_util, mean_util;
         job_sample(s, &nodes, j, &max_util, &mean_util, &j->idle.mem_used_mb);
         j->idle.util_pct = mean_util;
-        srv_account_t *a = srv_account_by_name(s, j->r.account);
+        srv_account_t *a = policies ? srv_account_by_name(s, j->r.account) : NULL;
         srv_idle_policy_t pol = {a ? a->r.idle_action : FG_IDLE_NONE,
                                  a && a->r.idle_grace_s > 0 ? a->r.idle_grace_s * 1000 : 0};
         if (j->stop_sent || j->r.cancel_requested) /* stopping: flags stay, no action */
