@@ -54,6 +54,30 @@ static inline double fg_fair_share_factor(double usage, double siblings_usage, d
     return siblings_usage > 0 && share > 0 ? pow(2.0, -(usage / siblings_usage) / share) : 1.0;
 }
 
+/* When a fair-share factor recovers: the seconds until an entity with decayed usage U
+ * (GPU-seconds) and normalized share s, whose siblings hold usage S (theirs, not its
+ * own), sees its usage share fall back to s (its factor back to 0.5), if it runs
+ * nothing more and its siblings' usage S stays as it is (they keep running at the rate
+ * that holds it: a steady usage is one that running R GPUs keeps at R·τ). Its usage
+ * decays as U·2^(-t/h), so solving U·2^(-t/h) / (U·2^(-t/h) + S) = s gives
+ *   t = h·log2(U·(1 - s) / (s·S))
+ * 0 when already at or below its share (or no memory, h = 0, or s >= 1); -1 (never)
+ * when S = 0 < U and s < 1: with nobody else's usage its usage share stays 1. (Had the
+ * siblings' usage decayed too, every usage share would stay as it is and nobody would
+ * recover without the others running: holding S is the model that answers.)
+ * Worked example: h = 1 day, U = 300 GPU-h, s = 0.25, S = 100 GPU-h: usage share 0.75;
+ * t = 1 day·log2(300·0.75 / (0.25·100)) = log2(9) days = 3.17 days. */
+static inline double fg_fair_recovers_in(double usage, double siblings_usage, double share,
+                                         int64_t half_life_s)
+{
+    if (half_life_s <= 0 || usage <= 0.0 || share >= 1.0)
+        return 0.0;
+    if (siblings_usage <= 0.0 || share <= 0.0)
+        return -1.0;
+    const double ratio = usage * (1.0 - share) / (share * siblings_usage);
+    return ratio <= 1.0 ? 0.0 : (double)half_life_s * log2(ratio);
+}
+
 /* Entitlements: the weighted max-min split (water fill) of cap GPUs among n entities
  * with demand d[i] >= 0 and weight w[i] > 0 into out[i] (0 without demand): each gets
  * min(d[i], its weight's part of what the others leave). Worked example in fairshare.c.

@@ -165,11 +165,8 @@ static int jobs_page(cli_ctx_t *x, const char *base, const char *cursor, json_t 
     return 0;
 }
 
-/* Fetches the first page, or every page with all, into merged. *cursor: the cursor of
- * the page after them (malloc'd) or NULL; *more: pages were left. Returns the exit
- * status. */
-static int jobs_fetch(cli_ctx_t *x, const char *base, int all, json_t *merged, char **cursor,
-                      int *more)
+int cli_jobs_fetch(cli_ctx_t *x, const char *base, int all, json_t *merged, char **cursor,
+                   int *more)
 {
     for (int pages = 1;; pages++) {
         char *next = NULL;
@@ -327,7 +324,7 @@ int cli_cmd_jobs(int argc, char **argv)
     json_t *merged = json_array();
     char *cursor = NULL;
     int more = 0;
-    rc = jobs_fetch(&x, base, o.all, merged, &cursor, &more);
+    rc = cli_jobs_fetch(&x, base, o.all, merged, &cursor, &more);
     if (!rc)
         jobs_print(&o, merged, cursor, more);
     free(cursor);

@@ -463,11 +463,14 @@ int h_jobs_get(srv_req_t *r)
     pthread_mutex_lock(&s->mu);
     srv_job_t *j = srv_job_get(s, id);
     bool shown = j && srv_job_published(s, j);
-    if (shown)
+    bool pending = shown && j->state == FG_JOB_PENDING;
+    if (shown && !pending)
         srv_job_render(s, j, r->admin || j->r.user_id == r->user_id, NULL, &b);
     pthread_mutex_unlock(&s->mu);
     if (j && !shown)
         return srv_park_unpublished(r);
+    if (pending) /* with "why", from the scheduler thread (sched_why.c) */
+        return srv_why_get(r, id);
     if (!j)
         return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
     return srv_reply_buf(r, 200, &b);

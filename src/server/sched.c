@@ -149,6 +149,7 @@ static int64_t run_pass(sctx_t *c)
     atomic_fetch_add(&s->m.passes, 1);
     atomic_fetch_add(&s->m.pass_us_total, us);
     atomic_store(&s->m.last_pass_us, us);
+    srv_hist_observe(&s->m.pass_hist, srv_pass_bounds_us, us);
     if (us > atomic_load(&s->m.max_pass_us))
         atomic_store(&s->m.max_pass_us, us);
     if (rc) {
@@ -208,10 +209,11 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     int64_t next_wake = run_pass(c);
     if (stop || c->now - c->last_usage_save >= 10)
         srv__save_usage(c);
-    if (batch || c->d.nstarts || c->d.npreempts)
+    if ((batch && !srv__only_whys(batch)) || c->d.nstarts || c->d.npreempts)
         c->changed = true;
     expire_sessions(c);
     srv__commit(c);
+    srv__answer_whys(c, batch); /* (after the pass, as the store has it) */
     refresh_views(c, stop);
     return next_wake;
 }

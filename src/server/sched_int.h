@@ -21,6 +21,7 @@
  *   sched_register.c node registration and the reconcile with what the agent holds
  *   sched_nodes.c    node down, drain and resume, heartbeats, node rendering
  *   sched_reasons.c  pending reasons and estimates copied from the core
+ *   sched_why.c      one pending job's "why" with its evidence (GET /v1/jobs/{id})
  *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
  *   sched_restore.c  building the core from the store at start
  *   sched_billing.c  ledger rows of attempts, live accrual, budgets
@@ -152,6 +153,9 @@ void srv__bill_restore(sctx_t *c, srv_job_t *j);        /* a running job read ba
 void srv__bill_accrue(sctx_t *c, bool stop);            /* every charge interval */
 void srv__budget_tick(sctx_t *c);                       /* every iteration */
 
+/* sched_why.c: is the batch only MSG_WHY (nothing changes)? answers its MSG_WHY */
+bool srv__only_whys(const srv_msg_t *batch);
+void srv__answer_whys(sctx_t *c, srv_msg_t *batch);
 /* sched_idle.c: each running job's GPU samples through the idle decision (idle.h), at
  * most once a second; takes mu */
 void srv__idle_tick(sctx_t *c);
