@@ -22,6 +22,7 @@
 #include "common/xalloc.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -139,7 +140,8 @@ static json_t *group_json(const fg_est_group_t *g, const char *key, const char *
     json_object_set_new(o, "limit", err_json(&g->limit));
     json_object_set_new(o, "history", err_json(&g->history));
     json_object_set_new(o, "coverage",
-                        g->jobs ? json_real((double)g->covered / (double)g->jobs) : json_null());
+                        g->jobs ? json_real(round(1e4 * (double)g->covered / (double)g->jobs) / 1e4)
+                                : json_null());
     return o;
 }
 
