@@ -63,13 +63,21 @@ static bool type_ok(const fg_proj_node_t *n, int32_t type)
     return n->up && (type < 0 || n->type == type);
 }
 
+/* s + run (run >= 1), saturated below FG_TIME_NEVER: runs as long as the caller's type
+ * allows must not wrap. */
+static fg_time_t end_of(fg_time_t s, fg_time_t run)
+{
+    assert(run >= 1);
+    return run > FG_TIME_NEVER - 1 - (s > 0 ? s : 0) ? FG_TIME_NEVER - 1 : s + run;
+}
+
 /* Whether GPU i of node n is idle over [s, s + run). */
 static bool idle_over(const proj_t *p, int32_t n, int32_t i, fg_time_t s, fg_time_t run)
 {
     if (p->nodes[n].free_at[i] <= s)
         return true;
     const int32_t g = p->off[n] + i;
-    return p->gap_from[g] <= s && s + run <= p->gap_to[g];
+    return p->gap_from[g] <= s && end_of(s, run) <= p->gap_to[g];
 }
 
 /* How many GPUs of node n are idle over [s, s + run). */
@@ -133,11 +141,11 @@ static void take_gpu(proj_t *p, int32_t n, int32_t i, fg_time_t s, fg_time_t run
             p->gap_from[g] = idle;
             p->gap_to[g] = s;
         }
-        sorted_move(&p->tail[p->off[n]], nd->gpus, nd->free_at[i], s + run);
-        nd->free_at[i] = s + run;
+        sorted_move(&p->tail[p->off[n]], nd->gpus, nd->free_at[i], end_of(s, run));
+        nd->free_at[i] = end_of(s, run);
     } else { /* in its gap */
-        assert(p->gap_from[g] <= s && s + run <= p->gap_to[g]);
-        p->gap_from[g] = s + run;
+        assert(p->gap_from[g] <= s && end_of(s, run) <= p->gap_to[g]);
+        p->gap_from[g] = end_of(s, run);
     }
     p->ngaps[n] += (p->gap_from[g] < p->gap_to[g]) - had_gap;
 }
