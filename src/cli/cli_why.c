@@ -99,10 +99,17 @@ static void print_share(const char *what, const char *of, json_t *sh)
         return;
     const char *name = cli_jstr(sh, "name");
     printf("  its %s %s: %.0f%% of %s recent usage against a share of %.0f%% (factor %.2f); "
-           "entitled to %.1f GPUs, runs %.0f\n",
+           "entitled to %.1f GPUs, runs %.0f",
            what, name ? name : "?", 100 * num(sh, "usage_share"), of,
            100 * num(sh, "normalized_share"), num(sh, "fair_share_factor"),
            num(sh, "entitlement_gpus"), num(sh, "running_gpus"));
+    long long rec = 0;
+    if (cli_jint(sh, "recovers_in_s", &rec) && rec > 0) {
+        char d[32];
+        span(d, sizeof d, rec);
+        printf("; back at its share in %s", d);
+    }
+    printf("\n");
 }
 
 /* "  ahead of it: 3 jobs, 10 GPUs (job 40 account cv 4 GPUs: lower usage; ...)" */

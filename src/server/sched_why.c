@@ -23,9 +23,11 @@
 
 #include "common/xalloc.h"
 
+#include "fairgpu/fairshare.h"
 #include "fairgpu/why.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,13 +158,17 @@ static void why_text(const fg_why_t *w, const srv_account_t *sa, int64_t now, ch
 
 /* ------------------------------------------------------------------ evidence */
 
-static json_t *share_json(const fg_why_share_t *sh)
+/* An account's or user's fair share, with when its factor recovers to 0.5 at half-life
+ * h if it runs nothing more (fg_fair_recovers_in; null: never). */
+static json_t *share_json(const fg_why_share_t *sh, int64_t h)
 {
-    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "name", sh->name, "usage_gpu_seconds",
+    const double t = fg_fair_recovers_in(sh->usage, sh->siblings_usage, sh->share, h);
+    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:i,s:o}", "name", sh->name, "usage_gpu_seconds",
                      sh->usage, "siblings_usage_gpu_seconds", sh->siblings_usage,
                      "normalized_share", sh->share, "usage_share", sh->usage_share,
                      "fair_share_factor", sh->factor, "entitlement_gpus", sh->entitlement_gpus,
-                     "running_gpus", sh->running_gpus);
+                     "running_gpus", sh->running_gpus, "recovers_in_s",
+                     t < 0 ? json_null() : json_integer((json_int_t)ceil(t)));
 }
 
 static json_t *time_or_null(int64_t t)
@@ -213,8 +219,8 @@ static bool waits_for_others(fg_reason_t r)
            r == FG_REASON_RESERVATION;
 }
 
-/* The evidence object of w (sa: its account, mu held; may be NULL). */
-static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t now)
+/* The evidence object of w (sa: its account, mu held; may be NULL; h: the half-life). */
+static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t now, int64_t h)
 {
     json_t *e = json_object();
     json_object_set_new(e, "gpus",
@@ -224,8 +230,8 @@ static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t
                                   "nodes_up", w->type_nodes_up));
     if (waits_for_others(w->code)) {
         json_object_set_new(e, "fair_share",
-                            json_pack("{s:o,s:o}", "account", share_json(&w->account), "user",
-                                      share_json(&w->user)));
+                            json_pack("{s:o,s:o}", "account", share_json(&w->account, h), "user",
+                                      share_json(&w->user, h)));
         json_object_set_new(e, "position", position_json(w));
     }
     if (w->code == FG_REASON_RESOURCES || w->code == FG_REASON_FRAGMENTATION ||
@@ -332,7 +338,7 @@ static json_t *why_json(sctx_t *c, uint64_t id)
     pthread_mutex_lock(&c->s->mu);
     const srv_account_t *sa = srv_account_by_name(c->s, w.account.name);
     why_text(&w, sa, c->now, text, sizeof text);
-    json_t *ev = evidence_json(&w, sa, c->now);
+    json_t *ev = evidence_json(&w, sa, c->now, fg_sched_config(c->core)->half_life_s);
     pthread_mutex_unlock(&c->s->mu);
     return json_pack("{s:s,s:s,s:o,s:o}", "code",
                      w.code == FG_REASON_NONE ? "none" : fg_reason_code(w.code), "text", text,

@@ -78,12 +78,13 @@ check "both nodes could hold it, each once a or b ends" \
     test "$(echo "$W" | jq -c "[.evidence.fragmentation.holders[].after_job] | sort")" = "$(jq -cn --arg a "$A" --arg b "$B" '[$a, $b] | sort')"
 check "in about an hour (their time limits)" test "$(echo "$W" | jq '[.evidence.fragmentation.holders[].in_s | select(. > 3000 and . <= 3600)] | length')" = 2
 check "GPUs of its type: 16 up, 10 free" test "$(echo "$W" | jq -c '[.evidence.gpus.up, .evidence.gpus.free]')" = "[16,10]"
+check "?why=0 leaves it out" test "$(api GET "/v1/jobs/$J8?why=0" | jq -c '[.state, has("why")]')" = '["PENDING",false]'
 check "the list of jobs does not carry it" test "$(api GET '/v1/jobs?state=PENDING' | jq '[.items[] | select(has("why"))] | length')" = 0
 
 FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" why "$J8" >"$TMP/why.out" 2>&1
 check "fairgpu why: the blocker" grep -q "^job $J8 (8 GPUs) is waiting: 10 GPUs are free, but no node has 8 free (largest: 5 on sim-" "$TMP/why.out"
 check "fairgpu why: the nodes that could hold it" grep -q "^  nodes that could hold it: sim-[01] once job [0-9]* ends (~[0-9]* min), sim-" "$TMP/why.out"
-check "fairgpu why: its account" grep -q "^  its account ml: [0-9]*% of the cluster's recent usage against a share of 25%" "$TMP/why.out"
+check "fairgpu why: its account" grep -q "^  its account ml: [0-9]*% of the cluster's recent usage against a share of 25% (factor 0\.[0-9]*); entitled to 4\.0 GPUs, runs 6" "$TMP/why.out"
 check "fairgpu why --json prints the object" test "$(FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" why "$J8" --json | jq -r .code)" = fragmentation
 
 # ------------------------------------------------------------- 2. fair share --
@@ -96,6 +97,7 @@ check "alice's job is second in plan order" test "$(echo "$W" | jq .evidence.pos
 check "one job, 8 GPUs ahead" test "$(echo "$W" | jq -c '[.evidence.position.ahead_jobs, .evidence.position.ahead_gpus]')" = "[1,8]"
 check "ahead because of share (account cv)" test "$(echo "$W" | jq -c '.evidence.position.first[0] | [.account, .gpus, .because]')" = '["cv",8,"share"]'
 check "ml's usage share is over its share" test "$(echo "$W" | jq '.evidence.fair_share.account | .usage_share > .normalized_share and .fair_share_factor < 0.5 and .name == "ml"')" = true
+check "ml, alone with usage so far, never recovers (null)" test "$(echo "$W" | jq '.evidence.fair_share.account | has("recovers_in_s") and .recovers_in_s == null')" = true
 check "ml's entitlement is its share of the 16 GPUs" test "$(echo "$W" | jq '.evidence.fair_share.account | (.entitlement_gpus - 16 * .normalized_share) | fabs < 1e-9')" = true
 check "bob's job is first" test "$(AS=$BOB why "$K8" | jq .evidence.position.place)" = 1
 A_VIEW=$(api GET "/v1/jobs/$J8")
