@@ -4,9 +4,10 @@
  *
  * The core is the scheduler thread's alone, so GET of a pending job posts MSG_WHY
  * (srv_why_get) and parks; after the iteration's pass and commit the thread asks the
- * core (fg_sched_why, fairgpu/why.h: one walk of the plan order, bounded) and answers
- * with {code, text, evidence}; the request resumes, renders the job as always and adds
- * "why" while the job is still pending. Other states answer at once, without it.
+ * core for every MSG_WHY of the iteration at once (fg_sched_why_many, fairgpu/why.h: ONE
+ * walk of the plan order, bounded, however many ask) and answers each with {code, text,
+ * evidence}; the request resumes, renders the job as always and adds "why" while the
+ * job is still pending. Other states answer at once, without it.
  *
  * The evidence is that of the reason (whichever apply): fair_share and position for a
  * job that waits for others' GPUs (priority, resources, fragmentation, reservation);
@@ -320,11 +321,10 @@ static json_t *parked_json(sctx_t *c, const srv_job_t *j)
                      "estimated_start", "evidence", ev);
 }
 
-/* The "why" object of pending job id, or NULL when it is not pending. */
-static json_t *why_json(sctx_t *c, uint64_t id)
+/* The "why" object of pending job id from w (the core's answer rc), or NULL when it
+ * is not pending. */
+static json_t *why_json(sctx_t *c, uint64_t id, const fg_why_t *w, int rc)
 {
-    fg_why_t w;
-    int rc = fg_sched_why(c->core, id, c->now, WHY_ORDER_MAX, &w);
     if (rc == FG_ENOENT) {
         pthread_mutex_lock(&c->s->mu);
         const srv_job_t *j = srv__job(c, id);
@@ -336,13 +336,13 @@ static json_t *why_json(sctx_t *c, uint64_t id)
         return NULL;
     char text[FG_REASON_MAX];
     pthread_mutex_lock(&c->s->mu);
-    const srv_account_t *sa = srv_account_by_name(c->s, w.account.name);
-    why_text(&w, sa, c->now, text, sizeof text);
-    json_t *ev = evidence_json(&w, sa, c->now, fg_sched_config(c->core)->half_life_s);
+    const srv_account_t *sa = srv_account_by_name(c->s, w->account.name);
+    why_text(w, sa, c->now, text, sizeof text);
+    json_t *ev = evidence_json(w, sa, c->now, fg_sched_config(c->core)->half_life_s);
     pthread_mutex_unlock(&c->s->mu);
     return json_pack("{s:s,s:s,s:o,s:o}", "code",
-                     w.code == FG_REASON_NONE ? "none" : fg_reason_code(w.code), "text", text,
-                     "estimated_start", time_or_null(w.estimated_start), "evidence", ev);
+                     w->code == FG_REASON_NONE ? "none" : fg_reason_code(w->code), "text", text,
+                     "estimated_start", time_or_null(w->estimated_start), "evidence", ev);
 }
 
 /* ------------------------------------------------------------------ the scheduler side */
@@ -357,15 +357,34 @@ bool srv__only_whys(const srv_msg_t *batch)
 
 void srv__answer_whys(sctx_t *c, srv_msg_t *batch)
 {
+    size_t n = 0;
+    for (srv_msg_t *m = batch; m; m = m->next)
+        n += m->kind == MSG_WHY;
+    if (!n)
+        return;
+    /* one walk of the plan order for all of them */
+    fg_job_id_t *ids = fg_xmalloc(n * sizeof *ids);
+    fg_why_t *w = fg_xmalloc(n * sizeof *w);
+    int *rc = fg_xmalloc(n * sizeof *rc);
+    size_t k = 0;
+    for (srv_msg_t *m = batch; m; m = m->next)
+        if (m->kind == MSG_WHY)
+            ids[k++] = m->job;
+    fg_sched_why_many(c->core, ids, n, c->now, WHY_ORDER_MAX, w, rc);
+    k = 0;
     for (srv_msg_t *m = batch; m; m = m->next) {
         if (m->kind != MSG_WHY)
             continue;
-        json_t *o = why_json(c, m->job);
+        json_t *o = why_json(c, m->job, &w[k], rc[k]);
+        k++;
         srv__sync_ok(m->sync, 200, o ? o : json_null());
         if (m->sync)
             srv__sync_done(m->sync);
         m->sync = NULL;
     }
+    free(ids);
+    free(w);
+    free(rc);
 }
 
 /* ------------------------------------------------------------------ the HTTP side */
