@@ -115,6 +115,32 @@ static void test_fragmentation_shows_the_free_blocks_and_the_holders(void **st)
     fg_sched_free(s);
 }
 
+/* One 8-GPU node, job 1 on 4 GPUs until 100; job 2 (8 GPUs) goes first and holds the node
+ * from 100; job 3 (4 GPUs, would end after 100) cannot backfill: reservation, held for
+ * job 2 from 100, and the node could hold it at 100 once job 1 ends. */
+static void test_a_reservation_names_its_holder_and_start(void **st)
+{
+    (void)st;
+    fg_sched_t *s = sched_new();
+    assert_true(fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP) >= 0);
+    submit(s, 1, "a", "u", 4, NULL, FG_PRIO_NORMAL, 100, 0);
+    assert_int_equal(pass(s, 0), 1);
+    submit(s, 2, "b", "v", 8, NULL, FG_PRIO_HIGH, 100, 1);
+    submit(s, 3, "a", "u", 4, NULL, FG_PRIO_NORMAL, 1000, 2);
+    assert_int_equal(pass(s, 3), 0);
+    fg_why_t w = why(s, 3, 3);
+    assert_int_equal(w.code, FG_REASON_RESERVATION);
+    assert_int_equal(w.res_holder, 2);
+    assert_int_equal(w.res_from, 100);
+    assert_int_equal(w.type_free, 4);
+    assert_int_equal(w.nholders, 1);
+    assert_int_equal(w.holders[0].at, 3); /* 4 free now: it fits, but they are held */
+    assert_int_equal(w.position, 2);
+    assert_int_equal(w.ahead[0].id, 2);
+    assert_int_equal(w.ahead[0].first, FG_FIRST_CLASS);
+    fg_sched_free(s);
+}
+
 /* A 16-GPU job needs two whole nodes: each node is a holder once all its jobs end. */
 static void test_a_whole_node_job_counts_whole_nodes(void **st)
 {
@@ -304,6 +330,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fragmentation_shows_the_free_blocks_and_the_holders),
+        cmocka_unit_test(test_a_reservation_names_its_holder_and_start),
         cmocka_unit_test(test_a_whole_node_job_counts_whole_nodes),
         cmocka_unit_test(test_an_account_over_its_share_waits_behind_another),
         cmocka_unit_test(test_jobs_ahead_say_why_they_go_first),
