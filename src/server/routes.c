@@ -447,6 +447,10 @@ int h_metrics(srv_req_t *r)
         (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
         (long long)ncreds);
     (void)nnodes;
+    srv_buf_t fsb = {0}; /* per-account fair share (fairshare_metrics.c) */
+    srv_fairshare_metrics(s, &fsb);
+    OUT("%.*s", (int)fsb.n, fsb.p ? fsb.p : "");
+    free(fsb.p);
 #undef OUT
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
 }

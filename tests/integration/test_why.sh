@@ -160,6 +160,12 @@ assert abs(a["entitlement_gpus"] - 16 * s) < 1e-9
 ' "$FS"
 check "an account without usage recovers now" test "$(echo "$FS" | jq '.accounts[] | select(.name=="cv") | .recovers_in_s')" = 0
 check "users have an entitlement of their account's" test "$(echo "$FS" | jq '.accounts[] | select(.name=="ml") | .users[0] | has("entitlement_gpus") and has("recovers_in_s")')" = true
+curl -s "$URL/metrics" >"$TMP/metrics"
+check "/metrics: ml's entitlement" grep -qx -e 'fairgpu_account_entitlement_gpus{account="ml"} 4' "$TMP/metrics"
+check "/metrics: qa's running GPUs" grep -qx -e 'fairgpu_account_running_gpus{account="qa"} 2' "$TMP/metrics"
+MREC=$(sed -n 's/^fairgpu_account_recovers_in_seconds{account="ml"} //p' "$TMP/metrics")
+# (later than the API's figure: ml's usage only decays and qa's only grows, so it is sooner)
+check "/metrics: ml recovers, no later than the API said" python3 -c 'import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); assert 0 < a <= b, (a, b)' "${MREC:-0}" "$(echo "$ML" | jq .recovers_in_s)"
 FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" share >"$TMP/share.out" 2>&1
 check "fairgpu share shows when ml recovers" grep -Eq "^ml +account .* in [0-9.]+ (s|min|h|days)$" "$TMP/share.out"
 touch "$TMP/go-q1" "$TMP/go-q2"
