@@ -95,7 +95,13 @@ static void why_text(const fg_why_t *w, const srv_account_t *sa, int64_t now, ch
     case FG_REASON_RESOURCES:
         add(b, n, "it needs %d GPUs (type %s) and %d of the %d up are free", w->gpus, ty,
             w->type_free, w->type_up);
-        if (w->nholders) {
+        if (w->gpus > FG_WHOLE_NODE_GPUS) { /* k whole nodes: the k-th earliest */
+            const size_t k = (size_t)(w->gpus / FG_WHOLE_NODE_GPUS);
+            if (k <= w->nholders) {
+                when_words(t, sizeof t, w->holders[k - 1].at, now);
+                add(b, n, "; %zu whole nodes could be free %s", k, t);
+            }
+        } else if (w->nholders) {
             when_words(t, sizeof t, w->holders[0].at, now);
             add(b, n, "; %s could hold it %s", w->holders[0].name, t);
         }
