@@ -136,7 +136,7 @@ wait_until() {
     return 1
 }
 nodes_up() { [ "$(metric 'fairgpu_nodes{state="up"}')" = "$NODES" ]; }
-all_running() { [ "$(metric 'fairgpu_jobs{state="RUNNING"}')" = "$N" ]; }
+all_running() { [ "$(metric 'fairgpu_jobs_by_state{state="RUNNING"}')" = "$N" ]; }
 
 echo "* nobody" >"$TMP/usermap" # as root, jobs run as nobody
 # shellcheck disable=SC2086
@@ -165,7 +165,7 @@ jobs_alive() { pgrep -c -x -f 'sleep 86401'; }
 all_alive() { [ "$(jobs_alive)" -ge "$N" ]; }
 # (RUNNING is the controller's decision; the processes are the agent's start)
 wait_until 300 all_running && wait_until 300 all_alive ||
-    { echo "bench_charging: only $(metric 'fairgpu_jobs{state="RUNNING"}') of $N jobs run," \
+    { echo "bench_charging: only $(metric 'fairgpu_jobs_by_state{state="RUNNING"}') of $N jobs run," \
         "$(jobs_alive) processes" >&2; exit 1; }
 echo "bench_charging: $N jobs running on $NODES fake nodes after $((SECONDS - T0)) s" >&2
 
@@ -209,7 +209,7 @@ window() {
     sleep "$W"
     read -r t1 c1 s1 r1 < <(snap)
     local running
-    running=$(metric 'fairgpu_jobs{state="RUNNING"}')
+    running=$(metric 'fairgpu_jobs_by_state{state="RUNNING"}')
     [ "$running" = "$N" ] || { echo "bench_charging: $running of $N jobs run after window $1" >&2; exit 1; }
     local secs
     secs=$(awk -v a="$t1" -v b="$t0" 'BEGIN { printf "%.3f", a - b }')

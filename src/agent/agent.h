@@ -145,6 +145,10 @@ struct fg_agent {
     pthread_t sup_thr;
 };
 
+/* ---- gpubind.c (takes ag->mu itself): binds each GPU of n to the directory of the
+ * running job that holds it (gpu.h, bind), before the heartbeat samples them. */
+void fg_node_bind_gpus(fg_node_t *n);
+
 /* ---- agent_attempts.c (callers hold ag->mu unless said otherwise) */
 
 /* Handles a "start" message (called by the poll thread WITHOUT ag->mu). */

@@ -386,6 +386,8 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
     }
     const char *user = jstr(msg, "user");
     snprintf(job_dir, sizeof job_dir, "%s/jobs/%s", n->work_dir, job_id);
+    char knob[sizeof job_dir + sizeof FG_GPU_FAKE_UTIL_FILE + 1];
+    snprintf(knob, sizeof knob, "%s/%s", job_dir, FG_GPU_FAKE_UTIL_FILE);
     /* The job's Unix account (account.c). Fail closed: an attempt whose account cannot
      * be set up ends with user_setup_failed and never runs (not as root, not as the
      * agent's user). */
@@ -427,6 +429,7 @@ void fg_agent_start(fg_node_t *n, json_t *msg)
             .gpu_indices = idx,
             .model = jstr(msg, "model"),
             .dataset = jstr(msg, "dataset"),
+            .fake_util_file = n->gpu.bind ? knob : NULL,
             .run_dir = runs,
             .run_name = key,
             .job_dir = job_dir,

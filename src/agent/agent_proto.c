@@ -355,6 +355,7 @@ void *fg_node_hb_main(void *arg)
             continue;
         }
         next = fg_now_ms() + interval * 1000;
+        fg_node_bind_gpus(n);
         json_t *gpus = json_array();
         for (int i = 0; i < n->ngpus; i++) {
             fg_gpu_sample_t s;

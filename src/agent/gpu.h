@@ -36,6 +36,10 @@ typedef struct fg_gpu_backend {
     int (*info)(void *ctx, int i, fg_gpu_info_t *out);
     /* Samples GPU i now. 0 on success, -1 on error (out->ok = 0). */
     int (*sample)(void *ctx, int i, fg_gpu_sample_t *out);
+    /* Optional (NULL for NVML, which samples the hardware): tells the backend which job
+     * directory GPU i serves now (NULL: none), before it is sampled. The fake backend
+     * reads the job's load knob there (FG_GPU_FAKE_UTIL_FILE). */
+    void (*bind)(void *ctx, int i, const char *job_dir);
     /* Releases ctx. */
     void (*close)(void *ctx);
     void *ctx;
@@ -48,10 +52,24 @@ typedef struct fg_gpu_backend {
  */
 int fg_gpu_nvml_open(const char *libname, fg_gpu_backend_t *out, char *err, size_t errlen);
 
+/* The fake backend's per-job load knob: a file of this name in the job's directory
+ * holding "UTIL" or "UTIL MEM_MB" (e.g. "0" or "35 2048"); its path is given to the job
+ * as $FAIRGPU_FAKE_UTIL_FILE. Without it (or unreadable, or malformed) a GPU of a
+ * running job samples FG_GPU_FAKE_BUSY_PCT and FG_GPU_FAKE_BUSY_MB; a free GPU 0 and 0. */
+#define FG_GPU_FAKE_UTIL_FILE "FAIRGPU_FAKE_UTIL"
+#define FG_GPU_FAKE_BUSY_PCT  100
+#define FG_GPU_FAKE_BUSY_MB   1024
+
+/* Parses a knob's text ("UTIL" or "UTIL MEM_MB", spaces and a newline allowed) into
+ * *util (0..100) and *mem_mb (0..max_mb; FG_GPU_FAKE_BUSY_MB when absent). 0, or -1
+ * (nothing changed) when it is not that. */
+int fg_gpu_fake_parse(const char *text, int64_t max_mb, int *util, int64_t *mem_mb);
+
 /*
  * A fake backend of n GPUs (0 <= n <= FG_GPU_MAX) for node `node`: uuids
- * "GPU-fake-<node>-<i>", type `type` (NULL: "fake"), 81920 MiB each. Samples are
- * deterministic. Returns 0, or -1 if n is out of range.
+ * "GPU-fake-<node>-<i>", type `type` (NULL: "fake"), 81920 MiB each. Samples follow
+ * the bound job's knob (see FG_GPU_FAKE_UTIL_FILE). Returns 0, or -1 if n is out of
+ * range.
  */
 int fg_gpu_fake_open(const char *node, int n, const char *type, fg_gpu_backend_t *out);
 

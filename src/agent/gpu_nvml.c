@@ -130,6 +130,7 @@ int fg_gpu_nvml_open(const char *libname, fg_gpu_backend_t *out, char *err, size
     out->count = nvml_count;
     out->info = nvml_info;
     out->sample = nvml_sample;
+    out->bind = NULL; /* NVML samples the hardware: the job needs no hint */
     out->close = nvml_close;
     out->ctx = n;
     return 0;

@@ -563,6 +563,8 @@ static void build_env(const fg_launch_t *l, const char *home, const char *user, 
     if (l->dataset)
         strv_push(env, kv("FAIRGPU_DATASET", l->dataset));
     strv_push(env, kv("FAIRGPU_CHECKPOINT_DIR", l->checkpoint_dir));
+    if (l->fake_util_file)
+        strv_push(env, kv("FAIRGPU_FAKE_UTIL_FILE", l->fake_util_file));
     snprintf(num, sizeof num, "%d", l->rank);
     strv_push(env, kv("FAIRGPU_NODE_RANK", num));
     snprintf(num, sizeof num, "%d", l->num_nodes > 0 ? l->num_nodes : 1);

@@ -46,6 +46,7 @@ typedef struct fg_launch {
     const char *gpu_indices;          /* FAIRGPU_GPU_INDICES, e.g. "0,1" */
     const char *model;                /* NULL: FAIRGPU_MODEL not set */
     const char *dataset;
+    const char *fake_util_file; /* NULL: FAIRGPU_FAKE_UTIL_FILE not set (real GPUs) */
     const char *run_dir;        /* agent-private dir (log, status); made 0700 */
     const char *run_name;       /* NULL: run_dir is this rank's own (output.log, exit);
                                    else the files are run_dir/NAME.log and NAME.exit */

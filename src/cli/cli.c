@@ -260,7 +260,8 @@ static const command_t COMMANDS[] = {
     {"token", cli_cmd_token},     {"user", cli_cmd_user},
     {"account", cli_cmd_account}, {"node-token", cli_cmd_node_token},
     {"usage", cli_cmd_usage},     {"invoice", cli_cmd_invoice},
-    {"credit", cli_cmd_credit},   {"why", cli_cmd_why},
+    {"credit", cli_cmd_credit},   {"whatif", cli_cmd_whatif},
+    {"why", cli_cmd_why},
 };
 
 /* Takes every "--ca-file FILE" / "--ca-file=FILE" before a "--" out of argv (a client

@@ -63,6 +63,13 @@ const char *cli_path(char *buf, size_t n, const char *prefix, const char *id, co
  * when v is NULL. */
 void cli_query_add(char *buf, size_t n, const char *k, const char *v);
 
+/* Fetches the first page of the job list at `base` (a GET /v1/jobs path with its
+ * query), or every page with all, into the array merged. *cursor: the cursor of the
+ * page after them (malloc'd) or NULL (pass it in NULL); *more: pages were left. Returns
+ * the exit status. */
+int cli_jobs_fetch(cli_ctx_t *x, const char *base, int all, json_t *merged, char **cursor,
+                   int *more);
+
 /* ------------------------------------------------------ options, usage -- */
 
 /* Prints "fairgpu CMD: <message>" and a hint to stderr; returns 2. */
@@ -182,7 +189,8 @@ int cli_cmd_account(int argc, char **argv);
 int cli_cmd_usage(int argc, char **argv); /* cli_billing.c */
 int cli_cmd_invoice(int argc, char **argv);
 int cli_cmd_credit(int argc, char **argv);
-int cli_cmd_why(int argc, char **argv); /* cli_why.c */
+int cli_cmd_whatif(int argc, char **argv); /* cli_whatif.c */
+int cli_cmd_why(int argc, char **argv);    /* cli_why.c */
 
 /* Terminal prompts (cli_prompt.c). A secret line, from the terminal without echo or
  * from standard input (always with force_stdin): malloc'd without its line end, or

@@ -165,11 +165,8 @@ static int jobs_page(cli_ctx_t *x, const char *base, const char *cursor, json_t 
     return 0;
 }
 
-/* Fetches the first page, or every page with all, into merged. *cursor: the cursor of
- * the page after them (malloc'd) or NULL; *more: pages were left. Returns the exit
- * status. */
-static int jobs_fetch(cli_ctx_t *x, const char *base, int all, json_t *merged, char **cursor,
-                      int *more)
+int cli_jobs_fetch(cli_ctx_t *x, const char *base, int all, json_t *merged, char **cursor,
+                   int *more)
 {
     for (int pages = 1;; pages++) {
         char *next = NULL;
@@ -252,6 +249,14 @@ static void job_where(json_t *j, const char *st, char *where, size_t n)
         if (l < n)
             snprintf(where + l, n - l, "%sexit %lld", l ? " " : "", ec);
     }
+    long long since = json_is_true(json_object_get(j, "idle")) ? cli_since(j, "idle_since") : -1;
+    if (since >= 0) { /* its GPUs idle: the badge (docs/idle.md) */
+        char d[24];
+        size_t l = strlen(where);
+        if (l < n)
+            snprintf(where + l, n - l, "%s[idle %s]", l ? " " : "",
+                     fg_format_duration(since, d, sizeof d));
+    }
 }
 
 /* One job's row of the jobs table. */
@@ -319,7 +324,7 @@ int cli_cmd_jobs(int argc, char **argv)
     json_t *merged = json_array();
     char *cursor = NULL;
     int more = 0;
-    rc = jobs_fetch(&x, base, o.all, merged, &cursor, &more);
+    rc = cli_jobs_fetch(&x, base, o.all, merged, &cursor, &more);
     if (!rc)
         jobs_print(&o, merged, cursor, more);
     free(cursor);
@@ -417,10 +422,35 @@ static void show_run(json_t *j, const char *st)
     kv_array("gpu indices:", j, "gpu_indices");
 }
 
+/* show's lines on the job's GPU use: utilization and memory now, idleness. */
+static void show_gpu_use(json_t *j)
+{
+    char b[512], b2[128], b3[64];
+    long long u, m, idle_s;
+    if (cli_jint(j, "gpu_util_pct", &u)) {
+        if (cli_jint(j, "gpu_mem_used_mb", &m))
+            snprintf(b, sizeof b, "%lld %% (mean over its GPUs), %lld MiB in use", u, m);
+        else
+            snprintf(b, sizeof b, "%lld %% (mean over its GPUs)", u);
+        kv("gpu util:", b);
+    }
+    long long since = cli_since(j, "idle_since");
+    if (json_is_true(json_object_get(j, "idle")) && since >= 0) {
+        snprintf(b, sizeof b, "idle %s, since %s", fg_format_duration(since, b3, sizeof b3),
+                 cli_jtime(j, "idle_since", b2, sizeof b2));
+        kv("idle:", b);
+    }
+    if (cli_jint(j, "idle_gpu_s", &idle_s) && idle_s > 0) {
+        snprintf(b, sizeof b, "%lld", idle_s);
+        kv("idle gpu secs:", b);
+    }
+}
+
 /* show's last lines: GPU seconds, cost, the command (cut at 400 bytes), the env. */
 static void show_cost_command(json_t *j)
 {
     char b[512];
+    show_gpu_use(j);
     kv("gpu seconds:", cli_jfmt(j, "gpu_seconds", b, sizeof b));
     long long cost;
     if (cli_jint(j, "cost_micros", &cost)) {

@@ -35,6 +35,8 @@ void srv_config_default(srv_config_t *c)
     c->max_connections = 4096;
     c->heartbeat_interval_s = 2;
     c->charge_interval_s = 60;
+    c->idle_util_pct = 5;
+    c->idle_after_s = 1800;
     c->heartbeat_misses = 3;
     c->longpoll_max_s = 60;
     c->log_level = FG_LOG_INFO;
@@ -275,6 +277,14 @@ static int set_opt(srv_config_t *c, const char *key, const char *v, const char *
         if (parse_duration(v, &d) || d < 1 || d > 3600)
             BAD("charge-interval '%s' must be 1s..1h", v);
         c->charge_interval_s = (int)d;
+    } else if (!strcmp(key, "idle-util-pct")) {
+        if (parse_int(v, 1, 100, &n))
+            BAD("idle-util-pct '%s' must be an integer 1..100", v);
+        c->idle_util_pct = (int)n;
+    } else if (!strcmp(key, "idle-after")) {
+        if (parse_duration(v, &d) || d < 1 || d > 30 * 86400)
+            BAD("idle-after '%s' must be a duration 1s..30d (e.g. 30m)", v);
+        c->idle_after_s = d;
     } else if (!strcmp(key, "heartbeat-misses")) {
         if (parse_int(v, 1, 1000, &n))
             BAD("heartbeat-misses '%s' must be an integer 1..1000", v);
@@ -439,6 +449,9 @@ static void usage(FILE *f)
           "  --heartbeat-interval DUR   agent heartbeat period (default 2s)\n"
           "  --charge-interval DUR      live charging of running jobs (default 60s)\n"
           "  --heartbeat-misses N       node down after N missed heartbeats (default 3)\n"
+          "  --idle-util-pct N          a GPU below N % is idle (default 5)\n"
+          "  --idle-after DUR           a job whose GPUs all stay idle this long is flagged\n"
+          "                             idle (default 30m; docs/idle.md)\n"
           "  --longpoll-max DUR         longest long-poll wait (default 60s)\n"
           "  --policy P                 fair|wfq|fifo|priority|round-robin|las (default fair)\n"
           "  --half-life DUR --backfill on|off --preemption on|off --quantum DUR\n"
@@ -489,6 +502,8 @@ int srv_config_parse(srv_config_t *c, int argc, char **argv)
         {"heartbeat-interval", required_argument, 0, 0},
         {"charge-interval", required_argument, 0, 0},
         {"heartbeat-misses", required_argument, 0, 0},
+        {"idle-util-pct", required_argument, 0, 0},
+        {"idle-after", required_argument, 0, 0},
         {"longpoll-max", required_argument, 0, 0},
         {"log-level", required_argument, 0, 0},
         {"insecure-fast-password-hash", no_argument, 0, 0},

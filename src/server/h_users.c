@@ -854,6 +854,7 @@ static json_t *account_json(srv_t *s, const srv_account_t *a)
         "allowed_priorities", prios_json(a->r.allowed_priorities), "members", members, "created_at",
         (json_int_t)a->r.created_at);
     json_object_set_new(o, "budget", budget_json(a));
+    srv_idle_account_json(&a->r, o);
     return o;
 }
 
@@ -880,7 +881,7 @@ static bool account_fields(srv_req_t *r, json_t *b, fg_store_account_t *a)
         return false;
     else if (has)
         a->budget_micros = bud;
-    if (!budget_fields(r, b, a, bv != NULL))
+    if (!budget_fields(r, b, a, bv != NULL) || !srv_idle_account_fields(r, b, a))
         return false;
     json_t *pv = json_object_get(b, "allowed_priorities");
     if (pv && !json_is_null(pv)) {
@@ -1018,6 +1019,8 @@ int h_accounts_patch(srv_req_t *r)
     a->r.budget_period = na.budget_period;
     a->r.budget_since_ms = na.budget_since_ms;
     a->r.allowed_priorities = na.allowed_priorities;
+    a->r.idle_action = na.idle_action;
+    a->r.idle_grace_s = na.idle_grace_s;
     json_t *aj = account_json(s, a);
     pthread_mutex_unlock(&s->mu);
     srv_audit(s, r->user_id, "account.update", na.name, json_incref(b));

@@ -57,6 +57,7 @@ static void mark(srv_req_t *r, unsigned status)
     r->responded = true;
     r->status = (int)status;
     count_status(r->srv, status);
+    srv_metrics_http_observe(r);
 }
 
 int srv_reply_full(srv_req_t *r, unsigned status, const char *ctype, const char *extra, char *buf,
@@ -240,6 +241,8 @@ int srv_park(srv_req_t *r, int kind, int64_t deadline_ms)
     w->deadline_ms = deadline_ms;
     w->kind = kind;
     r->waiter = w;
+    if (kind == WAIT_EVENTS || kind == WAIT_AGENT || kind == WAIT_STREAM)
+        r->long_wait = true;
     srv_park_request(r);
     add_waiter(s, w, r->wake_gen);
     return SRV_YES;
@@ -395,6 +398,7 @@ static void on_request(void *arg, hd_conn_t *conn)
         r = req_new(s, conn);
     if (!r->started) {
         r->started = true;
+        r->t0_us = fg_clock_mono_us();
         r->body = (char *)hd_body(conn, &r->len);
         /* Up to 16 MiB the engine read and dropped the body, so that the client gets the
          * 413 cleanly; beyond, it answers at once and closes. */

@@ -81,6 +81,7 @@ void srv_job_count_state(srv_t *s, const srv_job_t *j, int delta)
 {
     if ((int)j->state >= 0 && (int)j->state < 6)
         s->njobs_by_state[j->state] += delta;
+    srv_jobtally_count(s, j, delta);
     if (j->state == FG_JOB_RUNNING) {
         uint64_t id = (uint64_t)j->r.id;
         if (delta > 0) {
@@ -292,6 +293,7 @@ void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *usernam
     put_or_null(b, r->cpus);
     key(b, "memory_mb");
     put_or_null(b, r->memory_mb);
+    srv_idle_render(j, b); /* gpu_util_pct .. idle_gpu_s (sched_idle.c) */
     srv_buf_put(b, "}", 1);
 }
 

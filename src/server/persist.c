@@ -236,7 +236,10 @@ int srv_batch_commit(srv_t *s, srv_batch_t *b)
     if (b->n == 0)
         return 0;
     b->failed_op = -1;
-    return fg_store_write(s->store, batch_unit, b);
+    int rc = fg_store_write(s->store, batch_unit, b);
+    if (rc == 0)
+        srv_metrics_ledger_committed(s, b);
+    return rc;
 }
 
 int srv_batch_commit_async(srv_t *s, srv_batch_t *b, void (*done)(int rc, void *arg), void *arg)
@@ -632,6 +635,8 @@ int srv_persist_load(srv_t *s)
     if ((rc = fg_store_ledger_max_id(tx, &max_row)))
         goto out;
     atomic_store(&s->ledger_next_id, max_row + 1);
+    if ((rc = srv_metrics_ledger_restore(s, tx)))
+        goto out;
     /* events: all of them, in pages */
     int64_t since = 0;
     for (;;) {

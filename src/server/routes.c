@@ -1,7 +1,7 @@
 /*
  * routes.c - the route table, authentication/authorisation per route, rate limits,
- * and the small cluster-wide handlers (fair share, health, metrics, the billing
- * stub for what is not built yet).
+ * and the small cluster-wide handlers (fair share, health, the billing stub for what
+ * is not built yet). GET /metrics is h_metrics.c.
  *
  * A route is a path pattern ("*" = one segment, "**" = the rest), a method and who may
  * call it. Unknown path: 404. Known path, other method: 405 with Allow. Then: anonymous
@@ -11,16 +11,9 @@
  */
 #include "server/server.h"
 
-#include "common/xalloc.h"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 enum { A_ANON = 0, A_USER, A_ADMIN, A_AGENT, A_JOIN };
 
@@ -311,146 +304,4 @@ int h_billing(srv_req_t *r)
                            "price book, usage, invoices and adjustments are: /v1/billing/prices, "
                            "/v1/billing/usage, /v1/billing/invoices/{YYYY-MM}, "
                            "/v1/billing/adjustments");
-}
-
-/* Whether r may read /metrics (metrics-access): a loopback peer, the scrape token, or
- * anyone. Replies 403/401 and returns false if not. */
-static bool metrics_allowed(srv_req_t *r)
-{
-    srv_t *s = r->srv;
-    if (s->cfg.metrics_access == SRV_METRICS_OPEN)
-        return true;
-    if (s->cfg.metrics_access == SRV_METRICS_LOCAL) {
-        /* a loopback peer, but not a request the trusted proxy passes on (it says so
-         * with X-Forwarded-For): the proxy's clients are not local, even when the
-         * proxy runs on this host */
-        uint32_t peer = r->conn ? hd_peer_addr(r->conn) : 0;
-        bool proxied =
-            peer && peer == s->cfg.trusted_proxy_addr && srv_header(r, "X-Forwarded-For") != NULL;
-        bool local = (ntohl(peer) >> 24) == 127 && !proxied;
-        if (!local)
-            srv_reply_error(r, 403, "forbidden", NULL,
-                            "/metrics answers loopback peers only (metrics-access local)");
-        return local;
-    }
-    const char *h = srv_header(r, "Authorization");
-    if (h && strncasecmp(h, "Bearer ", 7) == 0) {
-        unsigned char hash[SRV_TOKEN_HASH];
-        const char *tok = h + 7;
-        while (*tok == ' ')
-            tok++;
-        srv_token_hash(tok, hash);
-        if (sodium_memcmp(hash, s->metrics_token_hash, SRV_TOKEN_HASH) == 0)
-            return true;
-    }
-    srv_reply_error(r, 401, "unauthenticated", NULL,
-                    "/metrics needs the scrape token of DATA_DIR/metrics.token (Bearer)");
-    return false;
-}
-
-int h_metrics(srv_req_t *r)
-{
-    srv_t *s = r->srv;
-    if (!metrics_allowed(r))
-        return SRV_YES;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-#define OUT(...)                                                                                   \
-    do {                                                                                           \
-        int n_ = snprintf(NULL, 0, __VA_ARGS__);                                                   \
-        buf = fg_xgrow(buf, &cap, len + (size_t)n_ + 1, 1);                                        \
-        snprintf(buf + len, (size_t)n_ + 1, __VA_ARGS__);                                          \
-        len += (size_t)n_;                                                                         \
-    } while (0)
-    int64_t states[6];
-    int64_t top_seq, nnodes, nusers, ncreds;
-    int64_t nodes_up = 0, nodes_down = 0;
-    pthread_mutex_lock(&s->mu);
-    memcpy(states, s->njobs_by_state, sizeof states);
-    top_seq = s->pub_seq;
-    nnodes = (int64_t)s->nnodes;
-    nusers = (int64_t)s->nusers;
-    ncreds = (int64_t)s->ntokens;
-    for (size_t i = 0; i < s->nnodes; i++) {
-        if (s->nodes[i]->state == FG_NODE_DOWN)
-            nodes_down++;
-        else
-            nodes_up++;
-    }
-    pthread_mutex_unlock(&s->mu);
-    OUT("# HELP fairgpu_jobs Jobs by state.\n# TYPE fairgpu_jobs gauge\n");
-    for (int k = 0; k < 6; k++)
-        OUT("fairgpu_jobs{state=\"%s\"} %lld\n", fg_job_state_name((fg_job_state_t)k),
-            (long long)states[k]);
-    OUT("# HELP fairgpu_submissions_total Jobs accepted (201).\n"
-        "# TYPE fairgpu_submissions_total counter\nfairgpu_submissions_total %ld\n",
-        atomic_load(&s->m.submissions));
-    OUT("# HELP fairgpu_submissions_refused_total Submissions refused by a cap (429).\n"
-        "# TYPE fairgpu_submissions_refused_total counter\nfairgpu_submissions_refused_total "
-        "%ld\n",
-        atomic_load(&s->m.submissions_refused));
-    long passes = atomic_load(&s->m.passes);
-    OUT("# HELP fairgpu_scheduler_passes_total Scheduling passes.\n"
-        "# TYPE fairgpu_scheduler_passes_total counter\nfairgpu_scheduler_passes_total %ld\n",
-        passes);
-    OUT("# HELP fairgpu_scheduler_pass_seconds Duration of scheduling passes.\n"
-        "# TYPE fairgpu_scheduler_pass_seconds summary\n"
-        "fairgpu_scheduler_pass_seconds_sum %.6f\nfairgpu_scheduler_pass_seconds_count %ld\n",
-        (double)atomic_load(&s->m.pass_us_total) / 1e6, passes);
-    OUT("# HELP fairgpu_scheduler_last_pass_seconds Duration of the last pass.\n"
-        "# TYPE fairgpu_scheduler_last_pass_seconds gauge\n"
-        "fairgpu_scheduler_last_pass_seconds %.6f\n"
-        "# HELP fairgpu_scheduler_max_pass_seconds Longest pass since start.\n"
-        "# TYPE fairgpu_scheduler_max_pass_seconds gauge\n"
-        "fairgpu_scheduler_max_pass_seconds %.6f\n",
-        (double)atomic_load(&s->m.last_pass_us) / 1e6,
-        (double)atomic_load(&s->m.max_pass_us) / 1e6);
-    OUT("# TYPE fairgpu_job_starts_total counter\nfairgpu_job_starts_total %ld\n"
-        "# TYPE fairgpu_preemptions_total counter\nfairgpu_preemptions_total %ld\n"
-        "# TYPE fairgpu_attempts_ended_total counter\nfairgpu_attempts_ended_total %ld\n",
-        atomic_load(&s->m.starts), atomic_load(&s->m.preemptions), atomic_load(&s->m.ended));
-    OUT("# HELP fairgpu_http_requests_total HTTP replies by status code.\n"
-        "# TYPE fairgpu_http_requests_total counter\n");
-    for (int c = 100; c < 600; c++) {
-        long v = atomic_load(&s->m.http_by_code[c]);
-        if (v)
-            OUT("fairgpu_http_requests_total{code=\"%d\"} %ld\n", c, v);
-    }
-    fg_store_stats_t st;
-    fg_store_get_stats(s->store, &st);
-    OUT("# TYPE fairgpu_store_commits_total counter\nfairgpu_store_commits_total %llu\n"
-        "# TYPE fairgpu_store_units_total counter\nfairgpu_store_units_total %llu\n"
-        "# TYPE fairgpu_store_max_batch gauge\nfairgpu_store_max_batch %llu\n"
-        "# TYPE fairgpu_store_queue_length gauge\nfairgpu_store_queue_length %llu\n",
-        (unsigned long long)st.commits, (unsigned long long)st.units,
-        (unsigned long long)st.max_batch, (unsigned long long)st.queue_len);
-    OUT("# HELP fairgpu_store_batch_seconds_total Writer time running batches (units + commit).\n"
-        "# TYPE fairgpu_store_batch_seconds_total counter\nfairgpu_store_batch_seconds_total %.6f\n"
-        "# HELP fairgpu_store_commit_seconds_total Of which in COMMIT (the fsync).\n"
-        "# TYPE fairgpu_store_commit_seconds_total counter\nfairgpu_store_commit_seconds_total "
-        "%.6f\n"
-        "# TYPE fairgpu_store_checkpoints_total counter\nfairgpu_store_checkpoints_total %llu\n"
-        "# HELP fairgpu_store_batch_reruns_total Batches run again with savepoints after a unit "
-        "failed.\n"
-        "# TYPE fairgpu_store_batch_reruns_total counter\nfairgpu_store_batch_reruns_total %llu\n"
-        "# HELP fairgpu_store_max_checkpoint_seconds Longest pause of the commit pipeline.\n"
-        "# TYPE fairgpu_store_max_checkpoint_seconds gauge\nfairgpu_store_max_checkpoint_seconds "
-        "%.6f\n",
-        (double)st.batch_us / 1e6, (double)st.commit_us / 1e6, (unsigned long long)st.checkpoints,
-        (unsigned long long)st.reruns, (double)st.max_checkpoint_us / 1e6);
-    OUT("# TYPE fairgpu_event_seq gauge\nfairgpu_event_seq %lld\n"
-        "# TYPE fairgpu_nodes gauge\nfairgpu_nodes{state=\"up\"} %lld\n"
-        "fairgpu_nodes{state=\"down\"} %lld\n"
-        "# TYPE fairgpu_users gauge\nfairgpu_users %lld\n"
-        "# HELP fairgpu_credentials_cached Sessions and API tokens held in memory.\n"
-        "# TYPE fairgpu_credentials_cached gauge\nfairgpu_credentials_cached %lld\n",
-        (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
-        (long long)ncreds);
-    (void)nnodes;
-    srv_buf_t fsb = {0}; /* per-account fair share (fairshare_metrics.c) */
-    srv_fairshare_metrics(s, &fsb);
-    OUT("%.*s", (int)fsb.n, fsb.p ? fsb.p : "");
-    free(fsb.p);
-#undef OUT
-    return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
 }

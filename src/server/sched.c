@@ -149,6 +149,7 @@ static int64_t run_pass(sctx_t *c)
     atomic_fetch_add(&s->m.passes, 1);
     atomic_fetch_add(&s->m.pass_us_total, us);
     atomic_store(&s->m.last_pass_us, us);
+    srv_hist_observe(&s->m.pass_hist, srv_pass_bounds_us, us);
     if (us > atomic_load(&s->m.max_pass_us))
         atomic_store(&s->m.max_pass_us, us);
     if (rc) {
@@ -202,6 +203,7 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     apply_messages(c, batch);
     srv__retry_parked(c);
     check_timers(c);
+    srv__idle_tick(c);
     srv__bill_accrue(c, stop);
     srv__budget_tick(c);
     int64_t next_wake = run_pass(c);

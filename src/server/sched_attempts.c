@@ -101,6 +101,8 @@ static void requeue(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, const char *n
         j->r.eligible_time = info.eligible_time;
     }
     j->r.cancel_requested = false;
+    if ((int)cause >= 0 && (int)cause <= FG_END_CAUSE_MAX)
+        atomic_fetch_add(&c->s->m.requeues[cause], 1);
     srv__set_state(c->s, j, FG_JOB_PENDING);
     const char *why = requeue_reason(cause);
     srv__set_reason(j, FG_REASON_RETRY_BACKOFF, why);

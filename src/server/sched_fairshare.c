@@ -147,6 +147,7 @@ void srv__refresh_fairshare(sctx_t *c)
                           fg_fair_tau(cfg->half_life_s), "gpus_up", fg_sched_gpus_up(c->core),
                           "gpus_free", fg_sched_gpus_free(c->core), "accounts", accts);
     json_object_set_new(o, "as_of", json_integer(c->now));
+    json_object_set_new(o, "quantum_s", json_integer(cfg->quantum_s));
     pthread_mutex_lock(&s->mu);
     json_t *old = s->fairshare;
     s->fairshare = o;

@@ -25,6 +25,7 @@
  *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
  *   sched_restore.c  building the core from the store at start
  *   sched_billing.c  ledger rows of attempts, live accrual, budgets
+ *   sched_idle.c     idle GPUs: samples per job, flags, warnings, requeues, stops
  *
  * Every function here runs on the scheduler thread. "mu held" means srv->mu is held by
  * the caller; the others take it themselves.
@@ -155,6 +156,9 @@ void srv__budget_tick(sctx_t *c);                       /* every iteration */
 /* sched_why.c: is the batch only MSG_WHY (nothing changes)? answers its MSG_WHY */
 bool srv__only_whys(const srv_msg_t *batch);
 void srv__answer_whys(sctx_t *c, srv_msg_t *batch);
+/* sched_idle.c: each running job's GPU samples through the idle decision (idle.h), at
+ * most once a second; takes mu */
+void srv__idle_tick(sctx_t *c);
 
 /* sched_fairshare.c */
 void srv__refresh_fairshare(sctx_t *c);

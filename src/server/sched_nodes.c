@@ -23,6 +23,7 @@ static void node_down(sctx_t *c, srv_node_t *n, const char *why)
 {
     srv_t *s = c->s;
     fg_log(FG_LOG_WARN, "node %s is down (%s)", n->name, why);
+    atomic_fetch_add(&s->m.node_losses, 1);
     n->state = FG_NODE_DOWN;
     n->registered = false;
     if (n->core_index >= 0)

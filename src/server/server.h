@@ -27,6 +27,7 @@
 #include "fairgpu/billing.h"
 #include "fairgpu/core.h"
 #include "server/httpd.h"
+#include "server/idle.h"
 #include "store/store.h"
 
 #include <jansson.h>
@@ -90,6 +91,9 @@ typedef struct srv_config {
     double login_rate;           /* POST /v1/sessions, /v1/users per client address, per s */
     double login_burst;
     int login_user_failures; /* failed logins per username per minute */
+    /* ---- idle GPUs (docs/idle.md) */
+    int idle_util_pct;    /* a GPU below this is idle (default 5) */
+    int64_t idle_after_s; /* a job whose GPUs all stay below it this long is idle (30m) */
 } srv_config_t;
 
 enum {
@@ -181,6 +185,7 @@ typedef struct srv_job {
     srv_log_t *logs;
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
+    srv_idle_t idle;     /* idle GPUs of the running attempt (sched_idle.c) */
 } srv_job_t;
 
 typedef struct srv_event {
@@ -252,6 +257,11 @@ void srv_buf_put(srv_buf_t *b, const char *s, size_t n);
 void srv_buf_puts(srv_buf_t *b, const char *s);
 void srv_buf_i64(srv_buf_t *b, int64_t v);
 void srv_buf_jstr(srv_buf_t *b, const char *s); /* a JSON string with quotes; NULL: null */
+/* h_metrics.c: printf into b; a Prometheus family's HELP and TYPE lines; a label
+ * value, escaped (\\, \", \n), without its quotes. */
+void srv_buf_printf(srv_buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void srv_prom_family(srv_buf_t *b, const char *name, const char *type, const char *help);
+void srv_prom_label(srv_buf_t *b, const char *v);
 
 /* ------------------------------------------------------------------ scheduler inbox */
 
@@ -332,6 +342,18 @@ typedef struct srv_waiter {
 
 /* ------------------------------------------------------------------ server */
 
+/* A histogram of durations (metrics.c): counts per bucket, not cumulative (the scrape
+ * sums them), so an observation is one relaxed increment and an addition. */
+#define SRV_HIST_BUCKETS 16 /* finite bounds; one more bucket counts the rest (+Inf) */
+typedef struct srv_hist {
+    atomic_long n[SRV_HIST_BUCKETS + 1];
+    atomic_long sum_us;
+} srv_hist_t;
+/* The HTTP latency histograms: by method (GET, POST, PUT, PATCH, DELETE, other) and
+ * class (api, agent, longpoll). */
+#define SRV_HTTP_METHODS 6
+#define SRV_HTTP_CLASSES 3
+
 typedef struct srv_metrics {
     atomic_long http_by_code[600];
     atomic_long submissions;
@@ -343,6 +365,13 @@ typedef struct srv_metrics {
     atomic_long starts;
     atomic_long preemptions;
     atomic_long ended;
+    /* metrics.c, h_metrics.c */
+    srv_hist_t pass_hist;
+    srv_hist_t http_hist[SRV_HTTP_METHODS][SRV_HTTP_CLASSES];
+    atomic_long requeues[FG_END_CAUSE_MAX + 1]; /* by the cause of the attempt's end */
+    atomic_long node_losses;                    /* nodes declared down */
+    atomic_long ledger_rows[4];                 /* committed rows by fg_row_kind_t */
+    atomic_long ledger_micros[4];               /* and the sum of their amounts */
 } srv_metrics_t;
 
 typedef struct srv {
@@ -401,6 +430,8 @@ typedef struct srv {
     uint64_t dirty_iter; /* the newest iteration that changed a job or a node */
     /* the fair-share view, refreshed by the scheduler thread */
     json_t *fairshare;
+    /* jobs by account, priority and state, pending GPUs by size (metrics.c), mu held */
+    struct srv_jobtally *jobtally;
 
     /* the scheduler core, owned by the scheduler thread */
     fg_sched_t *core;
@@ -484,6 +515,8 @@ typedef struct srv_req {
     const void *route;      /* the matched route, once checked on the head (routes.c) */
     bool started;           /* its body was taken from the engine (http.c) */
     int pw_call;            /* password pool calls in this run of the handler */
+    int64_t t0_us;          /* when it was complete (latency histogram; 0: not yet) */
+    bool long_wait;         /* parked on a long-poll or a stream (latency class) */
     struct srv_pwstate *pw; /* their results, kept across the suspension (pwpool.c) */
 } srv_req_t;
 
@@ -636,7 +669,28 @@ bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
 bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
 int h_healthz(srv_req_t *r);
-int h_metrics(srv_req_t *r);
+int h_metrics(srv_req_t *r); /* h_metrics.c */
+/* metrics.c: what the metrics keep between scrapes */
+void srv_hist_observe(srv_hist_t *h, const int64_t *bounds_us, int64_t us);
+extern const int64_t srv_pass_bounds_us[SRV_HIST_BUCKETS];
+extern const int64_t srv_http_bounds_us[SRV_HIST_BUCKETS];
+/* Counts a reply to r in the latency histogram (once, when r's request was complete). */
+void srv_metrics_http_observe(srv_req_t *r);
+/* Adds (delta +1) or removes (-1) job j, in its state, to the tally (mu held). */
+void srv_jobtally_count(srv_t *s, const srv_job_t *j, int delta);
+/* The size class of a job of `gpus` GPUs: 0 "1", 1 "2-7", 2 "8", 3 ">8". */
+int srv_size_class(int32_t gpus);
+/* The tally's accounts (mu held): how many, and the i-th's name and counts
+ * n[fg_prio_t][fg_job_state_t]; pending GPUs by size class. */
+size_t srv_jobtally_accounts(const srv_t *s);
+const char *srv_jobtally_get(const srv_t *s, size_t i, int64_t n[3][6]);
+bool srv_jobtally_prio_seen(const srv_t *s, size_t i, int prio);
+void srv_jobtally_pending_gpus(const srv_t *s, int64_t out[4]);
+struct srv_batch;
+/* Counts the ledger rows of b, just committed (any thread). */
+void srv_metrics_ledger_committed(srv_t *s, const struct srv_batch *b);
+/* Counts every stored ledger row (at start, before any request). */
+int srv_metrics_ledger_restore(srv_t *s, fg_store_tx_t *tx);
 int h_billing(srv_req_t *r);
 /* h_billing.c: the price book */
 int h_billing_prices_get(srv_req_t *r);
@@ -656,6 +710,17 @@ int h_agent_reports(srv_req_t *r);
  * request as a whole is refused (replied on r). Entries refused alone are answered in
  * their slots. */
 srv_msg_t *srv_agent_parse_reports(srv_req_t *r, json_t *body);
+
+/* sched_idle.c (mu held): the job's idle fields (docs/idle.md), appended to its JSON
+ * after a comma; the account's idle policy fields into o; a body's idle_action and
+ * idle_grace_s into *a (false: answered 400 on r); the idle metrics (takes mu). */
+void srv_idle_render(const srv_job_t *j, srv_buf_t *b);
+void srv_idle_account_json(const fg_store_account_t *a, json_t *o);
+bool srv_idle_account_fields(srv_req_t *r, json_t *body, fg_store_account_t *a);
+void srv_idle_metrics(srv_t *s, srv_buf_t *b);
+/* Whether j's current attempt was stopped to requeue it for idling (its account's
+ * policy): billing charges it as it ran, without a preemption's lost-work refund. */
+bool srv_idle_requeued(const srv_job_t *j);
 
 /* model.c (mu held unless stated) */
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);

@@ -183,7 +183,8 @@ typedef struct replay {
     fg_decisions_t d;
     fg_fair_t fair;
     int64_t gpus, nodes, t0;
-    int32_t uniform; /* GPUs per node when all nodes have as many, else 0 */
+    bool quotas_done; /* opts.quotas set */
+    int32_t uniform;  /* GPUs per node when all nodes have as many, else 0 */
     size_t next_arr, done, skipped;
     int64_t preemptions, lost, restart, passes; /* lost, restart: GPU-seconds */
     char *err;
@@ -243,6 +244,9 @@ static int cluster_add(replay_t *p)
         int e = fg_sched_account_set(p->s, name, o->weights ? o->weights[u] : 1.0, -1);
         if (e >= 0)
             e = fg_sched_member_set(p->s, name, name, 1.0);
+        if (e >= 0 && o->usage)
+            e = fg_sched_account_set_usage(p->s, fg_sched_account_find(p->s, name), o->usage[u],
+                                           p->t0);
         if (e < 0) {
             snprintf(p->err, p->errlen, "tenant %s: %s", name, fg_strerror(e));
             return -1;
@@ -326,7 +330,8 @@ static int complete_at(replay_t *p, int64_t now)
 static fg_job_spec_t job_spec(const replay_t *p, size_t i)
 {
     const fg_trace_job_t *tj = &p->t->jobs[i];
-    double lim = (double)tj->duration * p->o->time_limit_factor;
+    double lim =
+        tj->limit_s > 0 ? (double)tj->limit_s : (double)tj->duration * p->o->time_limit_factor;
     return (fg_job_spec_t){
         .id = (fg_job_id_t)i + 1,
         .account = p->t->tenants[tj->tenant],
@@ -487,6 +492,21 @@ static void record_estimates(replay_t *p, size_t from, size_t to, int64_t now)
     }
 }
 
+/* Puts the tenants' quotas (opts.quotas) in force. */
+static int quotas_set(replay_t *p)
+{
+    for (size_t u = 0; p->o->quotas && u < p->t->ntenants; u++) {
+        const char *name = p->t->tenants[u];
+        double w = p->o->weights ? p->o->weights[u] : 1.0;
+        int e = fg_sched_account_set(p->s, name, w, p->o->quotas[u] < 0 ? -1 : p->o->quotas[u]);
+        if (e < 0) {
+            snprintf(p->err, p->errlen, "tenant %s quota: %s", name, fg_strerror(e));
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* The event loop (see the banner): until every job is done or skipped. */
 static int replay_events(replay_t *p, double t_begin)
 {
@@ -495,6 +515,8 @@ static int replay_events(replay_t *p, double t_begin)
     uint64_t iter = 0;
     while (p->done + p->skipped < p->n) {
         const int64_t now = next_event(p, wake);
+        if (now == FG_TIME_NEVER && p->o->stuck_ends)
+            break; /* the jobs left keep ends == 0: never completed */
         if (now == FG_TIME_NEVER) {
             snprintf(p->err, p->errlen, "replay stuck: %zu jobs never started (core bug?)",
                      p->n - p->done - p->skipped);
@@ -503,6 +525,11 @@ static int replay_events(replay_t *p, double t_begin)
         fg_fair_advance(&p->fair, now);
         if (complete_at(p, now) < 0)
             return -1;
+        if (!p->quotas_done && now >= p->o->quotas_from) {
+            p->quotas_done = true;
+            if (quotas_set(p) < 0)
+                return -1;
+        }
         const size_t arr_begin = p->next_arr;
         if (arrive_at(p, now) < 0 || passes_at(p, now, &wake) < 0)
             return -1;
@@ -572,6 +599,7 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
      * time): the core makes those and skips the others */
     fg_sched_set_estimates_on_demand(p.s, true);
     fg_sched_set_no_reasons(p.s, true); /* the replay reads no reasons */
+    p.t0 = p.n ? t->jobs[0].submit : 0;
     if (cluster_add(&p) < 0) {
         fg_sched_free(p.s);
         return -1;
@@ -579,7 +607,6 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     /* (huge pages where the kernel has them: xalloc.h) */
     p.recs = fg_xcalloc_big(p.n, sizeof *p.recs);
     p.js = fg_xcalloc_big(p.n, sizeof *p.js);
-    p.t0 = p.n ? t->jobs[0].submit : 0;
     fg_decisions_init(&p.d);
     fair_setup(&p);
     int rc = replay_events(&p, t_begin);

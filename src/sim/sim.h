@@ -25,6 +25,15 @@ typedef struct fg_sim_opts {
     const fg_sim_nodes_t *groups; /* the cluster */
     size_t ngroups;
     const double *weights;         /* per trace tenant (NULL: all 1) */
+    const double *usage;           /* per trace tenant: decayed usage (GPU-seconds) at the
+                                      first submit time, as the fair share saw it (NULL: 0) */
+    const int32_t *quotas;         /* per trace tenant: GPU quota (< 0: none), in force for
+                                      the arrivals from quotas_from on (NULL: none) */
+    int64_t quotas_from;           /* (a quota lowered on a live cluster does not stop
+                                      the jobs running: what-if replays place those first) */
+    bool stuck_ends;               /* when jobs wait and nothing is left that could start
+                                      them (a quota below their size), end the replay with
+                                      them never completed (ends == 0), not an error */
     double time_limit_factor;      /* >= 1 */
     int64_t checkpoint_interval_s; /* >= 0, 0 = none */
     int64_t restart_overhead_s;    /* >= 0: a resumed attempt's GPUs run this long before

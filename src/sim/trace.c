@@ -335,7 +335,7 @@ int fg_trace_parse(const char *name, const char *data, size_t len, const fg_trac
         }
         if (opts->max_jobs && t->njobs >= opts->max_jobs)
             break;
-        fg_trace_job_t job;
+        fg_trace_job_t job = {0};
         int rounded = 0;
         if (!bad)
             bad = parse_row(t, &tab, f, col, ncols, &job, &rounded, msg, sizeof msg);

@@ -27,6 +27,7 @@ typedef struct fg_trace_job {
     int32_t gpus;     /* after rounding sizes > 8 up to whole nodes */
     int32_t tenant;   /* index into fg_trace_t.tenants */
     int64_t line;     /* line number in the file (1 = header) */
+    int64_t limit_s;  /* its time limit; 0: duration x the replay's time limit factor */
 } fg_trace_job_t;
 
 typedef struct fg_trace {

@@ -158,6 +158,11 @@ static const char *const MIGRATIONS[] = {
      * 5x the wall time on a month of 800,000 rows (docs/perf/2026-12-ledger-invoice.md) */
     ("DROP INDEX ledger_account_time;"
      "CREATE INDEX ledger_account ON ledger (account, id, start_ms, end_ms);"),
+    /* 7: idle GPUs (docs/idle.md): a job's GPU-seconds spent idle while allocated, and
+     * an account's idle policy (0 none, 1 warn, 2 requeue, 3 stop) with its grace */
+    ("ALTER TABLE jobs ADD COLUMN idle_gpu_s BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE accounts ADD COLUMN idle_action INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE accounts ADD COLUMN idle_grace_s BIGINT NOT NULL DEFAULT 0;"),
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -237,7 +242,7 @@ int fg_store_sqlite_migrate(sqlite3 *db, int target, char **errmsg)
     " j.start_time, j.end_time, j.time_limit_s, j.exit_code, j.attempts, j.max_retries,"           \
     " j.retries_used, j.attained_gpu_s, j.cancel_requested, j.eligible_time,"                      \
     " j.checkpoint_interval_s, j.cpus, j.memory_mb, j.idem_key, j.nodes, j.gpu_indices,"           \
-    " j.estimated_start, j.cost_micros"
+    " j.estimated_start, j.cost_micros, j.idle_gpu_s"
 #define JOB_FROM " FROM jobs j JOIN users u ON u.id = j.user_id"
 #define MEMBER_COLS                                                                                \
     "m.user_id, m.account, m.weight, m.is_default, m.position, u.username, m.is_manager"
@@ -248,7 +253,7 @@ int fg_store_sqlite_migrate(sqlite3 *db, int target, char **errmsg)
 #define NODE_COLS  "name, state, cpus, memory_mb, gpus, last_heartbeat, created_at"
 #define ACCOUNT_COLS                                                                               \
     "name, weight, gpu_quota, budget_micros, allowed_priorities, created_at, budget_mode,"         \
-    " budget_period, budget_since_ms"
+    " budget_period, budget_since_ms, idle_action, idle_grace_s"
 #define LEDGER_COLS                                                                                \
     "id, kind, interim, job_id, attempt, account, username, node, gpu_type, priority,"             \
     " origin_ms, start_ms, end_ms, gpus, cause, rate, gpu_ms, amount_micros, refers_to,"           \
@@ -370,11 +375,12 @@ static const char *const SQL[S_COUNT] = {
     [S_TOKEN_DELETE] = "DELETE FROM api_tokens WHERE id = ?1 AND user_id = ?2",
     [S_TOKEN_DELETE_ANY] = "DELETE FROM api_tokens WHERE id = ?1",
     [S_ACCOUNT_INSERT] = "INSERT INTO accounts (" ACCOUNT_COLS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6,"
-                         " ?7, ?8, ?9)",
+                         " ?7, ?8, ?9, ?10, ?11)",
     [S_ACCOUNT_GET] = "SELECT " ACCOUNT_COLS " FROM accounts WHERE name = ?1",
     [S_ACCOUNT_UPDATE] = "UPDATE accounts SET weight = ?2, gpu_quota = ?3, budget_micros = ?4,"
                          " allowed_priorities = ?5, budget_mode = ?7, budget_period = ?8,"
-                         " budget_since_ms = ?9 WHERE name = ?1",
+                         " budget_since_ms = ?9, idle_action = ?10, idle_grace_s = ?11"
+                         " WHERE name = ?1",
     [S_ACCOUNT_LIST] = "SELECT " ACCOUNT_COLS " FROM accounts ORDER BY name",
     [S_MEMBER_COUNT_USER] = "SELECT COUNT(*) FROM memberships WHERE user_id = ?1",
     [S_MEMBER_NEXT_POS] = "SELECT COALESCE(MAX(position), 0) + 1 FROM memberships",
@@ -404,9 +410,9 @@ static const char *const SQL[S_COUNT] = {
         " priority, state, reason_code, reason, submit_time, start_time, end_time, time_limit_s,"
         " exit_code, attempts, max_retries, retries_used, attained_gpu_s, cancel_requested,"
         " eligible_time, checkpoint_interval_s, cpus, memory_mb, idem_key, nodes, gpu_indices,"
-        " estimated_start, cost_micros) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,"
-        " ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28,"
-        " ?29, ?30, ?31, ?32)",
+        " estimated_start, cost_micros, idle_gpu_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
+        " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,"
+        " ?27, ?28, ?29, ?30, ?31, ?32, ?34)",
     [S_JOB_GET] = "SELECT " JOB_COLS JOB_FROM " WHERE j.id = ?33",
     [S_JOB_GET_BY_IDEM] = "SELECT " JOB_COLS JOB_FROM " WHERE j.user_id = ?1 AND j.idem_key = ?2",
     [S_JOB_UPDATE] =
@@ -415,8 +421,8 @@ static const char *const SQL[S_COUNT] = {
         " time_limit_s = ?17, exit_code = ?18, attempts = ?19, max_retries = ?20,"
         " retries_used = ?21, attained_gpu_s = ?22, cancel_requested = ?23,"
         " eligible_time = ?24, checkpoint_interval_s = ?25, cpus = ?26, memory_mb = ?27,"
-        " nodes = ?29, gpu_indices = ?30, estimated_start = ?31, cost_micros = ?32"
-        " WHERE id = ?33",
+        " nodes = ?29, gpu_indices = ?30, estimated_start = ?31, cost_micros = ?32,"
+        " idle_gpu_s = ?34 WHERE id = ?33",
     [S_JOB_SET_REASON] = "UPDATE jobs SET reason_code = ?2, reason = ?3, estimated_start = ?4"
                          " WHERE id = ?1",
     [S_JOB_MAX_ID] = "SELECT COALESCE(MAX(id), 0) FROM jobs",
@@ -1747,6 +1753,8 @@ static void fill_account(sqlite3_stmt *s, void *rec)
     a->budget_mode = sqlite3_column_int(s, 6);
     a->budget_period = sqlite3_column_int(s, 7);
     a->budget_since_ms = sqlite3_column_int64(s, 8);
+    a->idle_action = sqlite3_column_int(s, 9);
+    a->idle_grace_s = sqlite3_column_int64(s, 10);
 }
 
 static void bind_account(sqlite3_stmt *s, const fg_store_account_t *a)
@@ -1759,6 +1767,8 @@ static void bind_account(sqlite3_stmt *s, const fg_store_account_t *a)
     sqlite3_bind_int(s, 7, a->budget_mode);
     sqlite3_bind_int(s, 8, a->budget_period);
     sqlite3_bind_int64(s, 9, a->budget_since_ms);
+    sqlite3_bind_int(s, 10, a->idle_action);
+    sqlite3_bind_int64(s, 11, a->idle_grace_s);
 }
 
 static int sq_account_insert(fg_store_tx_t *tx, const fg_store_account_t *a)
@@ -2068,9 +2078,11 @@ static void fill_job(sqlite3_stmt *s, void *rec)
     j->gpu_indices_json = col_str(s, 31);
     j->estimated_start = sqlite3_column_int64(s, 32);
     j->cost_micros = sqlite3_column_int64(s, 33);
+    j->idle_gpu_s = sqlite3_column_int64(s, 34);
 }
 
-/* Binds ?1..?32 of S_JOB_INSERT / S_JOB_UPDATE (the update uses a subset) and ?33. */
+/* Binds ?1..?32 and ?34 of S_JOB_INSERT / S_JOB_UPDATE (the update uses a subset) and
+ * ?33 (the id). */
 static void bind_job(sqlite3_stmt *s, const fg_store_job_t *j, bool with_id)
 {
     bind_str(s, 1, j->name);
@@ -2108,6 +2120,7 @@ static void bind_job(sqlite3_stmt *s, const fg_store_job_t *j, bool with_id)
     bind_str(s, 30, j->gpu_indices_json);
     sqlite3_bind_int64(s, 31, j->estimated_start);
     sqlite3_bind_int64(s, 32, j->cost_micros);
+    sqlite3_bind_int64(s, 34, j->idle_gpu_s);
     if (with_id)
         sqlite3_bind_int64(s, 33, j->id);
 }

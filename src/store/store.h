@@ -305,7 +305,17 @@ typedef struct fg_store_account {
     int32_t budget_mode;     /* fg_store_budget_mode_t */
     int32_t budget_period;   /* fg_store_budget_period_t */
     int64_t budget_since_ms; /* a grant counts what was charged from this time on */
+    /* idle policy (docs/idle.md); schema version 7 */
+    int32_t idle_action;  /* fg_store_idle_action_t */
+    int64_t idle_grace_s; /* requeue/stop this long after the warning */
 } fg_store_account_t;
+
+typedef enum fg_store_idle_action {
+    FG_IDLE_NONE = 0,    /* idle jobs are flagged only */
+    FG_IDLE_WARN = 1,    /* ... and warned (IDLE_WARNING) */
+    FG_IDLE_REQUEUE = 2, /* ... and requeued after the grace (IDLE_REQUEUED) */
+    FG_IDLE_STOP = 3,    /* ... and stopped after the grace (IDLE_STOPPED) */
+} fg_store_idle_action_t;
 
 typedef enum fg_store_budget_mode {
     FG_BUDGET_HARD = 0, /* submits refused (402), running jobs stopped when crossed */
@@ -330,7 +340,7 @@ void fg_store_account_list_free(fg_store_account_list_t *l);
 int fg_store_account_insert(fg_store_tx_t *tx, const fg_store_account_t *a);
 int fg_store_account_get(fg_store_tx_t *tx, const char *name, fg_store_account_t *out);
 /* Writes weight, gpu_quota, budget_micros, allowed_priorities, budget_mode,
- * budget_period and budget_since_ms of account a->name. */
+ * budget_period, budget_since_ms, idle_action and idle_grace_s of account a->name. */
 int fg_store_account_update(fg_store_tx_t *tx, const fg_store_account_t *a);
 /* Every account, by name. */
 int fg_store_account_list(fg_store_tx_t *tx, fg_store_account_list_t *out);
@@ -442,6 +452,7 @@ typedef struct fg_store_job {
     char *gpu_indices_json;  /* JSON array or NULL */
     int64_t estimated_start; /* 0 = unknown */
     int64_t cost_micros;
+    int64_t idle_gpu_s; /* GPU-seconds spent idle while allocated (docs/idle.md; v7) */
 } fg_store_job_t;
 
 typedef struct fg_store_job_list {

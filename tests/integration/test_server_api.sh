@@ -374,7 +374,7 @@ c.close()
 st, h, _ = req("GET", "/healthz")
 check(st == 200 and h["status"] == "ok" and h["store"] == "ok" and "scheduler_pass_ms" in h, "healthz")
 st, m, _ = req("GET", "/metrics")
-check(st == 200 and "fairgpu_jobs{state=\"PENDING\"}" in m and "fairgpu_http_requests_total{code=\"201\"}" in m
+check(st == 200 and "fairgpu_jobs_by_state{state=\"PENDING\"}" in m and "fairgpu_http_requests_total{code=\"201\"}" in m
       and "fairgpu_scheduler_pass_seconds_count" in m, "metrics")
 st, f, _ = req("GET", "/v1/fairshare", token=TB)
 check(st == 200 and {a["name"] for a in f["accounts"]} >= {"default", "nlp"}, "fairshare lists accounts")

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -198,11 +199,83 @@ static void gpu_type_is_derived_from_the_nvml_name(void **state)
     assert_string_equal(t, "gpu");
 }
 
+/* The knob's text: "UTIL" or "UTIL MEM_MB"; anything else is refused and changes nothing. */
+static void fake_knob_text_is_parsed_strictly(void **state)
+{
+    (void)state;
+    int u = -1;
+    int64_t m = -1;
+    assert_int_equal(fg_gpu_fake_parse("0\n", 81920, &u, &m), 0);
+    assert_int_equal(u, 0);
+    assert_int_equal(m, FG_GPU_FAKE_BUSY_MB);
+    assert_int_equal(fg_gpu_fake_parse(" 35 2048 \n", 81920, &u, &m), 0);
+    assert_int_equal(u, 35);
+    assert_int_equal(m, 2048);
+    static const char *const bad[] = {
+        "", "x", "101", "-1", "50 -3", "50 90000", "5 5 5", "1e2", "99999999999999999999", "50abc"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        u = 7;
+        m = 7;
+        assert_int_equal(fg_gpu_fake_parse(bad[i], 81920, &u, &m), -1);
+        assert_int_equal(u, 7);
+        assert_int_equal(m, 7);
+    }
+}
+
+/* A free GPU samples 0 %; bound to a job without a knob 100 %; the knob wins; a symbolic
+ * link in its place is not followed (the default again). */
+static void fake_backend_follows_the_bound_jobs_knob(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/fg-knob-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char knob[128], target[128];
+    snprintf(knob, sizeof knob, "%s/%s", dir, FG_GPU_FAKE_UTIL_FILE);
+    snprintf(target, sizeof target, "%s/target", dir);
+    fg_gpu_backend_t b;
+    assert_int_equal(fg_gpu_fake_open("n", 2, NULL, &b), 0);
+    assert_non_null(b.bind);
+    fg_gpu_sample_t s;
+    assert_int_equal(b.sample(b.ctx, 0, &s), 0);
+    assert_int_equal(s.util_pct, 0);
+    assert_int_equal(s.mem_used_mb, 0);
+    b.bind(b.ctx, 0, dir);
+    assert_int_equal(b.sample(b.ctx, 0, &s), 0);
+    assert_int_equal(s.util_pct, FG_GPU_FAKE_BUSY_PCT);
+    assert_int_equal(s.mem_used_mb, FG_GPU_FAKE_BUSY_MB);
+    FILE *f = fopen(knob, "w");
+    assert_non_null(f);
+    fputs("3 512\n", f);
+    fclose(f);
+    assert_int_equal(b.sample(b.ctx, 0, &s), 0);
+    assert_int_equal(s.util_pct, 3);
+    assert_int_equal(s.mem_used_mb, 512);
+    assert_int_equal(b.sample(b.ctx, 1, &s), 0); /* the other GPU is free */
+    assert_int_equal(s.util_pct, 0);
+    assert_int_equal(unlink(knob), 0);
+    f = fopen(target, "w");
+    assert_non_null(f);
+    fputs("0\n", f);
+    fclose(f);
+    assert_int_equal(symlink(target, knob), 0);
+    assert_int_equal(b.sample(b.ctx, 0, &s), 0);
+    assert_int_equal(s.util_pct, FG_GPU_FAKE_BUSY_PCT);
+    b.bind(b.ctx, 0, NULL);
+    assert_int_equal(b.sample(b.ctx, 0, &s), 0);
+    assert_int_equal(s.util_pct, 0);
+    b.close(b.ctx);
+    unlink(knob);
+    unlink(target);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fake_backend_reports_n_deterministic_gpus),
         cmocka_unit_test(fake_backend_rejects_out_of_range_counts),
+        cmocka_unit_test(fake_knob_text_is_parsed_strictly),
+        cmocka_unit_test(fake_backend_follows_the_bound_jobs_knob),
         cmocka_unit_test(nvml_absent_is_reported_cleanly),
         cmocka_unit_test(nvml_backend_with_a_stand_in_library),
         cmocka_unit_test(gpu_type_is_derived_from_the_nvml_name),
