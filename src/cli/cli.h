@@ -190,6 +190,7 @@ int cli_cmd_usage(int argc, char **argv); /* cli_billing.c */
 int cli_cmd_invoice(int argc, char **argv);
 int cli_cmd_credit(int argc, char **argv);
 int cli_cmd_whatif(int argc, char **argv); /* cli_whatif.c */
+int cli_cmd_why(int argc, char **argv);    /* cli_why.c */
 
 /* Terminal prompts (cli_prompt.c). A secret line, from the terminal without echo or
  * from standard input (always with force_stdin): malloc'd without its line end, or

@@ -859,6 +859,8 @@ int srv_sched_call(srv_req_t *r, srv_msg_t *m);
 /* sched_why.c: answers GET /v1/jobs/{id} of pending job id with its "why" (after the
  * scheduler thread's next pass) */
 int srv_why_get(srv_req_t *r, uint64_t id);
+/* fairshare_metrics.c: the per-account fair-share gauges of /metrics, appended to b */
+void srv_fairshare_metrics(srv_t *s, srv_buf_t *b);
 /* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
 void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
 fg_sched_t *srv_core_build(srv_t *s);

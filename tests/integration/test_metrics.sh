@@ -61,7 +61,8 @@ snapshot() {
         echo
         AS=$ROOT api GET /v1/nodes
         echo
-        AS=$ROOT api GET /v1/fairshare | jq -c 'del(.as_of) | .accounts |= map(del(.usage_gpu_seconds, .fair_share_factor) | .users |= map(del(.usage_gpu_seconds, .fair_share_factor)))'
+        # (usage, factor and recovery move with time while jobs run)
+        AS=$ROOT api GET /v1/fairshare | jq -c 'def still: del(.usage_gpu_seconds, .fair_share_factor, .recovers_in_s, .recovers_at); del(.as_of) | .accounts |= map(still | .users |= map(still))'
         echo
         AS=$ROOT api GET /v1/billing/usage
         echo
