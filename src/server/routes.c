@@ -67,6 +67,7 @@ static const route_t routes[] = {
     {M_POST, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_create},
     {M_DELETE, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_revoke},
     {M_GET, "v1/fairshare", A_USER, h_fairshare},
+    {M_GET, "v1/estimates/accuracy", A_USER, h_estimates_accuracy},
     {M_GET, "v1/billing/prices", A_USER, h_billing_prices_get},
     {M_PUT, "v1/billing/prices", A_ADMIN, h_billing_prices_put},
     {M_GET, "v1/billing/usage", A_USER, h_billing_usage},
@@ -447,6 +448,10 @@ int h_metrics(srv_req_t *r)
         (long long)top_seq, (long long)nodes_up, (long long)nodes_down, (long long)nusers,
         (long long)ncreds);
     (void)nnodes;
+    srv_buf_t eb = {0};
+    srv_est_metrics(s, &eb);
+    OUT("%.*s", (int)eb.n, eb.p ? eb.p : "");
+    free(eb.p);
 #undef OUT
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", buf, len, true);
 }

@@ -98,6 +98,7 @@ static void apply_messages(sctx_t *c, srv_msg_t *batch)
         case MSG_REPORTS:
             srv__do_reports(c, m);
             break;
+
         case MSG_REGISTER:
             srv__do_register(c, m);
             break;
@@ -191,6 +192,8 @@ static void refresh_views(sctx_t *c, bool stop)
         c->changed = false;
         srv__refresh_reasons(c);
         srv__refresh_fairshare(c);
+        if (c->ndirty)
+            srv__commit(c); /* the estimates at submission it recorded (sched_estimates.c) */
     }
 }
 

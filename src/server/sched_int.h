@@ -21,6 +21,7 @@
  *   sched_register.c node registration and the reconcile with what the agent holds
  *   sched_nodes.c    node down, drain and resume, heartbeats, node rendering
  *   sched_reasons.c  pending reasons and estimates copied from the core
+ *   sched_estimates.c each job's estimate at submission, latest one, and its error
  *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
  *   sched_restore.c  building the core from the store at start
  *   sched_billing.c  ledger rows of attempts, live accrual, budgets
@@ -143,6 +144,16 @@ void srv__check_heartbeats(sctx_t *c, int64_t now_ms, int64_t limit_ms); /* mu h
 
 /* sched_reasons.c */
 void srv__refresh_reasons(sctx_t *c);
+
+/* sched_estimates.c (mu held): a pending job's estimate (times in Unix seconds; p50 0:
+ * none; source 1 user, 2 account, 3 all, 4 limit) and the limit-based one */
+typedef struct srv_est {
+    int64_t p10, p50, p90;
+    int source;
+    int64_t limit;
+} srv_est_t;
+void srv__est_set(sctx_t *c, srv_job_t *j, const srv_est_t *e); /* the first one is kept */
+void srv__est_started(sctx_t *c, srv_job_t *j);                 /* its attempt starts now */
 
 /* sched_billing.c */
 int64_t srv__limit_cost(sctx_t *c, const srv_job_t *j); /* mu held */

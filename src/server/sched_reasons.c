@@ -109,7 +109,8 @@ static void apply_reasons(sctx_t *c, const reason_upd_t *u, size_t from, size_t 
         srv_job_t *j = srv__job(c, x->id);
         if (!j || j->state != FG_JOB_PENDING)
             continue;
-        j->r.estimated_start = x->est;
+        srv_est_t e = {.p10 = x->est, .p50 = x->est, .p90 = x->est, .source = 4, .limit = x->est};
+        srv__est_set(c, j, &e);
         if (x->code != FG_REASON_NONE)
             srv__set_reason(
                 j, x->code,
