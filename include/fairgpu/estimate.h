@@ -9,11 +9,12 @@
  * to limit predicts the next one well), so the estimate here predicts each job's run
  * time from its user's history and replays the plan order with it.
  *
- * Worked example: alice's last jobs ran 0.4, 0.5 and 0.6 of their limits. Her running
- * 1-GPU job started 10 min ago with a 2 h limit: its remaining run is predicted as
- * 0.5 x 2 h - 10 min = 50 min (p50), 0.4 x 2 h - 10 min = 38 min (p10), 62 min (p90).
- * On a one-GPU cluster, a pending job behind it is projected to start in 50 min, with
- * the range 38..62 min; the limit-based estimate said 110 min.
+ * Worked example: alice's last six jobs ran 0.4, 0.4, 0.5, 0.5, 0.6 and 0.6 of their
+ * limits (a prediction needs at least 5 entries that ran longer than the job has so far,
+ * src/estimate/runtime.c). Her running 1-GPU job started 10 min ago with a 2 h limit:
+ * its remaining run is predicted as 0.5 x 2 h - 10 min = 50 min (p50), 0.4 x 2 h - 10 min = 38 min
+ * (p10), 62 min (p90). On a one-GPU cluster, a pending job behind it is projected to start in 50
+ * min, with the range 38..62 min; the limit-based estimate said 110 min.
  *
  * The caller (controller, simulator) owns a model, records each job that ends
  * (fg_rt_record), and before answering builds a projection input from the core's state
@@ -36,6 +37,8 @@ extern "C" {
 
 typedef struct fg_rt_model fg_rt_model_t;
 
+/* A model with empty histories: the last 50 jobs of each user, 200 of each account and
+ * 1,000 of everyone; a level answers with at least 5 entries. */
 fg_rt_model_t *fg_rt_new(void);
 void fg_rt_free(fg_rt_model_t *m);
 
