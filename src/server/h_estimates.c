@@ -206,7 +206,7 @@ static bool keep_source_size(const est_row_t *r, int arg)
 /* One summary series set (quantiles 0.5, 0.9, _sum, _count) of m sorted errors. */
 static void put_summary(srv_buf_t *b, const char *labels, const int64_t *v, size_t m)
 {
-    char line[256];
+    char line[1024];
     long long sum = 0;
     for (size_t i = 0; i < m; i++)
         sum += v[i];

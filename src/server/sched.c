@@ -98,6 +98,9 @@ static void apply_messages(sctx_t *c, srv_msg_t *batch)
         case MSG_REPORTS:
             srv__do_reports(c, m);
             break;
+        case MSG_DRY_RUN:
+            srv__do_dry_run(c, m);
+            break;
 
         case MSG_REGISTER:
             srv__do_register(c, m);
@@ -264,6 +267,8 @@ void srv_sched_stop(srv_t *s)
     fg_decisions_free(&c->d);
     fg_sched_free(c->core);
     c->core = NULL;
+    fg_rt_free(c->rt);
+    c->rt = NULL;
     s->core = NULL;
     free(c->parked);
     free(c->dirty);

@@ -639,7 +639,11 @@ int h_fairshare(srv_req_t *r);
 int h_estimates_accuracy(srv_req_t *r);       /* h_estimates.c */
 const char *srv_est_source_name(int source);  /* "user".."limit", NULL: none (sched_estimates.c) */
 void srv_est_metrics(srv_t *s, srv_buf_t *b); /* h_estimates.c */
-bool srv_dry_run_asked(srv_req_t *r);         /* h_dry_run.c: ?dry_run=true */
+/* h_dry_run.c: whether ?dry_run= asks for one (any value but false, 0); then the answer
+ * (400 for a value other than true, 1) for the checked submission in */
+int srv_dry_run_flag(srv_req_t *r);
+struct srv_submit_in;
+int srv_dry_run_call(srv_req_t *r, const char *account, const struct srv_submit_in *in);
 int h_healthz(srv_req_t *r);
 int h_metrics(srv_req_t *r);
 int h_billing(srv_req_t *r);
