@@ -68,7 +68,7 @@ static json_t *try_in_core(sctx_t *c, const fg_job_spec_t *sp, int rc)
     if (rc == FG_EQUOTA)
         return answer(NULL, FG_REASON_QUOTA, "its GPUs exceed its account's quota");
     if (rc == FG_ENOFIT)
-        return answer(NULL, FG_REASON_GPU_TYPE, "no node can hold it yet");
+        return answer(NULL, FG_REASON_GPU_TYPE, "no node can hold that many GPUs of that type yet");
     char why[FG_REASON_MAX] = "";
     int code = fg_sched_explain(c->core, sp->id, c->now, why, sizeof why);
     srv_dry_job_t extra = {.id = sp->id, .gpu_type = sp->gpu_type};
@@ -110,7 +110,9 @@ void srv__do_dry_run(sctx_t *c, srv_msg_t *m)
     sp.limit_cost = srv__limit_cost(c, &tmp);
     pthread_mutex_unlock(&s->mu);
     sp.id = DRY_ID_BASE + ++c->dry_runs;
-    int rc = account ? fg_sched_submit(c->core, &sp, c->now) : FG_EINVAL;
+    int rc = !account ? FG_EINVAL : fg_sched_check_fit(c->core, sp.gpus, sp.gpu_type);
+    if (rc == 0)
+        rc = fg_sched_submit(c->core, &sp, c->now);
     if (rc == FG_ENOENT) { /* an account or member the core does not know yet */
         srv__sync_accounts(c);
         rc = fg_sched_submit(c->core, &sp, c->now);
