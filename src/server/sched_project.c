@@ -100,50 +100,55 @@ static int32_t type_id(const char *t, const char **types, int32_t *ntypes, bool 
     return (*ntypes)++;
 }
 
-/* The predicted remaining run of running job id at quantile q (0 p10, 1 p50, 2 p90). */
-static fg_time_t remaining(sctx_t *c, fg_job_id_t id, int q)
+/* The predicted remaining run of running job id at p10, p50 and p90 into rem[3]. */
+static void remaining(sctx_t *c, fg_job_id_t id, fg_time_t rem[3])
 {
+    rem[0] = rem[1] = rem[2] = 1;
     fg_job_info_t ji;
     if (fg_sched_job_info(c->core, id, &ji) || ji.state != FG_JOB_RUNNING)
-        return 1;
+        return;
     fg_account_info_t ai;
     fg_member_info_t mi;
     const char *acct = fg_sched_account_info(c->core, ji.account, &ai) ? NULL : ai.name;
     const char *user = fg_sched_member_info(c->core, ji.member, &mi) ? NULL : mi.user;
     fg_time_t ran = c->now > ji.start_time ? c->now - ji.start_time : 0;
     if (ran >= ji.time_limit_s)
-        return 1;
+        return;
     fg_rt_pred_t p;
     fg_rt_predict(c->rt, acct, user, ji.time_limit_s, ran, &p);
-    return q == 0 ? p.p10 : q == 1 ? p.p50 : p.p90;
+    rem[0] = p.p10;
+    rem[1] = p.p50;
+    rem[2] = p.p90;
 }
 
-/* The nodes as the projection sees them at quantile q: free_at of each GPU. The
- * node's GPU types go into types[]. */
-static fg_proj_node_t *read_nodes(sctx_t *c, int q, const char **types, int32_t *ntypes,
-                                  int32_t *nn)
+/* The nodes as the projection sees them at p10, p50 and p90 (nodes[q], nq[q] entries
+ * each; the caller frees them): when each GPU is free. The nodes' GPU types go into
+ * types[]. Each running job is predicted once. */
+static int32_t read_nodes(sctx_t *c, const char **types, int32_t *ntypes, fg_proj_node_t *nodes[3])
 {
     size_t n = fg_sched_node_count(c->core);
-    fg_proj_node_t *nodes = fg_xcalloc(n ? n : 1, sizeof *nodes);
+    for (int q = 0; q < 3; q++)
+        nodes[q] = fg_xcalloc(n ? n : 1, sizeof *nodes[q]);
     for (size_t k = 0; k < n; k++) {
         fg_node_info_t ni;
         if (fg_sched_node_info(c->core, (int)k, &ni))
             continue;
-        fg_proj_node_t *p = &nodes[k];
+        fg_proj_node_t *p = &nodes[1][k];
         p->gpus = ni.gpus;
         p->type = type_id(ni.gpu_type, types, ntypes, true);
         p->up = ni.state == FG_NODE_UP;
+        nodes[0][k] = nodes[2][k] = *p;
+        fg_time_t rem[3] = {0, 0, 0};
         for (int32_t g = 0; g < ni.gpus; g++) {
             fg_job_id_t id = ni.gpu_job[g];
             /* a job on several GPUs: one prediction, reused */
-            if (g > 0 && id && id == ni.gpu_job[g - 1])
-                p->free_at[g] = p->free_at[g - 1];
-            else
-                p->free_at[g] = id ? c->now + remaining(c, id, q) : c->now;
+            if (id && (g == 0 || id != ni.gpu_job[g - 1]))
+                remaining(c, id, rem);
+            for (int q = 0; q < 3; q++)
+                nodes[q][k].free_at[g] = c->now + (id ? rem[q] : 0);
         }
     }
-    *nn = (int32_t)n;
-    return nodes;
+    return (int32_t)n;
 }
 
 /* The pending jobs of the projection: the first `max` of plan order, with their three
@@ -188,28 +193,28 @@ size_t srv__est_project(sctx_t *c, const srv_dry_job_t *extra, srv_proj_t **out)
     if (!c->rt || !max || fg_sched_pending_count(c->core) == 0)
         return 0;
     const char *types[PROJ_TYPES_MAX];
-    int32_t ntypes = 0, nn;
+    int32_t ntypes = 0;
     fg_job_id_t *ids = fg_xmalloc(max * sizeof *ids);
     fg_proj_job_t *jobs = fg_xmalloc(max * sizeof *jobs);
     fg_time_t *runs = fg_xmalloc(3 * max * sizeof *runs), *start = fg_xmalloc(max * sizeof *start);
     int *src = fg_xmalloc(max * sizeof *src);
     /* the node types first, so that a job's type is one of theirs when it exists */
-    fg_proj_node_t *probe = read_nodes(c, 1, types, &ntypes, &nn);
-    free(probe);
+    fg_proj_node_t *nodes[3];
+    int32_t nn = read_nodes(c, types, &ntypes, nodes);
     size_t n = read_jobs(c, max, types, &ntypes, ids, jobs, runs, src, extra);
     srv_proj_t *res = fg_xcalloc(n ? n : 1, sizeof *res);
-    for (int q = 0; q < 3 && n; q++) {
-        fg_proj_node_t *nodes = read_nodes(c, q, types, &ntypes, &nn);
+    for (int q = 0; q < 3; q++) {
         for (size_t i = 0; i < n; i++)
             jobs[i].run_s = runs[3 * i + q];
-        fg_proj_run(nodes, nn, jobs, (int32_t)n, c->now, start);
+        if (n)
+            fg_proj_run(nodes[q], nn, jobs, (int32_t)n, c->now, start);
         for (size_t i = 0; i < n; i++) {
             int64_t t = start[i] == FG_TIME_NEVER ? 0 : start[i];
             res[i].id = ids[i];
             res[i].source = src[i];
             *(q == 0 ? &res[i].p10 : q == 1 ? &res[i].p50 : &res[i].p90) = t;
         }
-        free(nodes);
+        free(nodes[q]);
     }
     for (size_t i = 0; i < n; i++) /* each run is placed alone: keep the range ordered */
         if (res[i].p50 && res[i].p10 && res[i].p90) {
