@@ -128,7 +128,7 @@ static void apply_reasons(sctx_t *c, const reason_upd_t *u, size_t from, size_t 
             continue;
         const srv_proj_t *p = find_proj(pr, np, x->id);
         srv_est_t e = {.p10 = x->est, .p50 = x->est, .p90 = x->est, .source = 4, .limit = x->est};
-        if (p && p->p50)
+        if (p && p->p50 && x->est) /* (no estimate where the core sees none: budget, quota) */
             e = (srv_est_t){
                 .p10 = p->p10, .p50 = p->p50, .p90 = p->p90, .source = p->source, .limit = x->est};
         srv__est_set(c, j, &e);

@@ -150,14 +150,26 @@ check "a dry run on the idle GPU would start now, from the user's history" \
 BEFORE=$(job "$J2" | jq -c '{estimate_at_submit, estimate_at_submit_p10, estimate_at_submit_p90, estimate_at_submit_source, estimate_limit_at_submit, estimate_error_s, estimate_limit_error_s}')
 kill "$SERVER_PID"
 wait "$SERVER_PID" 2>/dev/null
-SERVER_PID=
-start_server
-URL="http://127.0.0.1:$PORT"
+# the same port, so that the agent comes back to it
+"$FG" server --data-dir "$TMP/data" --listen "127.0.0.1:$PORT" --rate-limit 0 \
+    --heartbeat-interval 1s ${FAST_HASH[@]+"${FAST_HASH[@]}"} >>"$TMP/server.log" 2>&1 &
+SERVER_PID=$!
+healthy() { curl -fs "$URL/healthz" >/dev/null; }
+check "the server restarts on its port" wait_for 15 healthy
 AFTER=$(job "$J2" | jq -c '{estimate_at_submit, estimate_at_submit_p10, estimate_at_submit_p90, estimate_at_submit_source, estimate_limit_at_submit, estimate_error_s, estimate_limit_error_s}')
 echo "  after restart: $AFTER"
 check "a restart keeps job 2's recorded estimates and errors" test "$AFTER" = "$BEFORE"
 check "the accuracy endpoint still counts the started jobs" \
-    test "$(api GET /v1/estimates/accuracy | jq -r .jobs)" -ge 1
+    test "$(api GET /v1/estimates/accuracy | jq -r .jobs)" = 2
+node_back() { [ "$(api GET /v1/nodes | jq '[.items[] | select(.state=="up")] | length')" = 1 ]; }
+check "the agent comes back" wait_for 20 node_back
+J7=$(submit '{"name":"e7","gpus":1,"time_limit_s":60,"command":"sleep 3"}')
+check "job 7 runs after the restart" wait_for 15 is_state "$J7" RUNNING
+D3=$(api POST '/v1/jobs?dry_run=true' '{"gpus":1,"time_limit_s":60,"command":"sleep 1"}')
+echo "  dry run after restart: $(echo "$D3" | jq -c .)"
+check "the run-time model is rebuilt from the store: a dry run behind job 7 is from user history, within 5 s" \
+    test "$(echo "$D3" | jq -r '.estimate_source == "user" and (.estimated_start - now) < 5')" = true
+check "job 7 completes" wait_for 20 is_state "$J7" COMPLETED
 
 echo "$FG_TEST_NAME: $CHECKS checks passed, $FAILS failed"
 [ "$FAILS" = 0 ] || { tail -30 "$TMP/server.log"; exit 1; }
