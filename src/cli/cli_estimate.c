@@ -4,7 +4,9 @@
  * --estimate` (POST /v1/jobs?dry_run=true) and `fairgpu show JOB`.
  *
  * A span is whole seconds under 2 minutes, minutes under 2 hours, hours under 2 days,
- * else days (rounded to the nearest); a range is written in the unit of its upper end.
+ * else days (rounded to the nearest); a range is written in the unit of its upper end
+ * ("1-6 min"), its lower end in its own where it would round to 0 there ("2 h-3 d"),
+ * or "now" when it is not in the future ("now-6 min").
  * Example: now = 1000, estimate 1180, p10 1060, p90 1360, source "user":
  *   would start in ~3 min (1-6 min), source: user history
  */
@@ -61,9 +63,19 @@ void cli_fmt_estimate(long long now, long long p50, long long p10, long long p90
     if (p10 <= 0 || p90 <= 0 || len < 0 || (size_t)len >= n)
         return;
     unit_of(p90 - now, &hsize, &hu);
-    long long lo = in_unit(p10 - now, hsize), hi = in_unit(p90 - now, hsize);
-    if (lo != hi)
+    long long lo = in_unit(p10 - now, hsize), hi = in_unit(p90 - now, hsize), lsize;
+    const char *lu;
+    if (lo == hi)
+        return;
+    if (lo > 0) {
         snprintf(buf + len, n - (size_t)len, " (%lld-%lld %s)", lo, hi, hu);
+    } else if (p10 <= now) {
+        snprintf(buf + len, n - (size_t)len, " (now-%lld %s)", hi, hu);
+    } else { /* the lower end in its own unit: "2 h-3 d" */
+        unit_of(p10 - now, &lsize, &lu);
+        snprintf(buf + len, n - (size_t)len, " (%lld %s-%lld %s)", in_unit(p10 - now, lsize), lu,
+                 hi, hu);
+    }
 }
 
 int cli_submit_estimate(json_t *body, int json)

@@ -114,7 +114,7 @@ check "a dry run of 16 GPUs on a 1-GPU cluster says it cannot start" \
 OUT=$(FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" submit --dry-run --estimate --gpus 1 --time 60s -- sleep 1 2>&1)
 echo "  cli: $OUT"
 check "fairgpu submit --dry-run --estimate prints a range and a source" \
-    grep -Eq '^would start (now|in ~[0-9]+ (s|min|h)( \([0-9]+-[0-9]+ (s|min|h)\))?), source: ' <<<"$OUT"
+    grep -Eq '^would start (now|in ~[0-9]+ (s|min|h|d)( \([^)]+\))?), source: [a-z]' <<<"$OUT"
 check "job 3 completes" wait_for 20 is_state "$J3" COMPLETED
 
 # ------------------------------------------------ 5. history-based --
