@@ -124,8 +124,13 @@ void cli_show_estimate(json_t *j, const char *st, void (*kv)(const char *, const
     }
     if (cli_jint(j, "estimate_at_submit", &at) && cli_jint(j, "estimate_error_s", &err)) {
         int has_l = cli_jint(j, "estimate_limit_error_s", &lerr);
-        snprintf(b, sizeof b, "started %lld s %s its estimate at submission (%s)%s",
-                 err < 0 ? -err : err, err < 0 ? "before" : "after",
+        char off[48];
+        if (err)
+            snprintf(off, sizeof off, "%lld s %s", err < 0 ? -err : err,
+                     err < 0 ? "before" : "after");
+        else
+            snprintf(off, sizeof off, "on");
+        snprintf(b, sizeof b, "started %s its estimate at submission (%s)%s", off,
                  source_words(cli_jstr(j, "estimate_at_submit_source")),
                  has_l ? "; limits alone: " : "");
         if (has_l) {

@@ -50,6 +50,10 @@ check "job 2 is pending with a range around its estimate" \
 check "job 2's limit-based estimate is job 1's start + its 60 s limit" \
     test "$(echo "$P" | jq -r .estimate_limit_at_submit)" = $((S1 + 60))
 check "job 2 has no error before it starts" test "$(echo "$P" | jq -r .estimate_error_s)" = null
+SHOW=$(FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" show "$J2" 2>&1)
+echo "$SHOW" | grep '^estimate' | sed 's/^/  cli show: /'
+check "fairgpu show prints a pending job's estimate with its source" \
+    grep -Eq '^estimated start: +[0-9-]+ [0-9:]+ \((now|in ~[0-9]+ (s|min))[^;]*; from time limits\)$' <<<"$SHOW"
 check "job 2 starts" wait_for 20 is_state "$J2" RUNNING
 R=$(job "$J2")
 echo "  started job 2: $(echo "$R" | jq -c '{start_time, estimate_at_submit, estimate_error_s, estimate_limit_error_s, estimate_at_submit_source}')"
@@ -135,6 +139,10 @@ R6=$(job "$J6")
 echo "  started job 6: $(echo "$R6" | jq -c '{start_time, estimate_at_submit, estimate_error_s, estimate_limit_error_s, estimate_at_submit_source}')"
 check "job 6's estimate at submission is within 3 s of its start" \
     test "$(echo "$R6" | jq -r '.estimate_error_s | fabs <= 3')" = true
+SHOW=$(FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" show "$J6" 2>&1)
+echo "$SHOW" | grep '^estimate' | sed 's/^/  cli show: /'
+check "fairgpu show prints the error of the estimate at submission and of the limits alone" \
+    grep -Eq '^estimate error: +started ([0-9]+ s (before|after)|on) its estimate at submission \(user history\); limits alone: [0-9]+ s before$' <<<"$SHOW"
 check "job 6's limit-based error is over 50 s" \
     test "$(echo "$R6" | jq -r '.estimate_limit_error_s | fabs > 50')" = true
 A2=$(api GET /v1/estimates/accuracy)
