@@ -6,10 +6,12 @@
  * Every refresh of the pending reasons (sched_reasons.c) hands each pending job its
  * estimate: a start time with a range (p10..p90), where it came from (the job's user's
  * history, its account's, everyone's, or the time limits alone) and, to compare, the
- * core's limit-based estimate. The first estimate a job gets after its submission is
- * kept as its "estimate at submission", beside the limit-based one of that moment, and
- * made durable at once; when its first attempt starts, the start time is kept too, and
- * the errors are start - estimate.
+ * core's limit-based estimate. The estimate of the first refresh that sees a job
+ * pending is kept as its "estimate at submission" (none when that refresh had none: it
+ * was beyond the first estimate_depth of the queue), beside the limit-based one of that
+ * moment, and made durable at once; when its first attempt starts, the start time is
+ * kept too, and the errors are start - estimate. Jobs read back at a restart count as
+ * seen: one without an estimate at submission gets none later.
  * Example: job 7 is submitted at 1000 behind a 60 s-limit job that runs 3 s; the first
  * refresh gives it estimate 1003 (user history, range 1002..1005) and limit-based 1059;
  * it starts at 1004: estimate_error_s = 1, and the limit-based error is -55.
@@ -30,8 +32,12 @@ void srv__est_set(sctx_t *c, srv_job_t *j, const srv_est_t *e)
     r->est_p90 = e->p50 ? e->p90 : 0;
     r->est_source = e->p50 ? e->source : 0;
     j->est_limit = e->limit;
-    /* the first estimate after the submission: never started, nothing recorded yet */
-    if (e->p50 <= 0 || r->est_submit || r->attempts || r->est_first_start)
+    /* the estimate at submission: the first refresh's, if it had one (a job deep in the
+     * queue gets none: the one it gets when it nears the head says little of what was
+     * known when it was submitted) */
+    bool first = !j->est_seen;
+    j->est_seen = true;
+    if (!first || e->p50 <= 0 || r->est_submit || r->attempts || r->est_first_start)
         return;
     r->est_submit = e->p50;
     r->est_submit_p10 = e->p10;

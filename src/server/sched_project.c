@@ -5,7 +5,8 @@
  *
  * The model learns from every job that ends on its own (completed, failed, timed out):
  * its run time (GPU-seconds of its attempts / GPUs) against its limit. At start-up it
- * is rebuilt from the newest ended jobs in memory (at most RT_REBUILD_MAX of them).
+ * is rebuilt from the newest ended jobs in memory (at most RT_REBUILD_MAX of them), and
+ * every job read back counts as seen by a refresh (sched_estimates.c).
  *
  * A projection reads the core: each node's GPUs and the running job on each, whose
  * remaining run is predicted from its user's history given how long it has run; the
@@ -81,6 +82,10 @@ void srv__est_model_build(sctx_t *c)
     for (uint64_t id = first; id <= s->max_job_id; id++)
         if (s->jobs[id - 1])
             record(c, s->jobs[id - 1]);
+    /* jobs from before the restart: their estimate at submission is settled */
+    for (uint64_t id = 1; id <= s->max_job_id; id++)
+        if (s->jobs[id - 1])
+            s->jobs[id - 1]->est_seen = true;
 }
 
 /* ------------------------------------------------------------------ projection input */

@@ -182,6 +182,7 @@ typedef struct srv_job {
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
     int64_t est_limit;   /* the latest limit-based estimate (0: none; sched_estimates.c) */
+    bool est_seen;       /* a refresh saw it pending (its estimate at submission is settled) */
 } srv_job_t;
 
 typedef struct srv_event {
