@@ -126,9 +126,9 @@ static void remaining(sctx_t *c, fg_job_id_t id, fg_time_t rem[3])
     rem[2] = p.p90;
 }
 
-/* The nodes as the projection sees them at p10, p50 and p90 (nodes[q], nq[q] entries
- * each; the caller frees them): when each GPU is free. The nodes' GPU types go into
- * types[]. Each running job is predicted once. */
+/* The nodes as the projection sees them at p10, p50 and p90 (nodes[q], the returned
+ * count each; the caller frees them): when each GPU is free. The nodes' GPU types go
+ * into types[] (matched exactly, as the core does). Each running job is predicted once. */
 static int32_t read_nodes(sctx_t *c, const char **types, int32_t *ntypes, fg_proj_node_t *nodes[3])
 {
     size_t n = fg_sched_node_count(c->core);
