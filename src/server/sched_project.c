@@ -20,7 +20,7 @@
  *
  * Cost: O(nodes x GPUs) to read the nodes, one prediction per running GPU (O(log 50)),
  * then 3 x fg_proj_run over estimate_depth jobs; independent of the queue's length
- * beyond what fg_sched_plan_order costs (docs/perf/2026-12-estimates.md).
+ * beyond what fg_sched_plan_order costs (docs/perf/2026-12-estimates-controller.md).
  *
  * Every function here runs on the scheduler thread.
  */
