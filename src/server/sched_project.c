@@ -105,17 +105,56 @@ static int32_t type_id(const char *t, const char **types, int32_t *ntypes, bool 
     return (*ntypes)++;
 }
 
+/* The core's account and user names by index, looked up once per projection
+ * (fg_sched_*_info are O(accounts), O(members) a call: 4,000 running jobs of 1,000
+ * members made member lookups a fifth of a projection). */
+typedef struct names {
+    const char **acct, **user;
+    size_t nacct, nuser;
+} names_t;
+
+static void names_init(names_t *nm, const fg_sched_t *core)
+{
+    nm->nacct = fg_sched_account_count(core);
+    nm->nuser = fg_sched_member_count(core);
+    nm->acct = fg_xcalloc(nm->nacct ? nm->nacct : 1, sizeof *nm->acct);
+    nm->user = fg_xcalloc(nm->nuser ? nm->nuser : 1, sizeof *nm->user);
+}
+
+static void names_free(names_t *nm)
+{
+    free(nm->acct);
+    free(nm->user);
+}
+
+/* The account and user names of job info ji (NULL where unknown). */
+static void names_of(names_t *nm, const fg_sched_t *core, const fg_job_info_t *ji,
+                     const char **acct, const char **user)
+{
+    *acct = *user = NULL;
+    if (ji->account >= 0 && (size_t)ji->account < nm->nacct) {
+        fg_account_info_t ai;
+        if (!nm->acct[ji->account] && fg_sched_account_info(core, ji->account, &ai) == 0)
+            nm->acct[ji->account] = ai.name;
+        *acct = nm->acct[ji->account];
+    }
+    if (ji->member >= 0 && (size_t)ji->member < nm->nuser) {
+        fg_member_info_t mi;
+        if (!nm->user[ji->member] && fg_sched_member_info(core, ji->member, &mi) == 0)
+            nm->user[ji->member] = mi.user;
+        *user = nm->user[ji->member];
+    }
+}
+
 /* The predicted remaining run of running job id at p10, p50 and p90 into rem[3]. */
-static void remaining(sctx_t *c, fg_job_id_t id, fg_time_t rem[3])
+static void remaining(sctx_t *c, names_t *nm, fg_job_id_t id, fg_time_t rem[3])
 {
     rem[0] = rem[1] = rem[2] = 1;
     fg_job_info_t ji;
     if (fg_sched_job_info(c->core, id, &ji) || ji.state != FG_JOB_RUNNING)
         return;
-    fg_account_info_t ai;
-    fg_member_info_t mi;
-    const char *acct = fg_sched_account_info(c->core, ji.account, &ai) ? NULL : ai.name;
-    const char *user = fg_sched_member_info(c->core, ji.member, &mi) ? NULL : mi.user;
+    const char *acct, *user;
+    names_of(nm, c->core, &ji, &acct, &user);
     fg_time_t ran = c->now > ji.start_time ? c->now - ji.start_time : 0;
     if (ran >= ji.time_limit_s)
         return;
@@ -129,7 +168,8 @@ static void remaining(sctx_t *c, fg_job_id_t id, fg_time_t rem[3])
 /* The nodes as the projection sees them at p10, p50 and p90 (nodes[q], the returned
  * count each; the caller frees them): when each GPU is free. The nodes' GPU types go
  * into types[] (matched exactly, as the core does). Each running job is predicted once. */
-static int32_t read_nodes(sctx_t *c, const char **types, int32_t *ntypes, fg_proj_node_t *nodes[3])
+static int32_t read_nodes(sctx_t *c, names_t *nm, const char **types, int32_t *ntypes,
+                          fg_proj_node_t *nodes[3])
 {
     size_t n = fg_sched_node_count(c->core);
     for (int q = 0; q < 3; q++)
@@ -148,7 +188,7 @@ static int32_t read_nodes(sctx_t *c, const char **types, int32_t *ntypes, fg_pro
             fg_job_id_t id = ni.gpu_job[g];
             /* a job on several GPUs: one prediction, reused */
             if (id && (g == 0 || id != ni.gpu_job[g - 1]))
-                remaining(c, id, rem);
+                remaining(c, nm, id, rem);
             for (int q = 0; q < 3; q++)
                 nodes[q][k].free_at[g] = c->now + (id ? rem[q] : 0);
         }
@@ -158,7 +198,7 @@ static int32_t read_nodes(sctx_t *c, const char **types, int32_t *ntypes, fg_pro
 
 /* The pending jobs of the projection: the first `max` of plan order, with their three
  * predicted runs (run[3 * i + q]) and sources. mu taken for their GPU types. */
-static size_t read_jobs(sctx_t *c, size_t max, const char **types, int32_t *ntypes,
+static size_t read_jobs(sctx_t *c, names_t *nm, size_t max, const char **types, int32_t *ntypes,
                         fg_job_id_t *ids, fg_proj_job_t *jobs, fg_time_t *runs, int *src,
                         const srv_dry_job_t *extra)
 {
@@ -166,15 +206,13 @@ static size_t read_jobs(sctx_t *c, size_t max, const char **types, int32_t *ntyp
     pthread_mutex_lock(&c->s->mu);
     for (size_t i = 0; i < n; i++) {
         fg_job_info_t ji;
-        fg_account_info_t ai;
-        fg_member_info_t mi;
         fg_rt_pred_t p = {.p10 = 1, .p50 = 1, .p90 = 1, .source = FG_RT_LIMIT};
         const srv_job_t *j = extra && ids[i] == extra->id ? NULL : srv__job(c, ids[i]);
         const char *gt = extra && ids[i] == extra->id ? extra->gpu_type : j ? j->r.gpu_type : NULL;
         jobs[i] = (fg_proj_job_t){.gpus = 1, .type = type_id(gt, types, ntypes, false)};
         if (fg_sched_job_info(c->core, ids[i], &ji) == 0) {
-            const char *acct = fg_sched_account_info(c->core, ji.account, &ai) ? NULL : ai.name;
-            const char *user = fg_sched_member_info(c->core, ji.member, &mi) ? NULL : mi.user;
+            const char *acct, *user;
+            names_of(nm, c->core, &ji, &acct, &user);
             fg_rt_predict(c->rt, acct, user, ji.time_limit_s, 0, &p);
             jobs[i].gpus = ji.gpus;
             jobs[i].not_before = ji.eligible_time;
@@ -205,8 +243,11 @@ size_t srv__est_project(sctx_t *c, const srv_dry_job_t *extra, srv_proj_t **out)
     int *src = fg_xmalloc(max * sizeof *src);
     /* the node types first, so that a job's type is one of theirs when it exists */
     fg_proj_node_t *nodes[3];
-    int32_t nn = read_nodes(c, types, &ntypes, nodes);
-    size_t n = read_jobs(c, max, types, &ntypes, ids, jobs, runs, src, extra);
+    names_t nm;
+    names_init(&nm, c->core);
+    int32_t nn = read_nodes(c, &nm, types, &ntypes, nodes);
+    size_t n = read_jobs(c, &nm, max, types, &ntypes, ids, jobs, runs, src, extra);
+    names_free(&nm);
     srv_proj_t *res = fg_xcalloc(n ? n : 1, sizeof *res);
     for (int q = 0; q < 3; q++) {
         for (size_t i = 0; i < n; i++)
