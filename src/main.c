@@ -16,7 +16,7 @@ static void usage(FILE *f)
           "  sim        replay a job trace through the scheduler core\n"
           "\n"
           "client:\n"
-          "  login logout whoami submit jobs show cancel events logs nodes share\n"
+          "  login logout whoami submit jobs show why cancel events logs nodes share\n"
           "  token node-token user account usage invoice credit whatif report\n"
           "\n"
           "Run 'fairgpu <command> --help' for a command's options.\n",

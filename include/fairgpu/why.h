@@ -110,6 +110,13 @@ typedef struct fg_why {
  * estimate and reason, as fg_sched_job_info does). */
 int fg_sched_why(fg_sched_t *s, fg_job_id_t id, fg_time_t now, size_t order_max, fg_why_t *out);
 
+/* fg_sched_why of the n jobs ids[] (repeats allowed) in ONE walk of the plan order (up
+ * to the last of them, at most order_max jobs): out[k] and rcs[k] (FG_OK, FG_ENOENT,
+ * FG_ESTATE) for ids[k]. Returns FG_EINVAL for a NULL array, else FG_OK. For a caller
+ * answering several requests at once. */
+int fg_sched_why_many(fg_sched_t *s, const fg_job_id_t *ids, size_t n, fg_time_t now,
+                      size_t order_max, fg_why_t *out, int *rcs);
+
 #ifdef __cplusplus
 }
 #endif

@@ -105,6 +105,31 @@ int cli_cmd_nodes(int argc, char **argv)
 
 /* ----------------------------------------------------------------- share -- */
 
+/* When a share entry's factor is back at 0.5 (recovers_in_s): "in 6.0 h", "now" (at or
+ * under its share), "never" (null: nobody else has usage), "" when not given. */
+static void recovers_words(json_t *r, char *b, size_t n)
+{
+    json_t *v = json_object_get(r, "recovers_in_s");
+    b[0] = '\0';
+    if (!v)
+        return;
+    if (!json_is_number(v)) {
+        snprintf(b, n, "never");
+        return;
+    }
+    double s = json_number_value(v);
+    if (s <= 0)
+        snprintf(b, n, "now");
+    else if (s < 120)
+        snprintf(b, n, "in %.0f s", s);
+    else if (s < 7200)
+        snprintf(b, n, "in %.0f min", s / 60);
+    else if (s < 172800)
+        snprintf(b, n, "in %.1f h", s / 3600);
+    else
+        snprintf(b, n, "in %.1f days", s / 86400);
+}
+
 /* The rows of the share entries in arr (accounts, or users with kind_hint "user"),
  * each followed by its users, indented, down to depth 2. */
 static void share_rows(fg_table_t *t, json_t *arr, const char *kind_hint, int depth)
@@ -113,7 +138,8 @@ static void share_rows(fg_table_t *t, json_t *arr, const char *kind_hint, int de
     json_t *r;
     json_array_foreach(arr, k, r)
     {
-        char name[160], kind[32], w[32], ns[32], use[48], run[32], pend[32], f[32];
+        char name[160], kind[32], w[32], ns[32], use[48], run[32], pend[32], f[32], ent[32],
+            rec[32];
         const char *nm = cli_jstr(r, "name");
         if (!nm)
             nm = cli_jstr(r, "user") ? cli_jstr(r, "user") : cli_jstr(r, "account");
@@ -130,7 +156,13 @@ static void share_rows(fg_table_t *t, json_t *arr, const char *kind_hint, int de
         cli_jfmt(r, "running_gpus", run, sizeof run);
         cli_jfmt(r, "pending_jobs", pend, sizeof pend);
         cli_jfmt(r, "fair_share_factor", f, sizeof f);
-        fg_table_row(t, name, kind, w, ns, use, run, pend, f);
+        json_t *e = json_object_get(r, "entitlement_gpus");
+        if (json_is_number(e))
+            snprintf(ent, sizeof ent, "%.1f", json_number_value(e));
+        else
+            ent[0] = '\0';
+        recovers_words(r, rec, sizeof rec);
+        fg_table_row(t, name, kind, w, ns, use, run, ent, pend, f, rec);
         json_t *users = json_object_get(r, "users");
         if (json_is_array(users) && depth < 2)
             share_rows(t, users, "user", depth + 1);
@@ -140,8 +172,8 @@ static void share_rows(fg_table_t *t, json_t *arr, const char *kind_hint, int de
 static void share_human(json_t *res)
 {
     fg_table_t t;
-    fg_table_init(&t, 8, "NAME", "KIND", "WEIGHT", "SHARE", "USAGE(GPU-H)", "RUNNING", "PENDING",
-                  "FACTOR");
+    fg_table_init(&t, 10, "NAME", "KIND", "WEIGHT", "SHARE", "USAGE(GPU-H)", "RUNNING", "ENTITLED",
+                  "PENDING", "FACTOR", "RECOVERS");
     /* Accounts with their users nested when the server gives them; else a flat list. */
     json_t *a = json_object_get(res, "accounts");
     json_t *items = cli_items_of(res);
@@ -167,7 +199,8 @@ int cli_cmd_share(int argc, char **argv)
     return simple_get("share", argc, argv, "/v1/fairshare",
                       "usage: fairgpu share [--json]\nShows fair share per account and user: "
                       "weight, normalized share,\ndecayed usage (GPU hours), running GPUs, "
-                      "pending jobs, fair-share factor.\n",
+                      "entitled GPUs (share x GPUs up),\npending jobs, fair-share factor, and "
+                      "when the factor recovers to 0.5 if it runs\nnothing more (RECOVERS).\n",
                       share_human);
 }
 

@@ -123,31 +123,84 @@ static fg_why_first_t first_because(const fg_sched_t *s, const fg__job_t *x, con
     return FG_FIRST_SUBMIT;
 }
 
-/* Walks the plan order (at most max jobs) to j: its place, what goes before it. */
-static void position(fg_sched_t *s, const fg__job_t *j, fg_time_t now, size_t max, fg_why_t *w)
+/* An asked job's slot and its index in the caller's arrays, sorted by slot. */
+typedef struct asked {
+    int32_t slot;
+    size_t idx;
+} asked_t;
+
+static int asked_cmp(const void *x, const void *y)
+{
+    const asked_t *a = x, *b = y;
+    return a->slot < b->slot ? -1 : a->slot > b->slot;
+}
+
+/* The first entry of v[0..n) (sorted) with `slot`, or NULL. */
+static const asked_t *asked_find(const asked_t *v, size_t n, int32_t slot)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        if (v[mid].slot < slot)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo].slot == slot ? &v[lo] : NULL;
+}
+
+/* What goes before the job of w (slot js) in the order: the jobs ahead[0..nahead) met
+ * first (at most FG_WHY_AHEAD_MAX), each with why it goes first. */
+static void ahead_fill(const fg_sched_t *s, const int32_t *ahead, size_t nahead, int32_t js,
+                       fg_why_t *w)
+{
+    const fg__job_t *j = &s->jobs[js];
+    for (size_t k = 0; k < nahead && w->nahead < FG_WHY_AHEAD_MAX; k++) {
+        const fg__job_t *x = &s->jobs[ahead[k]];
+        w->ahead[w->nahead++] = (fg_why_ahead_t){.id = x->id,
+                                                 .account = s->accounts[x->account].name,
+                                                 .gpus = x->gpus,
+                                                 .prio = x->prio,
+                                                 .first = first_because(s, x, j)};
+    }
+}
+
+/* One walk of the plan order (at most max jobs) for the n asked jobs v[] (sorted by
+ * slot; out[v[k].idx] is each one's): their places, and what goes before each. The walk
+ * stops once it met them all. */
+static void positions(fg_sched_t *s, const asked_t *v, size_t n, fg_time_t now, size_t max,
+                      fg_why_t *out)
 {
     fg__order_t o = {0};
     fg__order_prepare(s, &o, now);
+    int32_t first[FG_WHY_AHEAD_MAX];
+    size_t nfirst = 0, seen = 0, found = 0;
+    int64_t gpus = 0;
     int32_t slot;
-    size_t seen = 0;
-    while (seen < max && (slot = fg__order_next(s, &o)) >= 0) {
+    while (found < n && seen < max && (slot = fg__order_next(s, &o)) >= 0) {
+        assert(s->jobs[slot].state == FG_JOB_PENDING);
         seen++;
-        const fg__job_t *x = &s->jobs[slot];
-        assert(x->state == FG_JOB_PENDING);
-        if (x == j) {
+        for (const asked_t *a = asked_find(v, n, slot); a && a < v + n && a->slot == slot; a++) {
+            fg_why_t *w = &out[a->idx];
             w->position = (int64_t)seen;
-            break;
+            w->ahead_jobs = (int64_t)seen - 1;
+            w->ahead_gpus = gpus;
+            ahead_fill(s, first, nfirst, slot, w);
+            found++;
         }
-        w->ahead_jobs++;
-        w->ahead_gpus += x->gpus;
-        if (w->nahead < FG_WHY_AHEAD_MAX)
-            w->ahead[w->nahead++] = (fg_why_ahead_t){.id = x->id,
-                                                     .account = s->accounts[x->account].name,
-                                                     .gpus = x->gpus,
-                                                     .prio = x->prio,
-                                                     .first = first_because(s, x, j)};
+        gpus += s->jobs[slot].gpus;
+        if (nfirst < FG_WHY_AHEAD_MAX)
+            first[nfirst++] = slot;
     }
     fg__order_free(&o);
+    for (size_t k = 0; k < n; k++) { /* past the bound: the bound and the first jobs */
+        fg_why_t *w = &out[v[k].idx];
+        if (w->position)
+            continue;
+        w->ahead_jobs = (int64_t)seen;
+        w->ahead_gpus = gpus;
+        ahead_fill(s, first, nfirst, v[k].slot, w);
+    }
 }
 
 /* ------------------------------------------------------------------ nodes */
@@ -253,23 +306,19 @@ static void nodes(const fg_sched_t *s, const fg__job_t *j, fg_time_t now, fg_why
 
 /* ------------------------------------------------------------------ the whole */
 
-int fg_sched_why(fg_sched_t *s, fg_job_id_t id, fg_time_t now, size_t order_max, fg_why_t *out)
+/* Everything but the position of pending job `slot` (rc FG_ESTATE if not pending). */
+static int why_one(fg_sched_t *s, int32_t slot, fg_time_t now, fg_why_t *out)
 {
-    if (!out)
-        return FG_EINVAL;
-    const int32_t slot = fg__hash_get(s, id);
-    if (slot < 0)
-        return FG_ENOENT;
+    const fg__job_t *j = &s->jobs[slot];
     fg_job_info_t ji;
-    int rc = fg_sched_job_info(s, id, &ji); /* (makes an estimate left on demand) */
+    int rc = fg_sched_job_info(s, j->id, &ji); /* (makes an estimate left on demand) */
     if (rc)
         return rc;
     if (ji.state != FG_JOB_PENDING)
         return FG_ESTATE;
-    const fg__job_t *j = &s->jobs[slot];
     const fg__account_t *a = &s->accounts[j->account];
     memset(out, 0, sizeof *out);
-    out->id = id;
+    out->id = j->id;
     out->code = ji.reason;
     out->gpus = j->gpus;
     out->gpu_type = j->type >= 0 ? s->types[j->type].name : NULL;
@@ -278,7 +327,6 @@ int fg_sched_why(fg_sched_t *s, fg_job_id_t id, fg_time_t now, size_t order_max,
     out->policy = s->cfg.policy;
     account_share(s, j->account, now, &out->account);
     member_share(s, j->member, now, out->account.entitlement_gpus, &out->user);
-    position(s, j, now, order_max, out);
     if (out->code == j->why.code && j->why.code == FG_REASON_RESERVATION) {
         out->res_holder = j->why.reservation.holder;
         out->res_from = j->why.reservation.from;
@@ -293,4 +341,32 @@ int fg_sched_why(fg_sched_t *s, fg_job_id_t id, fg_time_t now, size_t order_max,
     out->max_retries = j->max_retries;
     nodes(s, j, now, out);
     return FG_OK;
+}
+
+int fg_sched_why_many(fg_sched_t *s, const fg_job_id_t *ids, size_t n, fg_time_t now,
+                      size_t order_max, fg_why_t *out, int *rcs)
+{
+    if (!ids || !out || !rcs)
+        return FG_EINVAL;
+    asked_t *v = fg__alloc((n ? n : 1) * sizeof *v);
+    size_t nv = 0;
+    for (size_t k = 0; k < n; k++) {
+        const int32_t slot = fg__hash_get(s, ids[k]);
+        rcs[k] = slot < 0 ? FG_ENOENT : why_one(s, slot, now, &out[k]);
+        if (rcs[k] == FG_OK)
+            v[nv++] = (asked_t){slot, k};
+    }
+    qsort(v, nv, sizeof *v, asked_cmp);
+    positions(s, v, nv, now, order_max, out);
+    free(v);
+    return FG_OK;
+}
+
+int fg_sched_why(fg_sched_t *s, fg_job_id_t id, fg_time_t now, size_t order_max, fg_why_t *out)
+{
+    if (!out)
+        return FG_EINVAL;
+    int rc;
+    fg_sched_why_many(s, &id, 1, now, order_max, out, &rc);
+    return rc;
 }

@@ -254,6 +254,10 @@ int h_jobs_create(srv_req_t *r)
                               (long long)pending_all, s->cfg.core.shed_pending);
         goto out;
     }
+    if (srv_dry_run_flag(r)) { /* checked as a submission; nothing is stored */
+        ret = srv_dry_run_call(r, acct, &in);
+        goto out;
+    }
     int64_t now = srv_now();
     /* The request's JSON tree (if the reference parser made one) is freed now, not after
      * the commit: the strings the job record needs are copied into the context. Freed at once, its
@@ -459,20 +463,22 @@ int h_jobs_get(srv_req_t *r)
     uint64_t id;
     if (!srv_parse_job_id(r->seg[2], &id))
         return srv_reply_error(r, 404, "not_found", NULL, "no job '%.32s'", r->seg[2]);
+    const char *wq = srv_query(r, "why"); /* ?why=0: a pending job without its "why" */
+    const bool want_why = !wq || strcmp(wq, "0");
     srv_buf_t b = {0};
     pthread_mutex_lock(&s->mu);
     srv_job_t *j = srv_job_get(s, id);
     bool shown = j && srv_job_published(s, j);
-    bool pending = shown && j->state == FG_JOB_PENDING;
-    if (shown && !pending)
+    bool why = shown && want_why && j->state == FG_JOB_PENDING;
+    if (shown && !why)
         srv_job_render(s, j, r->admin || j->r.user_id == r->user_id, NULL, &b);
     pthread_mutex_unlock(&s->mu);
     if (j && !shown)
         return srv_park_unpublished(r);
-    if (pending) /* with "why", from the scheduler thread (sched_why.c) */
-        return srv_why_get(r, id);
     if (!j)
         return srv_reply_error(r, 404, "not_found", NULL, "no job %llu", (unsigned long long)id);
+    if (why) /* rendered with "why" once the scheduler thread answers (sched_why.c) */
+        return srv_why_get(r, id);
     return srv_reply_buf(r, 200, &b);
 }
 

@@ -35,6 +35,7 @@ typedef struct srv_idle {
     int util_pct;        /* mean over its GPUs; -1 unknown */
     int64_t mem_used_mb; /* sum over its GPUs; -1 unknown */
     int64_t saved_ms;    /* the wiring's: when idle_gpu_s was last made durable */
+    bool requeued;       /* the wiring's: this attempt was stopped to requeue it */
 } srv_idle_t;
 
 /* What a step decided (a bit set; several may come at once, e.g. IDLE | WARNING). */

@@ -261,6 +261,8 @@ static void attempt_of(sctx_t *c, const srv_job_t *j, fg_bill_attempt_t *a)
     if (a->last_checkpoint_ms &&
         (a->last_checkpoint_ms < a->start_ms || (a->end_ms && a->last_checkpoint_ms > a->end_ms)))
         a->last_checkpoint_ms = 0; /* not of this attempt */
+    if (a->cause == FG_END_PREEMPTED && a->end_ms && srv_idle_requeued(j))
+        a->last_checkpoint_ms = a->end_ms; /* requeued for idling: no lost work refunded */
 }
 
 /* Gives rows (made with local ids 1..n) their ledger ids, queues them for the commit,

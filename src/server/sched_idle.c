@@ -32,16 +32,25 @@ static int64_t g_last_tick_ms;              /* scheduler thread only */
 static _Atomic int64_t g_idle_gpu_ms_total; /* since this controller started (metrics) */
 static _Atomic int64_t g_jobs_idle;         /* running jobs flagged idle, at the last tick */
 
+/* The nodes by name for one tick (a hash of the name; a collision falls back to the
+ * list). mu held. */
+static srv_node_t *node_of(srv_t *s, const srv_map_t *by_name, const char *name)
+{
+    srv_node_t *n = srv_map_get(by_name, srv_hash_bytes(name, strlen(name)));
+    return n && !strcmp(n->name, name) ? n : srv_node_by_name(s, name);
+}
+
 /* What j's GPUs show now: the highest and mean utilization and the memory in use over
  * the GPUs with a fresh sample (-1 each when none has one). mu held. */
-static void job_sample(srv_t *s, const srv_job_t *j, int *max_util, int *mean_util, int64_t *mem)
+static void job_sample(srv_t *s, const srv_map_t *nodes, const srv_job_t *j, int *max_util,
+                       int *mean_util, int64_t *mem)
 {
     int n = 0, mx = -1;
     int64_t sum = 0, msum = 0;
     bool has_mem = false;
     for (int k = 0; k < j->nranks; k++) {
         const srv_rank_t *rk = &j->ranks[k];
-        srv_node_t *nd = rk->ended || !rk->started ? NULL : srv_node_by_name(s, rk->node);
+        srv_node_t *nd = rk->ended || !rk->started ? NULL : node_of(s, nodes, rk->node);
         if (!nd || nd->last_heartbeat_ms <= rk->start_ms)
             continue;
         for (int g = 0; g < nd->ngpus && g < 64; g++) {
@@ -99,7 +108,7 @@ static void apply(sctx_t *c, srv_job_t *j, unsigned ev, const srv_idle_policy_t 
     }
     if (ev & (SRV_IDLE_EV_REQUEUE | SRV_IDLE_EV_STOP)) {
         bool stop = ev & SRV_IDLE_EV_STOP;
-        snprintf(why, sizeof why, "idle for %llds: %s by account %s's idle policy",
+        snprintf(why, sizeof why, "idle for %llds: %s by the idle policy of account %s",
                  (long long)idle_s, stop ? "stopped" : "requeued", j->r.account);
         idle_event(c, j, stop ? "IDLE_STOPPED" : "IDLE_REQUEUED", why);
         j->stop_sent = true;
@@ -107,6 +116,7 @@ static void apply(sctx_t *c, srv_job_t *j, unsigned ev, const srv_idle_policy_t 
             j->r.cancel_requested = true;
             srv__stop_ranks(c, j, "cancel", -1); /* ends CANCELLED */
         } else {
+            j->idle.requeued = true;
             srv__stop_ranks(c, j, "preempt", -1); /* back to PENDING, as a preemption */
         }
     }
@@ -140,6 +150,13 @@ void srv__idle_tick(sctx_t *c)
     srv_idle_cfg_t cfg = {s->cfg.idle_util_pct, s->cfg.idle_after_s * 1000};
     int64_t nidle = 0;
     pthread_mutex_lock(&s->mu);
+    srv_map_t nodes = {0};
+    for (size_t i = 0; i < s->nnodes; i++)
+        srv_map_put(&nodes, srv_hash_bytes(s->nodes[i]->name, strlen(s->nodes[i]->name)),
+                    s->nodes[i]);
+    bool policies = false; /* any account with one (else no account lookups per job) */
+    for (size_t i = 0; i < s->naccounts && !policies; i++)
+        policies = s->accounts[i]->r.idle_action != FG_IDLE_NONE;
     size_t n;
     srv_job_t **run = srv__running_jobs(s, NULL, &n);
     for (size_t i = 0; i < n; i++) {
@@ -147,11 +164,11 @@ void srv__idle_tick(sctx_t *c)
         if (j->idle.attempt != j->r.attempts)
             j->idle = (srv_idle_t){.attempt = j->r.attempts, .saved_ms = now_ms};
         int max_util, mean_util;
-        job_sample(s, j, &max_util, &mean_util, &j->idle.mem_used_mb);
+        job_sample(s, &nodes, j, &max_util, &mean_util, &j->idle.mem_used_mb);
         j->idle.util_pct = mean_util;
-        srv_account_t *a = srv_account_by_name(s, j->r.account);
+        srv_account_t *a = policies ? srv_account_by_name(s, j->r.account) : NULL;
         srv_idle_policy_t pol = {a ? a->r.idle_action : FG_IDLE_NONE,
-                                 a ? a->r.idle_grace_s * 1000 : 0};
+                                 a && a->r.idle_grace_s > 0 ? a->r.idle_grace_s * 1000 : 0};
         if (j->stop_sent || j->r.cancel_requested) /* stopping: flags stay, no action */
             pol.action = FG_IDLE_NONE;
         unsigned ev = srv_idle_step(&j->idle, &cfg, &pol, max_util, j->r.gpus, now_ms);
@@ -160,8 +177,14 @@ void srv__idle_tick(sctx_t *c)
         nidle += j->idle.idle_since_ms != 0;
     }
     free(run);
+    srv_map_free(&nodes);
     pthread_mutex_unlock(&s->mu);
     atomic_store(&g_jobs_idle, nidle);
+}
+
+bool srv_idle_requeued(const srv_job_t *j)
+{
+    return j->idle.requeued && j->idle.attempt == j->cur.attempt;
 }
 
 /* ------------------------------------------------------------------ what it shows */

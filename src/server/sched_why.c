@@ -4,9 +4,10 @@
  *
  * The core is the scheduler thread's alone, so GET of a pending job posts MSG_WHY
  * (srv_why_get) and parks; after the iteration's pass and commit the thread asks the
- * core (fg_sched_why, fairgpu/why.h: one walk of the plan order, bounded) and answers
- * with {code, text, evidence}; the request resumes, renders the job as always and adds
- * "why" while the job is still pending. Other states answer at once, without it.
+ * core for every MSG_WHY of the iteration at once (fg_sched_why_many, fairgpu/why.h: ONE
+ * walk of the plan order, bounded, however many ask) and answers each with {code, text,
+ * evidence}; the request resumes, renders the job as always and adds "why" while the
+ * job is still pending. Other states answer at once, without it.
  *
  * The evidence is that of the reason (whichever apply): fair_share and position for a
  * job that waits for others' GPUs (priority, resources, fragmentation, reservation);
@@ -23,9 +24,11 @@
 
 #include "common/xalloc.h"
 
+#include "fairgpu/fairshare.h"
 #include "fairgpu/why.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +95,13 @@ static void why_text(const fg_why_t *w, const srv_account_t *sa, int64_t now, ch
     case FG_REASON_RESOURCES:
         add(b, n, "it needs %d GPUs (type %s) and %d of the %d up are free", w->gpus, ty,
             w->type_free, w->type_up);
-        if (w->nholders) {
+        if (w->gpus > FG_WHOLE_NODE_GPUS) { /* k whole nodes: the k-th earliest */
+            const size_t k = (size_t)(w->gpus / FG_WHOLE_NODE_GPUS);
+            if (k <= w->nholders) {
+                when_words(t, sizeof t, w->holders[k - 1].at, now);
+                add(b, n, "; %zu whole nodes could be free %s", k, t);
+            }
+        } else if (w->nholders) {
             when_words(t, sizeof t, w->holders[0].at, now);
             add(b, n, "; %s could hold it %s", w->holders[0].name, t);
         }
@@ -156,13 +165,17 @@ static void why_text(const fg_why_t *w, const srv_account_t *sa, int64_t now, ch
 
 /* ------------------------------------------------------------------ evidence */
 
-static json_t *share_json(const fg_why_share_t *sh)
+/* An account's or user's fair share, with when its factor recovers to 0.5 at half-life
+ * h if it runs nothing more (fg_fair_recovers_in; null: never). */
+static json_t *share_json(const fg_why_share_t *sh, int64_t h)
 {
-    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:i}", "name", sh->name, "usage_gpu_seconds",
+    const double t = fg_fair_recovers_in(sh->usage, sh->siblings_usage, sh->share, h);
+    return json_pack("{s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:i,s:o}", "name", sh->name, "usage_gpu_seconds",
                      sh->usage, "siblings_usage_gpu_seconds", sh->siblings_usage,
                      "normalized_share", sh->share, "usage_share", sh->usage_share,
                      "fair_share_factor", sh->factor, "entitlement_gpus", sh->entitlement_gpus,
-                     "running_gpus", sh->running_gpus);
+                     "running_gpus", sh->running_gpus, "recovers_in_s",
+                     t < 0 ? json_null() : json_integer((json_int_t)ceil(t)));
 }
 
 static json_t *time_or_null(int64_t t)
@@ -213,8 +226,8 @@ static bool waits_for_others(fg_reason_t r)
            r == FG_REASON_RESERVATION;
 }
 
-/* The evidence object of w (sa: its account, mu held; may be NULL). */
-static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t now)
+/* The evidence object of w (sa: its account, mu held; may be NULL; h: the half-life). */
+static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t now, int64_t h)
 {
     json_t *e = json_object();
     json_object_set_new(e, "gpus",
@@ -224,8 +237,8 @@ static json_t *evidence_json(const fg_why_t *w, const srv_account_t *sa, int64_t
                                   "nodes_up", w->type_nodes_up));
     if (waits_for_others(w->code)) {
         json_object_set_new(e, "fair_share",
-                            json_pack("{s:o,s:o}", "account", share_json(&w->account), "user",
-                                      share_json(&w->user)));
+                            json_pack("{s:o,s:o}", "account", share_json(&w->account, h), "user",
+                                      share_json(&w->user, h)));
         json_object_set_new(e, "position", position_json(w));
     }
     if (w->code == FG_REASON_RESOURCES || w->code == FG_REASON_FRAGMENTATION ||
@@ -314,11 +327,10 @@ static json_t *parked_json(sctx_t *c, const srv_job_t *j)
                      "estimated_start", "evidence", ev);
 }
 
-/* The "why" object of pending job id, or NULL when it is not pending. */
-static json_t *why_json(sctx_t *c, uint64_t id)
+/* The "why" object of pending job id from w (the core's answer rc), or NULL when it
+ * is not pending. */
+static json_t *why_json(sctx_t *c, uint64_t id, const fg_why_t *w, int rc)
 {
-    fg_why_t w;
-    int rc = fg_sched_why(c->core, id, c->now, WHY_ORDER_MAX, &w);
     if (rc == FG_ENOENT) {
         pthread_mutex_lock(&c->s->mu);
         const srv_job_t *j = srv__job(c, id);
@@ -330,13 +342,13 @@ static json_t *why_json(sctx_t *c, uint64_t id)
         return NULL;
     char text[FG_REASON_MAX];
     pthread_mutex_lock(&c->s->mu);
-    const srv_account_t *sa = srv_account_by_name(c->s, w.account.name);
-    why_text(&w, sa, c->now, text, sizeof text);
-    json_t *ev = evidence_json(&w, sa, c->now);
+    const srv_account_t *sa = srv_account_by_name(c->s, w->account.name);
+    why_text(w, sa, c->now, text, sizeof text);
+    json_t *ev = evidence_json(w, sa, c->now, fg_sched_config(c->core)->half_life_s);
     pthread_mutex_unlock(&c->s->mu);
     return json_pack("{s:s,s:s,s:o,s:o}", "code",
-                     w.code == FG_REASON_NONE ? "none" : fg_reason_code(w.code), "text", text,
-                     "estimated_start", time_or_null(w.estimated_start), "evidence", ev);
+                     w->code == FG_REASON_NONE ? "none" : fg_reason_code(w->code), "text", text,
+                     "estimated_start", time_or_null(w->estimated_start), "evidence", ev);
 }
 
 /* ------------------------------------------------------------------ the scheduler side */
@@ -351,15 +363,34 @@ bool srv__only_whys(const srv_msg_t *batch)
 
 void srv__answer_whys(sctx_t *c, srv_msg_t *batch)
 {
+    size_t n = 0;
+    for (srv_msg_t *m = batch; m; m = m->next)
+        n += m->kind == MSG_WHY;
+    if (!n)
+        return;
+    /* one walk of the plan order for all of them */
+    fg_job_id_t *ids = fg_xmalloc(n * sizeof *ids);
+    fg_why_t *w = fg_xmalloc(n * sizeof *w);
+    int *rc = fg_xmalloc(n * sizeof *rc);
+    size_t k = 0;
+    for (srv_msg_t *m = batch; m; m = m->next)
+        if (m->kind == MSG_WHY)
+            ids[k++] = m->job;
+    fg_sched_why_many(c->core, ids, n, c->now, WHY_ORDER_MAX, w, rc);
+    k = 0;
     for (srv_msg_t *m = batch; m; m = m->next) {
         if (m->kind != MSG_WHY)
             continue;
-        json_t *o = why_json(c, m->job);
+        json_t *o = why_json(c, m->job, &w[k], rc[k]);
+        k++;
         srv__sync_ok(m->sync, 200, o ? o : json_null());
         if (m->sync)
             srv__sync_done(m->sync);
         m->sync = NULL;
     }
+    free(ids);
+    free(w);
+    free(rc);
 }
 
 /* ------------------------------------------------------------------ the HTTP side */

@@ -115,6 +115,32 @@ static void test_fragmentation_shows_the_free_blocks_and_the_holders(void **st)
     fg_sched_free(s);
 }
 
+/* One 8-GPU node, job 1 on 4 GPUs until 100; job 2 (8 GPUs) goes first and holds the node
+ * from 100; job 3 (4 GPUs, would end after 100) cannot backfill: reservation, held for
+ * job 2 from 100, and the node could hold it at 100 once job 1 ends. */
+static void test_a_reservation_names_its_holder_and_start(void **st)
+{
+    (void)st;
+    fg_sched_t *s = sched_new();
+    assert_true(fg_sched_node_add(s, "n0", 8, "a100", FG_NODE_UP) >= 0);
+    submit(s, 1, "a", "u", 4, NULL, FG_PRIO_NORMAL, 100, 0);
+    assert_int_equal(pass(s, 0), 1);
+    submit(s, 2, "b", "v", 8, NULL, FG_PRIO_HIGH, 100, 1);
+    submit(s, 3, "a", "u", 4, NULL, FG_PRIO_NORMAL, 1000, 2);
+    assert_int_equal(pass(s, 3), 0);
+    fg_why_t w = why(s, 3, 3);
+    assert_int_equal(w.code, FG_REASON_RESERVATION);
+    assert_int_equal(w.res_holder, 2);
+    assert_int_equal(w.res_from, 100);
+    assert_int_equal(w.type_free, 4);
+    assert_int_equal(w.nholders, 1);
+    assert_int_equal(w.holders[0].at, 3); /* 4 free now: it fits, but they are held */
+    assert_int_equal(w.position, 2);
+    assert_int_equal(w.ahead[0].id, 2);
+    assert_int_equal(w.ahead[0].first, FG_FIRST_CLASS);
+    fg_sched_free(s);
+}
+
 /* A 16-GPU job needs two whole nodes: each node is a holder once all its jobs end. */
 static void test_a_whole_node_job_counts_whole_nodes(void **st)
 {
@@ -208,6 +234,44 @@ static void test_jobs_ahead_say_why_they_go_first(void **st)
     fg_sched_free(s);
 }
 
+/* Several jobs in one walk (a repeat and an unknown one among them): the same answers as
+ * one at a time. */
+static void test_many_in_one_walk_answer_as_one_at_a_time(void **st)
+{
+    (void)st;
+    fg_sched_t *s = sched_new();
+    assert_true(fg_sched_node_add(s, "n0", 1, "a100", FG_NODE_UP) >= 0);
+    submit(s, 1, "a", "u", 1, NULL, FG_PRIO_NORMAL, 1000, 0);
+    assert_int_equal(pass(s, 0), 1);
+    for (fg_job_id_t id = 2; id <= 9; id++)
+        submit(s, id, id % 2 ? "a" : "b", id % 2 ? "u" : "v", 1, NULL,
+               id == 7 ? FG_PRIO_HIGH : FG_PRIO_NORMAL, 100, (fg_time_t)id);
+    assert_int_equal(pass(s, 10), 0);
+    const fg_job_id_t ids[] = {9, 2, 42, 9, 5, 1};
+    fg_why_t w[6];
+    int rc[6];
+    assert_int_equal(fg_sched_why_many(s, ids, 6, 10, 1000, w, rc), FG_OK);
+    assert_int_equal(rc[2], FG_ENOENT);
+    assert_int_equal(rc[5], FG_ESTATE); /* running */
+    for (size_t k = 0; k < 6; k++) {
+        if (rc[k])
+            continue;
+        fg_why_t one = why(s, ids[k], 10);
+        assert_int_equal(w[k].position, one.position);
+        assert_int_equal(w[k].ahead_jobs, one.ahead_jobs);
+        assert_int_equal(w[k].ahead_gpus, one.ahead_gpus);
+        assert_int_equal(w[k].nahead, one.nahead);
+        for (size_t i = 0; i < one.nahead; i++) {
+            assert_int_equal(w[k].ahead[i].id, one.ahead[i].id);
+            assert_int_equal(w[k].ahead[i].first, one.ahead[i].first);
+        }
+    }
+    assert_int_equal(w[0].position, w[3].position);
+    assert_int_equal(w[1].ahead[0].id, 7); /* the high job first */
+    assert_int_equal(w[1].ahead[0].first, FG_FIRST_CLASS);
+    fg_sched_free(s);
+}
+
 /* ------------------------------------------------------------------ type, quota, errors */
 
 /* A job of a type no node has: 0 GPUs of it up; quota and running GPUs are shown. */
@@ -266,9 +330,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fragmentation_shows_the_free_blocks_and_the_holders),
+        cmocka_unit_test(test_a_reservation_names_its_holder_and_start),
         cmocka_unit_test(test_a_whole_node_job_counts_whole_nodes),
         cmocka_unit_test(test_an_account_over_its_share_waits_behind_another),
         cmocka_unit_test(test_jobs_ahead_say_why_they_go_first),
+        cmocka_unit_test(test_many_in_one_walk_answer_as_one_at_a_time),
         cmocka_unit_test(test_gpu_type_and_quota_numbers),
         cmocka_unit_test(test_recovery_time_brings_the_factor_back_to_one_half),
     };

@@ -660,6 +660,7 @@ static int unit_job_update(fg_store_tx_t *tx, void *arg)
     j.retries_used = 1;
     j.eligible_time = 5150;
     j.cost_micros = 12345;
+    j.idle_gpu_s = 678;
     assert_int_equal(fg_store_job_update(tx, &j), 0);
     j.id = 987654;
     assert_int_equal(fg_store_job_update(tx, &j), FG_STORE_ENOENT);
@@ -732,6 +733,7 @@ static void test_jobs(void **state)
     assert_int_equal(j.retries_used, 1);
     assert_int_equal(j.eligible_time, 5150);
     assert_int_equal(j.cost_micros, 12345);
+    assert_int_equal(j.idle_gpu_s, 678);
     assert_null(j.reason);
     assert_string_equal(j.nodes_json, "[\"n1\"]");
     assert_string_equal(j.gpu_indices_json, "[0,1,2,3,4,5,6,7]");
@@ -2089,6 +2091,8 @@ static int unit_budgets(fg_store_tx_t *tx, void *arg)
     a.budget_mode = FG_BUDGET_WARN;
     a.budget_period = FG_BUDGET_GRANT;
     a.budget_since_ms = 42;
+    a.idle_action = FG_IDLE_REQUEUE;
+    a.idle_grace_s = 600;
     assert_int_equal(fg_store_account_update(tx, &a), 0);
     *uid = mk_user(tx, "carol");
     fg_store_member_t m = {.user_id = *uid, .account = (char *)"grant", .is_manager = true};
@@ -2127,6 +2131,10 @@ static void test_budgets_managers(void **state)
     assert_int_equal(al.items[2].budget_mode, FG_BUDGET_WARN);
     assert_int_equal(al.items[2].budget_period, FG_BUDGET_GRANT);
     assert_int_equal(al.items[2].budget_since_ms, 42);
+    assert_int_equal(al.items[2].idle_action, FG_IDLE_REQUEUE);
+    assert_int_equal(al.items[2].idle_grace_s, 600);
+    assert_int_equal(al.items[0].idle_action, FG_IDLE_NONE);
+    assert_int_equal(al.items[0].idle_grace_s, 0);
     fg_store_account_list_free(&al);
 
     fg_store_member_t m = {0};
@@ -2192,6 +2200,8 @@ static void test_migration_from_v4(void **state)
     assert_int_equal(a.budget_mode, FG_BUDGET_HARD);
     assert_int_equal(a.budget_period, FG_BUDGET_MONTHLY);
     assert_int_equal(a.budget_since_ms, 0);
+    assert_int_equal(a.idle_action, FG_IDLE_NONE); /* version 7 defaults */
+    assert_int_equal(a.idle_grace_s, 0);
     fg_store_account_clear(&a);
     fg_store_member_t m = {0};
     assert_int_equal(fg_store_member_get(tx, 1, "lab", &m), 0);
