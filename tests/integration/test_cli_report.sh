@@ -197,7 +197,16 @@ else:
 acc = section("Start-estimate accuracy")
 if acc_status == "200":
     a = json.load(open(sys.argv[7]))
-    check("| all | %d |" % a["jobs"] in acc, "accuracy: jobs")
+    def pair(o):
+        m, p = o.get("median_abs_error_s"), o.get("p90_abs_error_s")
+        return "-" if m is None or p is None else "%.0f / %.0f" % (m, p)
+    got = {r[0]: r[1:] for r in rows(acc)}
+    want = {"all": [str(a["jobs"]), pair(a["submit"]), pair(a["limit"])]}
+    for e in a["by_size"]:
+        want["size " + e["class"]] = [str(e["jobs"]), pair(e["submit"]), pair(e["limit"])]
+    for e in a["by_horizon"]:
+        want["horizon " + e["horizon"]] = [str(e["jobs"]), pair(e["submit"]), pair(e["limit"])]
+    check(got == want, "accuracy %s == the API's %s" % (got, want))
 else:
     check("Not available" in acc, "accuracy: not available (%s)" % acc_status)
 for f in fails:

@@ -265,9 +265,14 @@ check "the ledger's rows are counted after the restart" \
 python3 - "$SRC/docs/grafana-dashboard.json" "$TMP/m_live.txt" <<'EOF' || fail "the Grafana dashboard"
 import json, re, sys
 d = json.load(open(sys.argv[1]))
-names = set()
+names = set()  # the samples' names, and the families declared (a summary may have none yet)
 for ln in open(sys.argv[2]):
-    if not ln.startswith("#") and ln.strip():
+    if ln.startswith("# TYPE "):
+        f, typ = ln.split()[2:4]
+        names.add(f)
+        if typ in ("summary", "histogram"):
+            names.update(f + s for s in ("_sum", "_count", "_bucket" if typ == "histogram" else "_sum"))
+    elif not ln.startswith("#") and ln.strip():
         names.add(re.match(r"[a-zA-Z_:][a-zA-Z0-9_:]*", ln).group(0))
 ok = True
 tv = d.get("templating", {}).get("list", [])
