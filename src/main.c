@@ -17,7 +17,7 @@ static void usage(FILE *f)
           "\n"
           "client:\n"
           "  login logout whoami submit jobs show why cancel events logs nodes share\n"
-          "  token node-token user account usage invoice credit\n"
+          "  token node-token user account usage invoice credit whatif report\n"
           "\n"
           "Run 'fairgpu <command> --help' for a command's options.\n",
           f);

@@ -262,6 +262,7 @@ static const command_t COMMANDS[] = {
     {"usage", cli_cmd_usage},     {"invoice", cli_cmd_invoice},
     {"credit", cli_cmd_credit},   {"whatif", cli_cmd_whatif},
     {"why", cli_cmd_why},
+    {"report", cli_cmd_report},
 };
 
 /* Takes every "--ca-file FILE" / "--ca-file=FILE" before a "--" out of argv (a client

@@ -5,7 +5,8 @@
  * Each command family has its file: cli_session.c (login, logout, whoami), cli_users.c
  * (register, user, token), cli_submit.c, cli_jobs.c (jobs, show, cancel),
  * cli_stream.c (events, logs), cli_cluster.c (nodes, share, node-token),
- * cli_accounts.c (account), cli_billing.c (usage, invoice, credit). cli.c dispatches argv[0] to
+ * cli_accounts.c (account), cli_billing.c (usage, invoice, credit), cli_report.c (report).
+ * cli.c dispatches argv[0] to
  * them; cli_out.c reads and prints replies. A command returns the exit status: 0 success, 1 the
  * server refused or could not be reached (its message on stderr), 2 a usage error.
  *
@@ -191,6 +192,7 @@ int cli_cmd_invoice(int argc, char **argv);
 int cli_cmd_credit(int argc, char **argv);
 int cli_cmd_whatif(int argc, char **argv); /* cli_whatif.c */
 int cli_cmd_why(int argc, char **argv);    /* cli_why.c */
+int cli_cmd_report(int argc, char **argv); /* cli_report.c */
 
 /* Terminal prompts (cli_prompt.c). A secret line, from the terminal without echo or
  * from standard input (always with force_stdin): malloc'd without its line end, or

@@ -10,7 +10,7 @@ int fg_cmd_server(int argc, char **argv); /* src/server */
 int fg_cmd_agent(int argc, char **argv);  /* src/agent */
 /* Client commands (login, logout, whoami, submit, jobs, show, cancel, events, nodes,
  * share, token, node-token, user, account, logs,
- * usage, invoice, credit): src/cli. Returns -1 if argv[0] is not one. */
+ * usage, invoice, credit, report): src/cli. Returns -1 if argv[0] is not one. */
 int fg_cmd_client(int argc, char **argv);
 
 #endif

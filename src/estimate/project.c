@@ -43,15 +43,19 @@
 
 #include "common/xalloc.h"
 
-/* The gaps of the GPUs, beside the caller's nodes: GPU i of node n is at
- * off[n] + i; an empty gap has from >= to. */
+/* Beside the caller's nodes: GPU i of node n is at off[n] + i in gap_from/gap_to (an
+ * empty gap has from >= to) and the node's free_at values, ascending, are at off[n] ..
+ * in tail[]. Per node: how many gaps are not empty, the earliest start of those and the
+ * longest of them (a job that runs longer, or can start sooner elsewhere, skips them). */
 typedef struct proj {
     fg_proj_node_t *nodes;
     int32_t nnodes;
     fg_time_t now;
     int32_t *off;
     fg_time_t *gap_from, *gap_to;
-    int32_t *ngaps; /* per node: GPUs whose gap is not empty */
+    fg_time_t *tail;
+    int32_t *ngaps;
+    fg_time_t *gap_lo, *gap_len;
 } proj_t;
 
 static bool type_ok(const fg_proj_node_t *n, int32_t type)
@@ -59,11 +63,12 @@ static bool type_ok(const fg_proj_node_t *n, int32_t type)
     return n->up && (type < 0 || n->type == type);
 }
 
-/* When GPU i of node n is free for good, as seen at t0. */
-static fg_time_t tail_at(const proj_t *p, int32_t n, int32_t i, fg_time_t t0)
+/* s + run (run >= 1), saturated below FG_TIME_NEVER: runs as long as the caller's type
+ * allows must not wrap. */
+static fg_time_t end_of(fg_time_t s, fg_time_t run)
 {
-    const fg_time_t f = p->nodes[n].free_at[i];
-    return f > t0 ? f : t0;
+    assert(run >= 1);
+    return run > FG_TIME_NEVER - 1 - (s > 0 ? s : 0) ? FG_TIME_NEVER - 1 : s + run;
 }
 
 /* Whether GPU i of node n is idle over [s, s + run). */
@@ -72,21 +77,7 @@ static bool idle_over(const proj_t *p, int32_t n, int32_t i, fg_time_t s, fg_tim
     if (p->nodes[n].free_at[i] <= s)
         return true;
     const int32_t g = p->off[n] + i;
-    return p->gap_from[g] <= s && s + run <= p->gap_to[g];
-}
-
-/* The g-th smallest of v[0..n) (sorts v). */
-static fg_time_t kth_smallest(fg_time_t *v, int32_t n, int32_t g)
-{
-    assert(g >= 1 && g <= n);
-    for (int32_t i = 1; i < n; i++) { /* insertion sort: n is a node's GPUs */
-        const fg_time_t x = v[i];
-        int32_t j = i;
-        for (; j > 0 && v[j - 1] > x; j--)
-            v[j] = v[j - 1];
-        v[j] = x;
-    }
-    return v[g - 1];
+    return p->gap_from[g] <= s && end_of(s, run) <= p->gap_to[g];
 }
 
 /* How many GPUs of node n are idle over [s, s + run). */
@@ -99,18 +90,18 @@ static int32_t idle_count(const proj_t *p, int32_t n, fg_time_t s, fg_time_t run
 }
 
 /* The earliest start >= t0 and < bound of a job of g GPUs and `run` on node n, or
- * FG_TIME_NEVER. Candidates: t0 and each time a GPU's idle stretch begins. */
+ * FG_TIME_NEVER. Without gaps: when its g-th GPU is free for good. With gaps that could
+ * hold it, the candidates are t0 and each time a GPU's idle stretch begins. */
 static fg_time_t single_start(const proj_t *p, int32_t n, int32_t g, fg_time_t run, fg_time_t t0,
                               fg_time_t bound)
 {
     const fg_proj_node_t *nd = &p->nodes[n];
-    fg_time_t v[FG_MAX_NODE_GPUS];
-    for (int32_t i = 0; i < nd->gpus; i++)
-        v[i] = tail_at(p, n, i, t0);
-    fg_time_t best = kth_smallest(v, nd->gpus, g);
+    fg_time_t best = p->tail[p->off[n] + g - 1];
+    if (best <= t0)
+        return t0 < bound ? t0 : FG_TIME_NEVER;
     if (best > bound)
         best = bound;
-    if (best > t0 && p->ngaps[n] > 0) {
+    if (p->ngaps[n] > 0 && p->gap_len[n] >= run && p->gap_lo[n] < best) {
         if (idle_count(p, n, t0, run) >= g)
             return t0;
         for (int32_t i = 0; i < nd->gpus; i++) {
@@ -122,6 +113,20 @@ static fg_time_t single_start(const proj_t *p, int32_t n, int32_t g, fg_time_t r
         }
     }
     return best < bound ? best : FG_TIME_NEVER;
+}
+
+/* Replaces the value `from` by `to` in the ascending v[0..n). */
+static void sorted_move(fg_time_t *v, int32_t n, fg_time_t from, fg_time_t to)
+{
+    int32_t i = 0;
+    while (i < n && v[i] != from)
+        i++;
+    assert(i < n);
+    for (; i + 1 < n && v[i + 1] < to; i++)
+        v[i] = v[i + 1];
+    for (; i > 0 && v[i - 1] > to; i--)
+        v[i] = v[i - 1];
+    v[i] = to;
 }
 
 /* Marks GPU i of node n busy over [s, s + run). */
@@ -136,12 +141,30 @@ static void take_gpu(proj_t *p, int32_t n, int32_t i, fg_time_t s, fg_time_t run
             p->gap_from[g] = idle;
             p->gap_to[g] = s;
         }
-        nd->free_at[i] = s + run;
+        sorted_move(&p->tail[p->off[n]], nd->gpus, nd->free_at[i], end_of(s, run));
+        nd->free_at[i] = end_of(s, run);
     } else { /* in its gap */
-        assert(p->gap_from[g] <= s && s + run <= p->gap_to[g]);
-        p->gap_from[g] = s + run;
+        assert(p->gap_from[g] <= s && end_of(s, run) <= p->gap_to[g]);
+        p->gap_from[g] = end_of(s, run);
     }
     p->ngaps[n] += (p->gap_from[g] < p->gap_to[g]) - had_gap;
+}
+
+/* Makes node n's gap bounds again after its gaps changed. */
+static void gap_bounds(proj_t *p, int32_t n)
+{
+    fg_time_t lo = FG_TIME_NEVER, len = 0;
+    for (int32_t i = 0; i < p->nodes[n].gpus; i++) {
+        const int32_t g = p->off[n] + i;
+        if (p->gap_from[g] >= p->gap_to[g])
+            continue;
+        if (p->gap_from[g] < lo)
+            lo = p->gap_from[g];
+        if (p->gap_to[g] - p->gap_from[g] > len)
+            len = p->gap_to[g] - p->gap_from[g];
+    }
+    p->gap_lo[n] = lo;
+    p->gap_len[n] = len;
 }
 
 /* When GPU i of node n became idle for a start at s (later is a better fit). */
@@ -167,6 +190,7 @@ static void place_single(proj_t *p, int32_t n, int32_t g, fg_time_t s, fg_time_t
     for (int32_t i = 0; i < p->nodes[n].gpus; i++)
         if (used[i])
             take_gpu(p, n, i, s, run);
+    gap_bounds(p, n);
 }
 
 static fg_time_t project_single(proj_t *p, const fg_proj_job_t *j, fg_time_t t0)
@@ -208,20 +232,30 @@ static fg_time_t project_whole(proj_t *p, const fg_proj_job_t *j, fg_time_t t0, 
         const fg_proj_node_t *nd = &p->nodes[n];
         if (!type_ok(nd, j->type) || nd->gpus < FG_WHOLE_NODE_GPUS)
             continue;
-        fg_time_t w = t0;
-        for (int32_t i = 0; i < nd->gpus; i++)
-            if (tail_at(p, n, i, t0) > w)
-                w = tail_at(p, n, i, t0);
-        scratch[m++] = (whole_t){w, n};
+        const fg_time_t w = p->tail[p->off[n] + nd->gpus - 1];
+        scratch[m++] = (whole_t){w > t0 ? w : t0, n};
     }
     if (m < k)
         return FG_TIME_NEVER;
     qsort(scratch, (size_t)m, sizeof *scratch, cmp_whole);
     const fg_time_t s = scratch[k - 1].at;
-    for (int32_t q = 0; q < k; q++)
+    for (int32_t q = 0; q < k; q++) {
         for (int32_t i = 0; i < FG_WHOLE_NODE_GPUS; i++)
             take_gpu(p, scratch[q].node, i, s, j->run_s);
+        gap_bounds(p, scratch[q].node);
+    }
     return s;
+}
+
+static void sort_times(fg_time_t *v, int32_t n) /* insertion sort: n is a node's GPUs */
+{
+    for (int32_t i = 1; i < n; i++) {
+        const fg_time_t x = v[i];
+        int32_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
 }
 
 static bool size_ok(int32_t g)
@@ -244,6 +278,15 @@ void fg_proj_run(fg_proj_node_t *nodes, int32_t nnodes, const fg_proj_job_t *job
     }
     p.gap_from = fg_xcalloc((size_t)total + 1, sizeof *p.gap_from);
     p.gap_to = fg_xcalloc((size_t)total + 1, sizeof *p.gap_to);
+    p.tail = fg_xmalloc(((size_t)total + 1) * sizeof *p.tail);
+    p.gap_lo = fg_xmalloc(((size_t)nnodes + 1) * sizeof *p.gap_lo);
+    p.gap_len = fg_xcalloc((size_t)nnodes + 1, sizeof *p.gap_len);
+    for (int32_t n = 0; n < nnodes; n++) {
+        fg_time_t *v = &p.tail[p.off[n]];
+        memcpy(v, nodes[n].free_at, (size_t)nodes[n].gpus * sizeof *v);
+        sort_times(v, nodes[n].gpus);
+        p.gap_lo[n] = FG_TIME_NEVER;
+    }
     whole_t *scratch = fg_xmalloc(((size_t)nnodes + 1) * sizeof *scratch);
     for (int32_t q = 0; q < njobs; q++) {
         fg_proj_job_t j = jobs[q];
@@ -260,6 +303,9 @@ void fg_proj_run(fg_proj_node_t *nodes, int32_t nnodes, const fg_proj_job_t *job
     free(scratch);
     free(p.gap_from);
     free(p.gap_to);
+    free(p.tail);
+    free(p.gap_lo);
+    free(p.gap_len);
     free(p.ngaps);
     free(p.off);
 }

@@ -158,6 +158,19 @@ void srv_jobtally_pending_gpus(const srv_t *s, int64_t out[4])
         memset(out, 0, 4 * sizeof *out);
 }
 
+void srv_jobtally_free(srv_t *s)
+{
+    struct srv_jobtally *t = s->jobtally;
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n; i++)
+        free(t->rows[i]);
+    free(t->rows);
+    srv_map_free(&t->by_hash);
+    free(t);
+    s->jobtally = NULL;
+}
+
 /* ------------------------------------------------------------------ ledger totals */
 
 static void count_row(srv_t *s, const fg_ledger_row_t *r)

@@ -685,6 +685,7 @@ int srv_size_class(int32_t gpus);
 size_t srv_jobtally_accounts(const srv_t *s);
 const char *srv_jobtally_get(const srv_t *s, size_t i, int64_t n[3][6]);
 bool srv_jobtally_prio_seen(const srv_t *s, size_t i, int prio);
+void srv_jobtally_free(srv_t *s); /* (tests; the server keeps it to the end) */
 void srv_jobtally_pending_gpus(const srv_t *s, int64_t out[4]);
 struct srv_batch;
 /* Counts the ledger rows of b, just committed (any thread). */

@@ -5,6 +5,7 @@
 #include "common/commands.h"
 #include "common/xalloc.h"
 #include "sim/sim.h"
+#include "sim/tlimit.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -46,6 +47,13 @@ static const char usage[] =
     "jobs:\n"
     "  --weights FILE          tenant weights: lines 'TENANT WEIGHT' (default weight 1)\n"
     "  --time-limit-factor F   time limit = duration x F (F >= 1, default 2)\n"
+    "  --time-limit-model M    factor (default: the line above) or rounded: a per-user\n"
+    "                          factor with noise, rounded up to 30m 1h 2h 4h 8h 12h 24h\n"
+    "                          48h 72h 7d (docs/sim.md)\n"
+    "  --time-limit-seed N     the rounded model's draws (default 1)\n"
+    "estimates:\n"
+    "  --estimates E           limit (default: the core's estimate) or history: also the\n"
+    "                          history-based estimate and both accuracies (docs/sim.md)\n"
     "  --checkpoint-interval T checkpoint every T of run time (default 900 s; 0 = never)\n"
     "  --restart-overhead T    a job resumed after a preemption first runs T without\n"
     "                          progress on its GPUs (default 120 s; 0 = free restarts)\n"
@@ -224,6 +232,9 @@ enum {
     O_ESD,
     O_WEIGHTS,
     O_TLF,
+    O_TLM,
+    O_TLSEED,
+    O_EST,
     O_CKPT,
     O_RESTART,
     O_LAS,
@@ -256,6 +267,9 @@ static const struct option longopts[] = {
     {"estimate-depth", required_argument, 0, O_ESD},
     {"weights", required_argument, 0, O_WEIGHTS},
     {"time-limit-factor", required_argument, 0, O_TLF},
+    {"time-limit-model", required_argument, 0, O_TLM},
+    {"time-limit-seed", required_argument, 0, O_TLSEED},
+    {"estimates", required_argument, 0, O_EST},
     {"checkpoint-interval", required_argument, 0, O_CKPT},
     {"restart-overhead", required_argument, 0, O_RESTART},
     {"las-thresholds", required_argument, 0, O_LAS},
@@ -413,6 +427,20 @@ static int sim_option(sim_args_t *a, int c, const char *name, const char *arg)
         if (parse_double(arg, &a->o.time_limit_factor) || !(a->o.time_limit_factor >= 1.0) ||
             a->o.time_limit_factor > 1000)
             return bad_opt(name, arg, "a number in [1, 1000]");
+        return 0;
+    case O_TLM:
+        if ((a->o.time_limit_model = fg_tlimit_parse(arg)) < 0)
+            return bad_opt(name, arg, "factor or rounded");
+        return 0;
+    case O_TLSEED:
+        if (parse_count(arg, 0, INT64_MAX, &v))
+            return bad_opt(name, arg, "an integer >= 0");
+        a->o.time_limit_seed = (uint64_t)v;
+        return 0;
+    case O_EST:
+        if (strcmp(arg, "limit") && strcmp(arg, "history"))
+            return bad_opt(name, arg, "limit or history");
+        a->o.estimates_history = !strcmp(arg, "history");
         return 0;
     case O_MAXJOBS:
         if (parse_count(arg, 1, INT64_MAX, &v))
@@ -607,6 +635,14 @@ static void sim_table(const sim_args_t *a, const fg_trace_t *t, const fg_sim_res
                (long long)res[0].rounded_up, (long long)res[0].skipped_too_big,
                (long long)res[0].restart_overhead_s);
     fg_sim_print_table(stdout, res, nres, a->markdown);
+    for (size_t i = 0; i < nres; i++) {
+        if (!res[i].has_estacc)
+            continue;
+        char title[96];
+        snprintf(title, sizeof title, "start estimates at submission (%s), absolute errors in s",
+                 res[i].policy);
+        fg_estacc_print(stdout, &res[i].estacc, title, a->markdown);
+    }
 }
 
 int fg_cmd_sim(int argc, char **argv)

@@ -5,6 +5,7 @@
 
 #include "common/xalloc.h"
 #include "sim/fair.h"
+#include "sim/tlimit.h"
 
 #include <assert.h>
 #include <jansson.h>
@@ -286,6 +287,11 @@ char *fg_sim_result_json(const fg_sim_result_t *r)
     json_object_set_new(o, "restart_overhead_s", json_integer(r->restart_overhead_s));
     json_object_set_new(o, "time_limit_factor", real(r->time_limit_factor, 3));
     json_object_set_new(o, "passes", json_integer(r->passes));
+    if (r->time_limit_model != FG_TLIMIT_FACTOR) /* the default's output stays as it was */
+        json_object_set_new(o, "time_limit_model",
+                            json_string(fg_tlimit_name((fg_tlimit_model_t)r->time_limit_model)));
+    if (r->has_estacc)
+        json_object_set_new(o, "estimates", fg_estacc_json(&r->estacc));
     json_object_set_new(o, "replay_seconds", real(r->replay_seconds, 4));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(15));
     json_decref(o);

@@ -7,6 +7,7 @@
 #define FG_SIM_METRICS_H
 
 #include "fairgpu/core.h"
+#include "sim/estacc.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -71,7 +72,10 @@ typedef struct fg_sim_result {
     int32_t las_levels;
     int64_t las_thresholds_gpu_s[FG_LAS_MAX_LEVELS - 1];
     double time_limit_factor;
-    int64_t passes; /* scheduling passes run */
+    int64_t passes;       /* scheduling passes run */
+    int time_limit_model; /* fg_tlimit_model_t; echoed when not the default */
+    bool has_estacc;      /* --estimates history: the figures below */
+    fg_estacc_t estacc;
 } fg_sim_result_t;
 
 /* Size class of a job of g GPUs: 0 "1", 1 "2-4", 2 "8" (5..8), 3 ">8". */

@@ -49,6 +49,8 @@
 #include "common/clock.h"
 #include "common/xalloc.h"
 #include "sim/fair.h"
+#include "sim/histest.h"
+#include "sim/tlimit.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -64,6 +66,8 @@ void fg_sim_opts_default(fg_sim_opts_t *o)
     memset(o, 0, sizeof *o);
     fg_config_default(&o->cfg);
     o->time_limit_factor = 2.0;
+    o->time_limit_model = FG_TLIMIT_FACTOR;
+    o->time_limit_seed = 1;
     o->checkpoint_interval_s = 900;
     o->restart_overhead_s = 120;
     o->share_interval_s = 3600;
@@ -187,6 +191,10 @@ typedef struct replay {
     int32_t uniform;  /* GPUs per node when all nodes have as many, else 0 */
     size_t next_arr, done, skipped;
     int64_t preemptions, lost, restart, passes; /* lost, restart: GPU-seconds */
+    /* --estimates history: the estimate, and per job its limit and estimates */
+    fg_histest_t hist;
+    int64_t *limit;
+    fg_est_rec_t *est;
     char *err;
     size_t errlen;
 } replay_t;
@@ -320,27 +328,39 @@ static int complete_at(replay_t *p, int64_t now)
                               : (double)p->fair.with_demand;
         fg_fair_running(&p->fair, rec->tenant, -rec->gpus);
         fg_fair_demand(&p->fair, rec->tenant, -rec->gpus);
+        if (p->est) { /* its whole work ran: duration of limit */
+            const char *name = p->t->tenants[rec->tenant];
+            fg_histest_record(&p->hist, name, name, p->limit[e.job], rec->duration);
+        }
         j->state = J_DONE;
         p->done++;
     }
     return 0;
 }
 
-/* The core's spec of trace job i: time limit = duration x factor, checkpoints as set. */
+/* The time limit of trace job i: its own, or duration x factor, or the rounded model's. */
+static int64_t job_limit(const replay_t *p, size_t i)
+{
+    const fg_trace_job_t *tj = &p->t->jobs[i];
+    if (tj->limit_s > 0) /* the job's own (what-if snapshots) */
+        return tj->limit_s;
+    if (p->o->time_limit_model == FG_TLIMIT_ROUNDED)
+        return fg_tlimit_rounded(p->o->time_limit_seed, tj->tenant, (uint64_t)i, tj->duration);
+    const double lim = (double)tj->duration * p->o->time_limit_factor;
+    return lim < 1.0 ? 1 : lim > 4e18 ? (int64_t)4e18 : (int64_t)lim;
+}
+
+/* The core's spec of trace job i: its time limit (job_limit), checkpoints as set. */
 static fg_job_spec_t job_spec(const replay_t *p, size_t i)
 {
     const fg_trace_job_t *tj = &p->t->jobs[i];
-    double lim =
-        tj->limit_s > 0 ? (double)tj->limit_s : (double)tj->duration * p->o->time_limit_factor;
     return (fg_job_spec_t){
         .id = (fg_job_id_t)i + 1,
         .account = p->t->tenants[tj->tenant],
         .user = p->t->tenants[tj->tenant],
         .gpus = tj->gpus,
         .gpu_type = NULL,
-        .time_limit_s = lim < 1.0    ? 1
-                        : lim > 4e18 ? (int64_t)4e18
-                                     : (int64_t)lim,
+        .time_limit_s = job_limit(p, i),
         .prio = FG_PRIO_NORMAL,
         .max_retries = 0,
         .checkpoint_interval_s = p->o->checkpoint_interval_s,
@@ -363,6 +383,14 @@ static int arrive_at(replay_t *p, int64_t now)
         rec->gpus = tj->gpus;
         rec->tenant = tj->tenant;
         fg_job_spec_t spec = job_spec(p, i);
+        if (p->est) {
+            p->limit[i] = spec.time_limit_s;
+            p->est[i] = (fg_est_rec_t){.submit = tj->submit,
+                                       .start = -1,
+                                       .gpus = tj->gpus,
+                                       .limit_est = -1,
+                                       .hist = {-1, -1, -1}};
+        }
         bool fits = fg_sched_check_fit(p->s, tj->gpus, NULL) == FG_OK;
         int er = fits ? fg_sched_submit(p->s, &spec, now) : FG_ENOFIT;
         if (er == FG_ENOFIT || er == FG_EQUOTA) {
@@ -477,6 +505,50 @@ static int passes_at(replay_t *p, int64_t now, int64_t *wake)
     return 0;
 }
 
+/* What the history estimate reads of live job id (histest.h): a resumed job has kept
+ * its checkpointed progress, a running one also this attempt's productive time. */
+static void history_job(void *ctx, fg_job_id_t id, int64_t now, fg_histest_job_t *out)
+{
+    const replay_t *p = ctx;
+    const size_t i = (size_t)(id - 1);
+    assert(id >= 1 && i < p->n);
+    const jstate_t *j = &p->js[i];
+    const char *name = p->t->tenants[p->recs[i].tenant];
+    int64_t ran = j->progress;
+    if (j->state == J_RUNNING) {
+        const int64_t productive = now - j->run_start - attempt_overhead(p, i);
+        ran += productive > 0 ? productive : 0;
+    }
+    *out = (fg_histest_job_t){.account = name,
+                              .user = name,
+                              .gpus = p->recs[i].gpus,
+                              .limit_s = p->limit[i],
+                              .ran_s = ran,
+                              .not_before = 0};
+}
+
+/* The history estimates of the arrivals of [from, to) that wait, and the core's. */
+static void record_history_estimates(replay_t *p, size_t from, size_t to, int64_t now)
+{
+    fg_job_id_t ids[64];
+    int64_t out[64][3];
+    size_t n = 0;
+    for (size_t i = from; i <= to; i++) {
+        if (n == 64 || (i == to && n > 0)) { /* a batch of waiting arrivals */
+            fg_histest_estimate(&p->hist, p->s, now, ids, n, history_job, p, out);
+            for (size_t k = 0; k < n; k++)
+                if (out[k][1] != FG_TIME_NEVER)
+                    memcpy(p->est[ids[k] - 1].hist, out[k], sizeof out[k]);
+            n = 0;
+        }
+        if (i == to || p->js[i].state != J_PENDING)
+            continue;
+        p->est[i].waited = true;
+        p->est[i].limit_est = p->recs[i].estimate;
+        ids[n++] = (fg_job_id_t)i + 1;
+    }
+}
+
 /* The estimate each arrival of [from, to) got at its submission: now if it started,
  * else what the passes left (on demand: the core makes only these). */
 static void record_estimates(replay_t *p, size_t from, size_t to, int64_t now)
@@ -490,6 +562,8 @@ static void record_estimates(replay_t *p, size_t from, size_t to, int64_t now)
                  info.estimated_start != FG_TIME_NEVER)
             p->recs[i].estimate = info.estimated_start;
     }
+    if (p->est)
+        record_history_estimates(p, from, to, now);
 }
 
 /* Puts the tenants' quotas (opts.quotas) in force. */
@@ -578,6 +652,13 @@ static void result_fill(replay_t *p, fg_sim_result_t *r, double t_begin)
     r->checkpoint_interval_s = o->checkpoint_interval_s;
     r->time_limit_factor = o->time_limit_factor;
     r->passes = p->passes;
+    r->time_limit_model = o->time_limit_model;
+    if (p->est) {
+        for (size_t i = 0; i < p->n; i++)
+            p->est[i].start = p->recs[i].end >= 0 ? p->recs[i].start : -1;
+        fg_estacc_compute(p->est, p->n, &r->estacc);
+        r->has_estacc = true;
+    }
 }
 
 int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t *r,
@@ -609,6 +690,11 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     p.js = fg_xcalloc_big(p.n, sizeof *p.js);
     fg_decisions_init(&p.d);
     fair_setup(&p);
+    if (o->estimates_history) {
+        fg_histest_init(&p.hist, p.s, p.n);
+        p.limit = fg_xcalloc(p.n + 1, sizeof *p.limit);
+        p.est = fg_xcalloc(p.n + 1, sizeof *p.est);
+    }
     int rc = replay_events(&p, t_begin);
     if (rc == 0) {
         result_fill(&p, r, t_begin);
@@ -621,6 +707,11 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
             rc = -1;
     }
     fg_decisions_free(&p.d);
+    if (p.est) {
+        fg_histest_free(&p.hist);
+        free(p.limit);
+        free(p.est);
+    }
     fg_sched_free(p.s);
     fg_fair_free(&p.fair);
     free(p.heap.v);

@@ -35,6 +35,9 @@ typedef struct fg_sim_opts {
                                       them (a quota below their size), end the replay with
                                       them never completed (ends == 0), not an error */
     double time_limit_factor;      /* >= 1 */
+    int time_limit_model;          /* fg_tlimit_model_t (tlimit.h): factor (default), rounded */
+    uint64_t time_limit_seed;      /* the rounded model's draws */
+    bool estimates_history;        /* also the history-based start estimate (histest.h) */
     int64_t checkpoint_interval_s; /* >= 0, 0 = none */
     int64_t restart_overhead_s;    /* >= 0: a resumed attempt's GPUs run this long before
                                       the job makes progress again (sim.c) */
@@ -43,8 +46,9 @@ typedef struct fg_sim_opts {
     int64_t share_interval_s;      /* its sampling interval (> 0) */
 } fg_sim_opts_t;
 
-/* Fills *o with the defaults: fg_config_default, time limit factor 2, checkpoint
- * interval 900 s, restart overhead 120 s, share interval 3600 s; no cluster. */
+/* Fills *o with the defaults: fg_config_default, time limit factor 2 (the factor model,
+ * seed 1), checkpoint interval 900 s, restart overhead 120 s, share interval 3600 s, the
+ * core's estimate only; no cluster. */
 void fg_sim_opts_default(fg_sim_opts_t *o);
 
 /* The default cluster size: the fewest nodes of gpus_per_node GPUs that cover the

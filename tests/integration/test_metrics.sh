@@ -10,9 +10,12 @@
 #      ledger totals what GET /v1/billing/usage totals (charges, and the signed sum of
 #      every kind = cost); each compared on a quiet cluster (the API read before and
 #      after the scrape agrees);
-#   3. the agent's loss: one node loss, node_lost requeues = the jobs requeued, nodes
-#      down 1;
-#   4. docs/grafana-dashboard.json is valid JSON, has a Prometheus datasource variable,
+#   3. a high job preempts a low one: one preemption, one "preempted" requeue, as the
+#      attempts say; the agent's loss: one node loss, node_lost requeues = the jobs
+#      requeued, nodes down 1;
+#   4. after a restart the same checks hold (the tally rebuilt from the stored jobs, the
+#      ledger totals read back from the store);
+#   5. docs/grafana-dashboard.json is valid JSON, has a Prometheus datasource variable,
 #      and every fairgpu_ metric its panels query is in the scrape.
 # usage: bash test_metrics.sh /path/to/fairgpu
 FG_TEST_NAME=test_metrics
@@ -47,6 +50,12 @@ V1=$(submit '{"name":"v1","account":"vision","gpus":2,"command":"sleep 300","max
 V2=$(submit '{"name":"v2","account":"vision","gpus":2,"priority":"high","command":"sleep 300","max_retries":2}')
 N1=$(submit '{"name":"n1","account":"nlp","gpus":1,"command":"sleep 300"}')
 for j in "$V1" "$V2" "$N1"; do check "job $j runs" wait_for 15 is_state "$j" RUNNING; done
+# a low job fills the node; a high one preempts it (requeued "preempted")
+L3=$(submit '{"name":"l3","account":"nlp","gpus":3,"priority":"low","command":"sleep 300"}')
+check "a low job runs" wait_for 15 is_state "$L3" RUNNING
+H3=$(submit '{"name":"h3","account":"vision","gpus":3,"priority":"high","command":"sleep 300","max_retries":2}')
+check "a high job runs" wait_for 30 is_state "$H3" RUNNING
+check "the low job was preempted, and waits" is_state "$L3" PENDING
 # pending: 8 GPUs (3 free), 16 GPUs (more than the cluster has), 1 low GPU behind them
 P8=$(submit '{"name":"p8","account":"vision","gpus":8,"command":"true"}')
 P16=$(submit '{"name":"p16","account":"nlp","gpus":16,"priority":"low","command":"true"}')
@@ -55,18 +64,13 @@ check "a 16-GPU job waits" wait_for 10 is_state "$P16" PENDING
 sleep 2.5 # the fair-share view is refreshed every second while things change
 
 # compare: API snapshot, scrape, API snapshot; the same before and after (else again)
-snapshot() {
+snapshot() { # what the checks compare, and nothing that moves with time alone
     {
-        AS=$ROOT api GET '/v1/jobs?limit=1000'
-        echo
-        AS=$ROOT api GET /v1/nodes
-        echo
-        # (usage, factor and recovery move with time while jobs run)
-        AS=$ROOT api GET /v1/fairshare | jq -c 'def still: del(.usage_gpu_seconds, .fair_share_factor, .recovers_in_s, .recovers_at); del(.as_of) | .accounts |= map(still | .users |= map(still))'
-        echo
-        AS=$ROOT api GET /v1/billing/usage
-        echo
-    } | jq -c 'del(.items[]?.estimated_start?)' 2>/dev/null
+        AS=$ROOT api GET '/v1/jobs?limit=1000' | jq -c '{items: [.items[] | {id, state, account, priority, gpus, attempts}]}'
+        AS=$ROOT api GET /v1/nodes | jq -c '{items: [.items[] | {name, state}]}'
+        AS=$ROOT api GET /v1/fairshare | jq -c '{gpus_up, accounts: [.accounts[] | {name, running_gpus, normalized_share} + (if has("entitlement_gpus") then {entitlement_gpus} else {} end)]}'
+        AS=$ROOT api GET /v1/billing/usage | jq -c '{currency, totals}'
+    } 2>/dev/null
 }
 compare() { # compare LABEL: runs the checks of part 2 on $TMP/api.json and $TMP/m.txt
     python3 - "$TMP/api.json" "$TMP/m.txt" "$1" <<'EOF'
@@ -144,6 +148,11 @@ passes = [v for n, l, v in samples if n == "fairgpu_scheduler_passes_total"]
 pcount = [v for n, l, v in samples if n == "fairgpu_scheduler_pass_seconds_count"]
 check(passes and pcount and pcount[0] <= passes[0] and pcount[0] > 0, "passes counted")
 
+timed = sum(v for n, l, v in samples if n == "fairgpu_http_request_duration_seconds_count")
+replies = sum(v for n, l, v in samples if n == "fairgpu_http_requests_total")
+check(0 < timed <= replies, "HTTP replies timed %s of %s" % (timed, replies))
+agent = sum(v for n, l, v in samples if n == "fairgpu_http_request_duration_seconds_count" and l.get("class") == "agent")
+check(agent > 0 or sys.argv[3] == "restarted", "the agent's requests are timed as class agent")
 def series(name):
     return [(l, v) for n, l, v in samples if n == name]
 
@@ -207,29 +216,53 @@ quiet_scrape() { # quiet_scrape: API, scrape, API until the two API reads agree
     return 1
 }
 check "the cluster is quiet for a scrape" quiet_scrape
-check "the scrape agrees with the API (2 accounts, 7 jobs)" compare "running"
-grep -E '^fairgpu_(jobs\{|pending_gpus|account_|ledger_|nodes)' "$TMP/m.txt" | grep -v ' 0$' | sed 's/^/  /'
+check "the scrape agrees with the API (2 accounts, 9 jobs)" compare "running"
+grep -E '^fairgpu_(jobs\{|pending_gpus|account_|ledger_|nodes|preempt|requeues)' "$TMP/m.txt" | grep -v ' 0$' | sed 's/^/  /'
+metric() { awk -v k="$1" '$1 == k {print $2}' "$TMP/m.txt"; }
+ended_preempted() { AS=$ROOT api GET "/v1/jobs/$1/attempts" | jq '[.items[] | select(.end_cause == "preempted")] | length'; }
+check "one preemption ($(metric fairgpu_preemptions_total)), as the low job's attempts say" \
+    test "$(metric fairgpu_preemptions_total)" = "$(ended_preempted "$L3")" -a "$(ended_preempted "$L3")" = 1
+check "one preempted requeue" test "$(metric 'fairgpu_requeues_total{cause="preempted"}')" = 1
+ATTS=$(head -1 "$TMP/api.json" | jq '[.items[].attempts] | add')
+check "starts counted: $(metric fairgpu_job_starts_total), the jobs' attempts $ATTS (7)" \
+    test "$(metric fairgpu_job_starts_total)" = "$ATTS" -a "$ATTS" = 7
 
 # ------------------------------------------------ 3. the node is lost --
-kill "${AGENT_PIDS[0]}"
-wait "${AGENT_PIDS[0]}" 2>/dev/null
-AGENT_PIDS=()
+# the agent freezes (SIGSTOP): its heartbeats stop, and it cannot stop its jobs and
+# report them ended first (as a clean exit would); it is let go again at the end
+AGENT=${AGENT_PIDS[0]}
+trap 'kill -CONT "$AGENT" 2>/dev/null; cleanup' EXIT
+kill -STOP "$AGENT"
 node_down() { [ "$(AS=$ROOT api GET /v1/nodes | jq -r '.items[0].state')" = down ]; }
 check "the node goes down (missed heartbeats)" wait_for 20 node_down
-requeued() { [ "$(state "$V1")" = PENDING ] && [ "$(state "$V2")" = PENDING ]; }
+requeued() { [ "$(state "$V1")" = PENDING ] && [ "$(state "$V2")" = PENDING ] && [ "$(state "$H3")" = PENDING ]; }
 check "the vision jobs (retries left) are requeued" wait_for 10 requeued
 check "the nlp job (no retries) fails" wait_for 10 is_state "$N1" FAILED
 sleep 1.5
 check "the cluster is quiet for a scrape" quiet_scrape
 check "the scrape agrees with the API (the node lost)" compare "node lost"
-metric() { awk -v k="$1" '$1 == k {print $2}' "$TMP/m.txt"; }
 check "one node loss ($(metric fairgpu_node_losses_total))" test "$(metric fairgpu_node_losses_total)" = 1
-check "node_lost requeues: the 2 vision jobs ($(metric 'fairgpu_requeues_total{cause="node_lost"}'))" \
-    test "$(metric 'fairgpu_requeues_total{cause="node_lost"}')" = 2
-check "no other requeues" test "$(awk '/^fairgpu_requeues_total/ && !/node_lost/ {s += $2} END {print s + 0}' "$TMP/m.txt")" = 0
+check "node_lost requeues: the 3 vision jobs ($(metric 'fairgpu_requeues_total{cause="node_lost"}'))" \
+    test "$(metric 'fairgpu_requeues_total{cause="node_lost"}')" = 3
+check "no other requeues" test "$(awk '/^fairgpu_requeues_total/ && !/node_lost|preempted/ {s += $2} END {print s + 0}' "$TMP/m.txt")" = 0
+kill -CONT "$AGENT"
 
-# ------------------------------------------------ 4. the Grafana dashboard --
-python3 - "$SRC/docs/grafana-dashboard.json" "$TMP/m.txt" <<'EOF' || fail "the Grafana dashboard"
+# ------------------------------------------------ 4. after a restart --
+# the tally is rebuilt from the stored jobs, the ledger totals read back from the store
+cp "$TMP/m.txt" "$TMP/m_live.txt" # (with the agent's series, for the dashboard)
+kill "$SERVER_PID"
+wait "$SERVER_PID" 2>/dev/null
+SERVER_PID=
+start_server
+URL="http://127.0.0.1:$PORT"
+sleep 1.5
+check "the cluster is quiet for a scrape (restarted)" quiet_scrape
+check "the scrape agrees with the API after a restart" compare "restarted"
+check "the ledger's rows are counted after the restart" \
+    test "$(awk '/^fairgpu_ledger_rows_total/ {s += $2} END {print s + 0}' "$TMP/m.txt")" -ge 3
+
+# ------------------------------------------------ 5. the Grafana dashboard --
+python3 - "$SRC/docs/grafana-dashboard.json" "$TMP/m_live.txt" <<'EOF' || fail "the Grafana dashboard"
 import json, re, sys
 d = json.load(open(sys.argv[1]))
 names = set()

@@ -2,7 +2,7 @@
 # test_sim_cli.sh - `fairgpu sim` end to end: determinism (same input, same output bytes
 # apart from the wall-clock replay_seconds), the JSON keys, malformed CSV (error names
 # file and line; --skip-bad counts), the restart overhead and its rows, weights/cluster
-# files, share series, exit codes.
+# files, share series, the start estimates (--estimates history), exit codes.
 # usage: bash test_sim_cli.sh /path/to/fairgpu   (env FG_SOURCE_DIR: the repository root)
 set -euo pipefail
 FG=${1:?usage: test_sim_cli.sh FAIRGPU}
@@ -122,6 +122,35 @@ ng=$(awk 'NR > 2 && $3 == 16' "$TMP/jobs.txt" | wc -l)
 [ "$ng" -gt 0 ] || fail "job records: sizes after rounding (12 -> 16)"
 pass "job records"
 
+# 6c. start estimates: --estimates history adds the comparison and changes no decision;
+# --time-limit-model rounded is echoed; the default output has neither key
+for m in factor rounded; do
+  "$FG" sim "$TMP/syn.csv" --nodes 8 --time-limit-model "$m" --json --jobs-out "$TMP/e0.$m" > "$TMP/e0.json"
+  "$FG" sim "$TMP/syn.csv" --nodes 8 --time-limit-model "$m" --estimates history --json \
+    --jobs-out "$TMP/e1.$m" > "$TMP/e1.json"
+  cmp -s "$TMP/e0.$m" "$TMP/e1.$m" || fail "--estimates history changed decisions ($m limits)"
+  python3 - "$TMP/e0.json" "$TMP/e1.json" "$m" <<'PY' || fail "estimates JSON ($m limits)"
+import json, sys
+a, b = (json.loads(open(f).readline()) for f in sys.argv[1:3])
+assert "estimates" not in a, a.keys()
+assert ("time_limit_model" in a) == (sys.argv[3] == "rounded")
+e = b["estimates"]
+assert e["jobs"] == e["started_at_once"] + e["waited"] and e["waited"] > 0, e
+assert e["all"]["jobs"] > 0 and e["all"]["coverage"] is not None, e["all"]
+assert [g["class"] for g in e["by_size"]] == ["1", "2-7", "8", ">8"]
+assert [g["horizon"] for g in e["by_horizon"]] == ["<10m", "10m-1h", "1h-6h", ">6h"]
+assert sum(g["jobs"] for g in e["by_size"]) == e["all"]["jobs"]
+assert sum(g["jobs"] for g in e["by_horizon"]) == e["all"]["jobs"]
+for k in ("limit", "history"):
+    assert e["all"][k]["median_abs_error_s"] <= e["all"][k]["p90_abs_error_s"]
+PY
+done
+"$FG" sim "$TMP/syn.csv" --nodes 8 --estimates history --markdown > "$TMP/e.md"
+grep -q '^| all | [0-9]' "$TMP/e.md" || fail "estimates table (markdown)"
+grep -q '^start estimates at submission (fair)' <("$FG" sim "$TMP/syn.csv" --nodes 8 --estimates history) ||
+  fail "estimates table (text)"
+pass "start estimates"
+
 # 7. exit codes of bad usage
 "$FG" sim --help > "$TMP/help.txt"
 grep -q 'usage: fairgpu sim' "$TMP/help.txt" || fail "--help"
@@ -131,6 +160,9 @@ set +e
 "$FG" sim "$TMP/syn.csv" --time-limit-factor 0.5 2>/dev/null; [ $? = 2 ] || fail "factor < 1"
 "$FG" sim "$TMP/syn.csv" --restart-overhead -5 2>"$TMP/ro.err"; [ $? = 2 ] || fail "overhead < 0"
 "$FG" sim "$TMP/syn.csv" --restart-overhead abc 2>>"$TMP/ro.err"; [ $? = 2 ] || fail "bad overhead"
+"$FG" sim "$TMP/syn.csv" --estimates exact 2>/dev/null; [ $? = 2 ] || fail "bad --estimates"
+"$FG" sim "$TMP/syn.csv" --time-limit-model guess 2>/dev/null; [ $? = 2 ] || fail "bad model"
+"$FG" sim "$TMP/syn.csv" --time-limit-seed -1 2>/dev/null; [ $? = 2 ] || fail "bad seed"
 "$FG" sim "$TMP/missing.csv" 2>"$TMP/m.err"; [ $? = 1 ] || fail "missing file exit"
 set -e
 grep -q "missing.csv" "$TMP/m.err" || fail "missing file named"

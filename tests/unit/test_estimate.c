@@ -178,6 +178,13 @@ static void test_projection_one_gpu(void **state)
     assert_int_equal(start[1], 150);
     assert_int_equal(start[2], 160);
     assert_int_equal(n.free_at[0], 165);
+
+    /* runs as long as the type allows do not wrap: the next job starts at the latest
+     * time below FG_TIME_NEVER */
+    fg_proj_job_t huge[2] = {{1, -1, INT64_MAX - 10, 0}, {1, -1, 10, 0}};
+    fg_proj_run(&n, 1, huge, 2, 0, start);
+    assert_int_equal(start[0], 165);
+    assert_int_equal(start[1], FG_TIME_NEVER - 1);
 }
 
 /* The banner's example: 8 GPUs, 0-3 busy until 100. J (8) at 100, C (4, 30) backfills

@@ -1,0 +1,196 @@
+/*
+ * histest.c - the replay's history-based start estimate (--estimates history).
+ *
+ * The replay records every job that ends (its run time against its limit) in a
+ * run-time model (src/estimate/runtime.c). After the passes at an arrival time, for the
+ * arrivals that still wait, it projects the queue three times (p10, p50, p90;
+ * src/estimate/project.c):
+ *   - each node's GPUs are free at now, or at the predicted end of the job on them:
+ *     now + the model's remaining run time given how long it has run (a resumed job:
+ *     what it kept from its checkpoints, plus this attempt);
+ *   - the pending jobs, in the core's plan order (fg_sched_plan_order) up to the last
+ *     arrival, run for their predicted run times (a requeued job: given what it kept);
+ *   - each arrival's projected start is its estimate, the p10 and p90 projections its
+ *     range.
+ * It only reads the core's state: no decision depends on it.
+ *
+ * Worked example (one node of 8 GPUs): a 4-GPU job has run 10 min of a 4 h limit and its
+ * user's jobs ran 0.25 of their limits (p50): it is predicted to end in 50 min. Pending
+ * in plan order: an 8-GPU job (predicted 30 min), then the arrival (4 GPUs). The 8-GPU
+ * job is projected at 50 min, the arrival at 80 min; the core's limit-based estimate
+ * says after the 8-GPU job's whole limit.
+ *
+ * Cost: the plan order is read in growing prefixes (256, 512, ...) until it holds every
+ * arrival, so a job near the head costs little; the projection is O(prefix x nodes)
+ * (src/estimate/project.c).
+ */
+#include "sim/histest.h"
+
+#include "common/xalloc.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ORDER_FIRST 256
+
+void fg_histest_init(fg_histest_t *h, const fg_sched_t *s, size_t njobs)
+{
+    memset(h, 0, sizeof *h);
+    h->model = fg_rt_new();
+    h->njobs = njobs;
+    h->stamp = fg_xcalloc(njobs + 1, sizeof *h->stamp);
+    h->end = fg_xcalloc(njobs + 1, sizeof *h->end);
+    h->nnodes = (int32_t)fg_sched_node_count(s);
+    h->nodes = fg_xcalloc(3 * (size_t)h->nnodes + 1, sizeof *h->nodes);
+}
+
+void fg_histest_free(fg_histest_t *h)
+{
+    fg_rt_free(h->model);
+    free(h->stamp);
+    free(h->end);
+    free(h->order);
+    free(h->nodes);
+    free(h->pj);
+    free(h->start);
+    memset(h, 0, sizeof *h);
+}
+
+void fg_histest_record(fg_histest_t *h, const char *account, const char *user, int64_t limit_s,
+                       int64_t ran_s)
+{
+    fg_rt_record(h->model, account, user, limit_s, ran_s);
+}
+
+/* The predicted ends (p10, p50, p90) of running job id, made once per call. */
+static const int64_t *running_end(fg_histest_t *h, fg_job_id_t id, int64_t now,
+                                  fg_histest_job_fn fn, void *ctx)
+{
+    assert(id >= 1 && id <= h->njobs);
+    if (h->stamp[id] != h->call) {
+        fg_histest_job_t j;
+        fn(ctx, id, now, &j);
+        fg_rt_pred_t p;
+        fg_rt_predict(h->model, j.account, j.user, j.limit_s, j.ran_s, &p);
+        h->end[id][0] = now + p.p10;
+        h->end[id][1] = now + p.p50;
+        h->end[id][2] = now + p.p90;
+        h->stamp[id] = h->call;
+    }
+    return h->end[id];
+}
+
+/* The nodes of quantile q = 0, 1, 2 at now: h->nodes[q * nnodes ...]. */
+static void nodes_fill(fg_histest_t *h, const fg_sched_t *s, int64_t now, fg_histest_job_fn fn,
+                       void *ctx)
+{
+    for (int32_t k = 0; k < h->nnodes; k++) {
+        fg_node_info_t ni;
+        int e = fg_sched_node_info(s, k, &ni);
+        assert(e == FG_OK);
+        (void)e;
+        for (int q = 0; q < 3; q++) {
+            fg_proj_node_t *n = &h->nodes[(size_t)q * (size_t)h->nnodes + (size_t)k];
+            n->gpus = ni.gpus;
+            n->type = 0; /* replayed jobs ask for any type */
+            n->up = ni.state == FG_NODE_UP;
+        }
+        for (int32_t g = 0; g < ni.gpus; g++) {
+            const int64_t *end = ni.gpu_job[g] ? running_end(h, ni.gpu_job[g], now, fn, ctx) : NULL;
+            for (int q = 0; q < 3; q++)
+                h->nodes[(size_t)q * (size_t)h->nnodes + (size_t)k].free_at[g] = end ? end[q] : now;
+        }
+    }
+}
+
+/* The plan order up to the last of ids[0..n): its length, or 0 if some is not in it. */
+static size_t order_prefix(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_job_id_t *ids,
+                           size_t n)
+{
+    const size_t pending = fg_sched_pending_count(s);
+    for (size_t want = ORDER_FIRST;; want *= 2) {
+        if (want > pending)
+            want = pending;
+        h->order = fg_xgrow(h->order, &h->order_cap, want + 1, sizeof *h->order);
+        const size_t got = fg_sched_plan_order(s, now, h->order, want);
+        size_t last = 0, found = 0;
+        for (size_t i = 0; i < got && found < n; i++)
+            for (size_t k = 0; k < n; k++)
+                if (h->order[i] == ids[k]) {
+                    found++;
+                    last = i + 1;
+                }
+        if (found == n)
+            return last;
+        if (got < want || want == pending)
+            return 0;
+    }
+}
+
+void fg_histest_estimate(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_job_id_t *ids,
+                         size_t n, fg_histest_job_fn fn, void *ctx, int64_t (*out)[3])
+{
+    for (size_t k = 0; k < n; k++)
+        out[k][0] = out[k][1] = out[k][2] = FG_TIME_NEVER;
+    const size_t len = order_prefix(h, s, now, ids, n);
+    if (len == 0)
+        return;
+    if (++h->call == 0) { /* wrapped: forget every stamp */
+        memset(h->stamp, 0, (h->njobs + 1) * sizeof *h->stamp);
+        h->call = 1;
+    }
+    nodes_fill(h, s, now, fn, ctx);
+    if (h->pj_cap < len) {
+        size_t cap = h->pj_cap;
+        h->pj = fg_xgrow(h->pj, &cap, len, sizeof *h->pj);
+        h->start = fg_xrealloc(h->start, cap * sizeof *h->start);
+        h->pj_cap = cap;
+    }
+    fg_rt_pred_t *pred = fg_xmalloc(len * sizeof *pred);
+    fg_time_t *nb = fg_xmalloc(len * sizeof *nb);
+    int32_t *gpus = fg_xmalloc(len * sizeof *gpus);
+    for (size_t i = 0; i < len; i++) {
+        fg_histest_job_t j;
+        fn(ctx, h->order[i], now, &j);
+        fg_rt_predict(h->model, j.account, j.user, j.limit_s, j.ran_s, &pred[i]);
+        nb[i] = j.not_before;
+        gpus[i] = j.gpus;
+    }
+    for (int q = 0; q < 3; q++) {
+        for (size_t i = 0; i < len; i++) {
+            const fg_time_t run = q == 0 ? pred[i].p10 : q == 1 ? pred[i].p50 : pred[i].p90;
+            h->pj[i] =
+                (fg_proj_job_t){.gpus = gpus[i], .type = -1, .run_s = run, .not_before = nb[i]};
+        }
+        fg_proj_run(&h->nodes[(size_t)q * (size_t)h->nnodes], h->nnodes, h->pj, (int32_t)len, now,
+                    h->start);
+        for (size_t i = 0; i < len; i++)
+            for (size_t k = 0; k < n; k++)
+                if (h->order[i] == ids[k])
+                    out[k][q] = h->start[i];
+    }
+    for (size_t k = 0; k < n; k++) { /* a projection of shorter runs may start later */
+        int64_t *o = out[k];
+        if (o[0] > o[1]) {
+            const int64_t t = o[0];
+            o[0] = o[1];
+            o[1] = t;
+        }
+        if (o[1] > o[2]) {
+            const int64_t t = o[1];
+            o[1] = o[2];
+            o[2] = t;
+        }
+        if (o[0] > o[1]) {
+            const int64_t t = o[0];
+            o[0] = o[1];
+            o[1] = t;
+        }
+    }
+    h->projections++;
+    h->projected_jobs += (int64_t)len;
+    free(pred);
+    free(nb);
+    free(gpus);
+}
