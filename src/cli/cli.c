@@ -261,8 +261,7 @@ static const command_t COMMANDS[] = {
     {"account", cli_cmd_account}, {"node-token", cli_cmd_node_token},
     {"usage", cli_cmd_usage},     {"invoice", cli_cmd_invoice},
     {"credit", cli_cmd_credit},   {"whatif", cli_cmd_whatif},
-    {"why", cli_cmd_why},
-    {"report", cli_cmd_report},
+    {"why", cli_cmd_why},         {"report", cli_cmd_report},
 };
 
 /* Takes every "--ca-file FILE" / "--ca-file=FILE" before a "--" out of argv (a client
