@@ -131,6 +131,18 @@ int cli_sub_run(const cli_sub_t *subs, size_t n, const cli_op_t *op);
 int cli_sub_json_run(const char *cmd, int argc, char **argv, const char *help,
                      const cli_sub_t *subs, size_t n);
 
+/* -------------------------------------------------------------- estimates -- */
+
+/* "now", "in ~3 min" or "in ~3 min (1-6 min)" for an estimate p50 with range p10..p90
+ * (0: none) seen at now (cli_estimate.c). */
+void cli_fmt_estimate(long long now, long long p50, long long p10, long long p90, char *buf,
+                      size_t n);
+/* POSTs body as a dry run and prints when it would start (json: the reply). Returns the
+ * exit status. */
+int cli_submit_estimate(json_t *body, int json);
+/* show's estimate lines of job j in state st, through kv(key, value). */
+void cli_show_estimate(json_t *j, const char *st, void (*kv)(const char *, const char *));
+
 /* -------------------------------------------------------------- replies -- */
 
 /* A member as a string (NULL when absent or not a string). */

@@ -345,7 +345,7 @@ static void kv(const char *k, const char *v)
 /* show's lines on the job's state: the state, why it waits, when it should start. */
 static void show_state(json_t *j, const char *st)
 {
-    char b[512], b2[128], b3[64];
+    char b[512];
     snprintf(b, sizeof b, "%s%s", st ? st : "?",
              json_is_true(json_object_get(j, "cancel_requested")) && !cli_is_terminal_state(st)
                  ? " (cancel requested)"
@@ -357,13 +357,7 @@ static void show_state(json_t *j, const char *st)
                  reason ? reason : "");
         kv("reason:", b);
     }
-    long long es;
-    if (st && !strcmp(st, "PENDING") && cli_jint(j, "estimated_start", &es) && es > 0) {
-        long long d = es - (long long)time(NULL);
-        snprintf(b, sizeof b, "%s (%s%s)", cli_jtime(j, "estimated_start", b2, sizeof b2),
-                 d > 0 ? "in " : "", d > 0 ? fg_format_duration(d, b3, sizeof b3) : "now");
-        kv("estimated start:", b);
-    }
+    cli_show_estimate(j, st, kv); /* the range, its source; once started, the error */
 }
 
 /* show's lines on what the job asked for: GPUs, priority, model, data, time limit. */

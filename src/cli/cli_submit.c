@@ -33,6 +33,8 @@ static const char SUBMIT_HELP[] =
     "  --nodes N, --gres=gpu[:TYPE]:N, --gpus-per-node N   Slurm's per-node GPU counts\n"
     "  --idempotency-key K          the same key twice returns the first job\n"
     "  --dry-run                    print the request body instead of sending it\n"
+    "  --dry-run --estimate         ask when it would start now (nothing is submitted):\n"
+    "                               \"would start in ~3 min (1-6 min), source: user history\"\n"
     "  --json                       print the server's JSON\n"
     "\n"
     "A SCRIPT's '#FAIRGPU' lines hold the same options; its '#SBATCH' lines are read too\n"
@@ -47,6 +49,7 @@ typedef struct {
     fg_jobspec_t job; /* the script's, then the whole job */
     const char *idem; /* --idempotency-key, or NULL */
     int json, dry;    /* --json, --dry-run */
+    int estimate;     /* --estimate (with --dry-run) */
     int explicit_cmd; /* a "--" came: what follows is a command, never a script */
     int i;            /* the argument being read */
     char err[512];
@@ -146,6 +149,8 @@ static int submit_options(submit_t *s, int argc, char **argv)
             s->json = 1;
         else if (!strcmp(a, "--dry-run"))
             s->dry = 1;
+        else if (!strcmp(a, "--estimate"))
+            s->estimate = 1;
         else if (cli_is_help(a)) {
             fputs(SUBMIT_HELP, stdout);
             return 0;
@@ -251,9 +256,14 @@ int cli_cmd_submit(int argc, char **argv)
         rc = submit_job(&s, argc, argv);
     if (rc < 0) {
         json_t *body = fg_jobspec_to_json(&s.job);
-        if (s.dry)
+        if (s.estimate && !s.dry)
+            rc = cli_usage("submit", "--estimate goes with --dry-run");
+        else if (s.estimate)
+            rc = cli_submit_estimate(body, s.json);
+        else if (s.dry)
             cli_print_json(body);
-        rc = s.dry ? 0 : submit_send(&s, body);
+        if (!s.estimate)
+            rc = s.dry ? 0 : submit_send(&s, body);
         json_decref(body);
     }
     fg_jobspec_free(&s.cli);

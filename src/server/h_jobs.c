@@ -254,6 +254,10 @@ int h_jobs_create(srv_req_t *r)
                               (long long)pending_all, s->cfg.core.shed_pending);
         goto out;
     }
+    if (srv_dry_run_flag(r)) { /* checked as a submission; nothing is stored */
+        ret = srv_dry_run_call(r, acct, &in);
+        goto out;
+    }
     int64_t now = srv_now();
     /* The request's JSON tree (if the reference parser made one) is freed now, not after
      * the commit: the strings the job record needs are copied into the context. Freed at once, its

@@ -365,6 +365,7 @@ int h_metrics(srv_req_t *r)
     /* each part's own metrics */
     srv_idle_metrics(s, &b);      /* per-GPU utilization and memory, idle jobs (sched_idle.c) */
     srv_fairshare_metrics(s, &b); /* fair-share factor and recovery (fairshare_metrics.c) */
+    srv_est_metrics(s, &b);       /* start estimate errors (sched_estimates.c) */
     return srv_reply_text(r, 200, "text/plain; version=0.0.4; charset=utf-8",
                           b.p ? b.p : calloc(1, 1), b.n, true);
 }

@@ -278,6 +278,7 @@ void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *usernam
     srv_buf_puts(b, r->cancel_requested ? "true" : "false");
     key(b, "estimated_start");
     put_or_null(b, pending ? r->estimated_start : 0);
+    srv_job_render_estimates(j, b);
     /* the sum of its ledger rows so far, live accruals included (docs/billing.md) */
     key(b, "cost_micros");
     srv_buf_i64(b, r->cost_micros);

@@ -60,6 +60,7 @@ static const route_t routes[] = {
     {M_POST, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_create},
     {M_DELETE, "v1/nodes/*/credentials", A_ADMIN, h_nodes_cred_revoke},
     {M_GET, "v1/fairshare", A_USER, h_fairshare},
+    {M_GET, "v1/estimates/accuracy", A_USER, h_estimates_accuracy},
     {M_GET, "v1/billing/prices", A_USER, h_billing_prices_get},
     {M_PUT, "v1/billing/prices", A_ADMIN, h_billing_prices_put},
     {M_GET, "v1/billing/usage", A_USER, h_billing_usage},

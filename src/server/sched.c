@@ -98,6 +98,10 @@ static void apply_messages(sctx_t *c, srv_msg_t *batch)
         case MSG_REPORTS:
             srv__do_reports(c, m);
             break;
+        case MSG_DRY_RUN:
+            srv__do_dry_run(c, m);
+            break;
+
         case MSG_REGISTER:
             srv__do_register(c, m);
             break;
@@ -192,6 +196,8 @@ static void refresh_views(sctx_t *c, bool stop)
         c->changed = false;
         srv__refresh_reasons(c);
         srv__refresh_fairshare(c);
+        if (c->ndirty)
+            srv__commit(c); /* the estimates at submission it recorded (sched_estimates.c) */
     }
 }
 
@@ -281,6 +287,8 @@ void srv_sched_stop(srv_t *s)
     fg_decisions_free(&c->d);
     fg_sched_free(c->core);
     c->core = NULL;
+    fg_rt_free(c->rt);
+    c->rt = NULL;
     s->core = NULL;
     free(c->parked);
     free(c->dirty);

@@ -117,6 +117,7 @@ static void finish(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, fg_job_state_t
     j->r.end_time = c->now;
     srv__set_state(c->s, j, st);
     srv__set_reason(j, 0, NULL);
+    srv__est_job_ended(c, j);
     srv__add_event(c, "job", (uint64_t)j->r.id, "RUNNING", fg_job_state_name(st),
                    fg_end_cause_name(cause), node);
 }

@@ -22,6 +22,7 @@
  *   sched_nodes.c    node down, drain and resume, heartbeats, node rendering
  *   sched_reasons.c  pending reasons and estimates copied from the core
  *   sched_why.c      one pending job's "why" with its evidence (GET /v1/jobs/{id})
+ *   sched_estimates.c each job's estimate at submission, latest one, and its error
  *   sched_fairshare.c the fair-share view (GET /v1/fair-share) and saved usage
  *   sched_restore.c  building the core from the store at start
  *   sched_billing.c  ledger rows of attempts, live accrual, budgets
@@ -37,6 +38,7 @@
 #include "server/server.h"
 
 #include "fairgpu/billing.h"
+#include "fairgpu/estimate.h"
 
 /* A message for an agent, queued until the commit. */
 typedef struct out_msg {
@@ -88,6 +90,8 @@ typedef struct sctx {
     int64_t last_iter_ms; /* the last full iteration (a pass and its commit) */
     bool changed;         /* something happened since the last refresh */
     int64_t now;
+    fg_rt_model_t *rt; /* run times against limits of the jobs that ended (sched_project.c) */
+    uint64_t dry_runs; /* dry runs so far (their ids in the core, h_dry_run.c) */
 } sctx_t;
 
 /* sched.c: the one scheduler thread's state */
@@ -146,6 +150,36 @@ void srv__check_heartbeats(sctx_t *c, int64_t now_ms, int64_t limit_ms); /* mu h
 
 /* sched_reasons.c */
 void srv__refresh_reasons(sctx_t *c);
+
+/* sched_estimates.c (mu held): a pending job's estimate (times in Unix seconds; p50 0:
+ * none; source 1 user, 2 account, 3 all, 4 limit) and the limit-based one */
+typedef struct srv_est {
+    int64_t p10, p50, p90;
+    int source;
+    int64_t limit;
+} srv_est_t;
+void srv__est_set(sctx_t *c, srv_job_t *j, const srv_est_t *e); /* the first one is kept */
+void srv__est_started(sctx_t *c, srv_job_t *j);                 /* its attempt starts now */
+
+/* sched_project.c: the run-time model and the projection of the queue */
+typedef struct srv_proj {
+    uint64_t id;
+    int64_t p10, p50, p90; /* projected starts; 0: none */
+    int source;            /* of its run-time prediction, as srv_est_t */
+} srv_proj_t;
+/* A job of a dry run, in the core for the projection (its GPU type is not in memory). */
+typedef struct srv_dry_job {
+    uint64_t id;
+    const char *gpu_type;
+} srv_dry_job_t;
+void srv__est_model_build(sctx_t *c);                   /* at start-up, from memory */
+void srv__est_job_ended(sctx_t *c, const srv_job_t *j); /* mu held; j has its end state */
+/* Projects the first estimate_depth pending jobs of plan order; *out (caller frees) gets
+ * one entry per job in that order; returns how many. extra: a dry run's job, or NULL. */
+size_t srv__est_project(sctx_t *c, const srv_dry_job_t *extra, srv_proj_t **out);
+
+/* h_dry_run.c */
+void srv__do_dry_run(sctx_t *c, srv_msg_t *m);
 
 /* sched_billing.c */
 int64_t srv__limit_cost(sctx_t *c, const srv_job_t *j); /* mu held */

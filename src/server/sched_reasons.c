@@ -9,7 +9,9 @@
  * since explaining them would walk the plan order, O(queue) each.
  * Example: a 4-GPU job behind a reservation shows reason 4 with the text
  * "the GPUs it could use are held for another job" (or the core's longer explanation
- * naming that job) and its estimated start.
+ * naming that job) and its estimated start. The estimate is the history-based one of
+ * the projection (sched_project.c) for the first estimate_depth jobs of plan order,
+ * else the core's limit-based one (kept beside it for comparison, sched_estimates.c).
  */
 #include "server/sched_int.h"
 
@@ -101,15 +103,35 @@ static size_t read_reasons(sctx_t *c, reason_upd_t *u)
     return nu;
 }
 
-/* Sets u[from..to) on the jobs still pending. mu held. */
-static void apply_reasons(sctx_t *c, const reason_upd_t *u, size_t from, size_t to)
+static int cmp_proj(const void *a, const void *b)
+{
+    uint64_t x = ((const srv_proj_t *)a)->id, y = ((const srv_proj_t *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* The projection of job id among pr[0..np) sorted by id, or NULL. */
+static const srv_proj_t *find_proj(const srv_proj_t *pr, size_t np, uint64_t id)
+{
+    srv_proj_t key = {.id = id};
+    return np ? bsearch(&key, pr, np, sizeof *pr, cmp_proj) : NULL;
+}
+
+/* Sets u[from..to) on the jobs still pending: the projection's estimate where it has
+ * one (pr, sorted by id), else the core's; the core's is the limit-based one. mu held. */
+static void apply_reasons(sctx_t *c, const reason_upd_t *u, size_t from, size_t to,
+                          const srv_proj_t *pr, size_t np)
 {
     for (size_t k = from; k < to; k++) {
         const reason_upd_t *x = &u[k];
         srv_job_t *j = srv__job(c, x->id);
         if (!j || j->state != FG_JOB_PENDING)
             continue;
-        j->r.estimated_start = x->est;
+        const srv_proj_t *p = find_proj(pr, np, x->id);
+        srv_est_t e = {.p10 = x->est, .p50 = x->est, .p90 = x->est, .source = 4, .limit = x->est};
+        if (p && p->p50 && x->est) /* (no estimate where the core sees none: budget, quota) */
+            e = (srv_est_t){
+                .p10 = p->p10, .p50 = p->p50, .p90 = p->p90, .source = p->source, .limit = x->est};
+        srv__est_set(c, j, &e);
         if (x->code != FG_REASON_NONE)
             srv__set_reason(
                 j, x->code,
@@ -129,11 +151,16 @@ void srv__refresh_reasons(sctx_t *c)
         return;
     reason_upd_t *u = fg_xmalloc(n * sizeof *u);
     size_t nu = read_reasons(c, u);
+    srv_proj_t *pr;
+    size_t np = srv__est_project(c, NULL, &pr);
+    if (np)
+        qsort(pr, np, sizeof *pr, cmp_proj);
     for (size_t i = 0; i < nu; i += 1024) {
         pthread_mutex_lock(&s->mu);
-        apply_reasons(c, u, i, nu < i + 1024 ? nu : i + 1024);
+        apply_reasons(c, u, i, nu < i + 1024 ? nu : i + 1024, pr, np);
         pthread_mutex_unlock(&s->mu);
     }
+    free(pr);
     for (size_t k = 0; k < nu; k++)
         free(u[k].text);
     free(u);

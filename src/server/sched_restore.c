@@ -210,6 +210,7 @@ fg_sched_t *srv_core_build(srv_t *s)
             srv__core_submit(c, j, true);
     }
     s->core = c->core;
+    srv__est_model_build(c);
     srv__refresh_fairshare(c);
     return c->core;
 }

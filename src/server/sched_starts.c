@@ -71,6 +71,7 @@ static void record_start(sctx_t *c, srv_job_t *j, const fg_start_t *st, json_t *
     j->r.end_time = 0;
     j->r.has_exit_code = false;
     j->r.estimated_start = 0;
+    srv__est_started(c, j);
     j->epoch = s->epoch;
     j->stop_sent = false;
     srv__set_state(s, j, FG_JOB_RUNNING);

@@ -186,6 +186,8 @@ typedef struct srv_job {
     size_t nlogs;
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
     srv_idle_t idle;     /* idle GPUs of the running attempt (sched_idle.c) */
+    int64_t est_limit;   /* the latest limit-based estimate (0: none; sched_estimates.c) */
+    bool est_seen;       /* a refresh saw it pending (its estimate at submission is settled) */
 } srv_job_t;
 
 typedef struct srv_event {
@@ -276,6 +278,7 @@ enum srv_msg_kind {
     MSG_KICK,       /* just run a pass */
     MSG_REPORTS,    /* several started/exited reports of one request (slots below) */
     MSG_WHY,        /* why pending job `job` waits: answered after the pass (sched_why.c) */
+    MSG_DRY_RUN,    /* where would this job go (json: the spec; h_dry_run.c) */
 };
 
 #define SRV_REPORTS_MAX     256 /* entries of one POST /v1/agent/reports */
@@ -668,6 +671,14 @@ bool srv_nodecred_lookup(srv_t *s, const unsigned char hash[SRV_TOKEN_HASH],
 /* true if name is a valid node name ([A-Za-z0-9_.-]{1,63}). */
 bool srv_node_name_ok(const char *name);
 int h_fairshare(srv_req_t *r);
+int h_estimates_accuracy(srv_req_t *r);       /* h_estimates.c */
+const char *srv_est_source_name(int source);  /* "user".."limit", NULL: none (sched_estimates.c) */
+void srv_est_metrics(srv_t *s, srv_buf_t *b); /* h_estimates.c */
+/* h_dry_run.c: whether ?dry_run= asks for one (any value but false, 0); then the answer
+ * (400 for a value other than true, 1) for the checked submission in */
+int srv_dry_run_flag(srv_req_t *r);
+struct srv_submit_in;
+int srv_dry_run_call(srv_req_t *r, const char *account, const struct srv_submit_in *in);
 int h_healthz(srv_req_t *r);
 int h_metrics(srv_req_t *r); /* h_metrics.c */
 /* metrics.c: what the metrics keep between scrapes */
@@ -727,6 +738,8 @@ bool srv_idle_requeued(const srv_job_t *j);
 json_t *srv_user_json(srv_t *s, const srv_user_t *u);
 json_t *srv_job_json(srv_t *s, const srv_job_t *j, bool full);
 void srv_job_render(srv_t *s, const srv_job_t *j, bool full, const char *username, srv_buf_t *b);
+/* Its estimate fields (",\"estimated_start_p10\":...": after another key; h_estimates.c) */
+void srv_job_render_estimates(const srv_job_t *j, srv_buf_t *b);
 srv_job_t *srv_job_get(srv_t *s, uint64_t id);
 /* Whether a job's last change (srv_all_published: every change of the scheduler thread
  * so far) is committed, so that it may be shown (mu held). A handler that finds it is not

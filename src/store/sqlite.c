@@ -163,6 +163,18 @@ static const char *const MIGRATIONS[] = {
     ("ALTER TABLE jobs ADD COLUMN idle_gpu_s BIGINT NOT NULL DEFAULT 0;"
      "ALTER TABLE accounts ADD COLUMN idle_action INTEGER NOT NULL DEFAULT 0;"
      "ALTER TABLE accounts ADD COLUMN idle_grace_s BIGINT NOT NULL DEFAULT 0;"),
+    /* 8: start estimates per job: the latest range and source, the first estimate after
+     * submission with its range, source and the limit-based one, and the first start
+     * (docs/scheduler.md, "Estimates") */
+    ("ALTER TABLE jobs ADD COLUMN est_p10 BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_p90 BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_source INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_submit BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_submit_p10 BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_submit_p90 BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_submit_source INTEGER NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_limit_submit BIGINT NOT NULL DEFAULT 0;"
+     "ALTER TABLE jobs ADD COLUMN est_first_start BIGINT NOT NULL DEFAULT 0;"),
 };
 #define NMIGRATIONS ((int)(sizeof MIGRATIONS / sizeof MIGRATIONS[0]))
 
@@ -242,7 +254,9 @@ int fg_store_sqlite_migrate(sqlite3 *db, int target, char **errmsg)
     " j.start_time, j.end_time, j.time_limit_s, j.exit_code, j.attempts, j.max_retries,"           \
     " j.retries_used, j.attained_gpu_s, j.cancel_requested, j.eligible_time,"                      \
     " j.checkpoint_interval_s, j.cpus, j.memory_mb, j.idem_key, j.nodes, j.gpu_indices,"           \
-    " j.estimated_start, j.cost_micros, j.idle_gpu_s"
+    " j.estimated_start, j.cost_micros, j.idle_gpu_s, j.est_p10, j.est_p90, j.est_source,"         \
+    " j.est_submit, j.est_submit_p10, j.est_submit_p90, j.est_submit_source,"                      \
+    " j.est_limit_submit, j.est_first_start"
 #define JOB_FROM " FROM jobs j JOIN users u ON u.id = j.user_id"
 #define MEMBER_COLS                                                                                \
     "m.user_id, m.account, m.weight, m.is_default, m.position, u.username, m.is_manager"
@@ -410,9 +424,11 @@ static const char *const SQL[S_COUNT] = {
         " priority, state, reason_code, reason, submit_time, start_time, end_time, time_limit_s,"
         " exit_code, attempts, max_retries, retries_used, attained_gpu_s, cancel_requested,"
         " eligible_time, checkpoint_interval_s, cpus, memory_mb, idem_key, nodes, gpu_indices,"
-        " estimated_start, cost_micros, idle_gpu_s) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9,"
-        " ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26,"
-        " ?27, ?28, ?29, ?30, ?31, ?32, ?34)",
+        " estimated_start, cost_micros, idle_gpu_s, est_p10, est_p90, est_source, est_submit,"
+        " est_submit_p10, est_submit_p90, est_submit_source, est_limit_submit, est_first_start)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,"
+        " ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?34, ?35,"
+        " ?36, ?37, ?38, ?39, ?40, ?41, ?42, ?43)",
     [S_JOB_GET] = "SELECT " JOB_COLS JOB_FROM " WHERE j.id = ?33",
     [S_JOB_GET_BY_IDEM] = "SELECT " JOB_COLS JOB_FROM " WHERE j.user_id = ?1 AND j.idem_key = ?2",
     [S_JOB_UPDATE] =
@@ -422,7 +438,9 @@ static const char *const SQL[S_COUNT] = {
         " retries_used = ?21, attained_gpu_s = ?22, cancel_requested = ?23,"
         " eligible_time = ?24, checkpoint_interval_s = ?25, cpus = ?26, memory_mb = ?27,"
         " nodes = ?29, gpu_indices = ?30, estimated_start = ?31, cost_micros = ?32,"
-        " idle_gpu_s = ?34 WHERE id = ?33",
+        " idle_gpu_s = ?34, est_p10 = ?35, est_p90 = ?36, est_source = ?37, est_submit = ?38,"
+        " est_submit_p10 = ?39, est_submit_p90 = ?40, est_submit_source = ?41,"
+        " est_limit_submit = ?42, est_first_start = ?43 WHERE id = ?33",
     [S_JOB_SET_REASON] = "UPDATE jobs SET reason_code = ?2, reason = ?3, estimated_start = ?4"
                          " WHERE id = ?1",
     [S_JOB_MAX_ID] = "SELECT COALESCE(MAX(id), 0) FROM jobs",
@@ -2079,10 +2097,19 @@ static void fill_job(sqlite3_stmt *s, void *rec)
     j->estimated_start = sqlite3_column_int64(s, 32);
     j->cost_micros = sqlite3_column_int64(s, 33);
     j->idle_gpu_s = sqlite3_column_int64(s, 34);
+    j->est_p10 = sqlite3_column_int64(s, 35);
+    j->est_p90 = sqlite3_column_int64(s, 36);
+    j->est_source = sqlite3_column_int(s, 37);
+    j->est_submit = sqlite3_column_int64(s, 38);
+    j->est_submit_p10 = sqlite3_column_int64(s, 39);
+    j->est_submit_p90 = sqlite3_column_int64(s, 40);
+    j->est_submit_source = sqlite3_column_int(s, 41);
+    j->est_limit_submit = sqlite3_column_int64(s, 42);
+    j->est_first_start = sqlite3_column_int64(s, 43);
 }
 
-/* Binds ?1..?32 and ?34 of S_JOB_INSERT / S_JOB_UPDATE (the update uses a subset) and
- * ?33 (the id). */
+/* Binds ?1..?32 and ?34..?43 of S_JOB_INSERT / S_JOB_UPDATE (the update uses a subset)
+ * and ?33 (the id). */
 static void bind_job(sqlite3_stmt *s, const fg_store_job_t *j, bool with_id)
 {
     bind_str(s, 1, j->name);
@@ -2121,6 +2148,15 @@ static void bind_job(sqlite3_stmt *s, const fg_store_job_t *j, bool with_id)
     sqlite3_bind_int64(s, 31, j->estimated_start);
     sqlite3_bind_int64(s, 32, j->cost_micros);
     sqlite3_bind_int64(s, 34, j->idle_gpu_s);
+    sqlite3_bind_int64(s, 35, j->est_p10);
+    sqlite3_bind_int64(s, 36, j->est_p90);
+    sqlite3_bind_int(s, 37, j->est_source);
+    sqlite3_bind_int64(s, 38, j->est_submit);
+    sqlite3_bind_int64(s, 39, j->est_submit_p10);
+    sqlite3_bind_int64(s, 40, j->est_submit_p90);
+    sqlite3_bind_int(s, 41, j->est_submit_source);
+    sqlite3_bind_int64(s, 42, j->est_limit_submit);
+    sqlite3_bind_int64(s, 43, j->est_first_start);
     if (with_id)
         sqlite3_bind_int64(s, 33, j->id);
 }

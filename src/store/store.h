@@ -453,6 +453,14 @@ typedef struct fg_store_job {
     int64_t estimated_start; /* 0 = unknown */
     int64_t cost_micros;
     int64_t idle_gpu_s; /* GPU-seconds spent idle while allocated (docs/idle.md; v7) */
+    /* Start estimates and how good they were (docs/scheduler.md, "Estimates"); times in
+     * Unix seconds, 0 = unknown; sources 0 none, 1 user, 2 account, 3 all, 4 limit. */
+    int64_t est_p10, est_p90;                           /* the range of estimated_start (latest) */
+    int32_t est_source;                                 /* of the latest estimate */
+    int64_t est_submit, est_submit_p10, est_submit_p90; /* the first after submission */
+    int32_t est_submit_source;
+    int64_t est_limit_submit; /* the limit-based estimate at that moment */
+    int64_t est_first_start;  /* when its first attempt started (the errors' reference) */
 } fg_store_job_t;
 
 typedef struct fg_store_job_list {

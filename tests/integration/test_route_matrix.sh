@@ -107,6 +107,7 @@ MATRIX = [
     ("DELETE", "/v1/nodes/*/credentials", "/v1/nodes/nz/credentials", None, ADMIN(200)),
     ("POST", "/v1/agent/join", "/v1/agent/join", {"node": "nx"}, AGENT(401)),  # the join token only
     ("GET", "/v1/fairshare", "/v1/fairshare", None, USER(200)),
+    ("GET", "/v1/estimates/accuracy", "/v1/estimates/accuracy", None, USER(200)),
     ("POST", "/v1/agent/register", "/v1/agent/register", {}, AGENT(400)),
     ("POST", "/v1/agent/heartbeat", "/v1/agent/heartbeat", {"node": "nx", "instance": "bogus", "epoch": 0}, AGENT(409, Y_ON_X)),
     ("GET", "/v1/agent/assignments", "/v1/agent/assignments?node=nx&instance=bogus&wait=0", None, AGENT(409, Y_ON_X)),
