@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Controller benchmark: durable job submissions per second and latency, and GET job
-# requests per second, over loopback with bench/loadgen.c (64 connections kept alive, one
-# request in flight on each; one load generator thread: FG_BENCH_LG_THREADS).
+# Controller benchmark: durable job submissions per second and latency, GET job
+# requests per second (from memory, ?why=0), and GETs of a pending job with its "why",
+# over loopback with bench/loadgen.c (64 connections kept alive, one request in flight
+# on each; one load generator thread: FG_BENCH_LG_THREADS).
 #
 #   bench/bench_server.sh [seconds]      (default 10 s per phase)
 #
@@ -62,8 +63,10 @@ p99=$(lg_field "$tmp/post.out" p99_ms)
 pmax=$(lg_field "$tmp/post.out" max_ms)
 # check: every 201 is a job the server has (count them through the API)
 stored=$(curl -fsS "$url/metrics" | awk '/^fairgpu_submissions_total/ {print $2}')
+# job 1 is pending (no agent): ?why=0 reads it from memory, as GET of a job in another
+# state does; without it, its "why" is asked of the scheduler thread (a third phase)
 "$LG" -c "$conns" -t "$lg_threads" -d "$secs" -H "Authorization: Bearer $token" \
-    "127.0.0.1:$port" /v1/jobs/1 >"$tmp/get.out"
+    "127.0.0.1:$port" "/v1/jobs/1?why=0" >"$tmp/get.out"
 cat "$tmp/get.out" >&2
 gok=$(lg_field "$tmp/get.out" status_200)
 gother=$(awk '$1 == "requests" { r = $2 } $1 == "status_200" { c = $2 } $1 == "errors" { e = $2 }
@@ -71,6 +74,13 @@ gother=$(awk '$1 == "requests" { r = $2 } $1 == "status_200" { c = $2 } $1 == "e
 gsecs=$(lg_field "$tmp/get.out" seconds)
 gp50=$(lg_field "$tmp/get.out" p50_ms)
 gp99=$(lg_field "$tmp/get.out" p99_ms)
+"$LG" -c "$conns" -t "$lg_threads" -d "$secs" -H "Authorization: Bearer $token" \
+    "127.0.0.1:$port" /v1/jobs/1 >"$tmp/why.out"
+cat "$tmp/why.out" >&2
+wok=$(lg_field "$tmp/why.out" status_200)
+wsecs=$(lg_field "$tmp/why.out" seconds)
+wp50=$(lg_field "$tmp/why.out" p50_ms)
+wp99=$(lg_field "$tmp/why.out" p99_ms)
 commits=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commits_total/ {print $2}')
 maxbatch=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_max_batch/ {print $2}')
 commit_s=$(curl -fsS "$url/metrics" | awk '/^fairgpu_store_commit_seconds_total/ {print $2}')
@@ -93,5 +103,8 @@ awk -v c="$gok" -v s="$gsecs" 'BEGIN { printf "server_get_job_per_s %.0f request
 echo "server_get_job_latency_p50 $gp50 ms"
 echo "server_get_job_latency_p99 $gp99 ms"
 echo "server_get_job_non_200 $gother responses"
+awk -v c="$wok" -v s="$wsecs" 'BEGIN { if (s > 0) printf "server_get_pending_job_why_per_s %.0f requests/s\n", c / s }'
+echo "server_get_pending_job_why_latency_p50 $wp50 ms"
+echo "server_get_pending_job_why_latency_p99 $wp99 ms"
 echo "server_connections $conns connections"
 echo "server_load_generator_threads $lg_threads threads"

@@ -206,6 +206,7 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
 {
     int64_t now = srv_now();
     c->now = now < c->now ? c->now : now; /* never backwards */
+    c->last_iter_ms = srv_now_ms();
     apply_messages(c, batch);
     srv__retry_parked(c);
     check_timers(c);
@@ -224,6 +225,19 @@ static int64_t iterate(sctx_t *c, srv_msg_t *batch, bool stop)
     return next_wake;
 }
 
+/* Is the batch only questions of why jobs wait (MSG_WHY), answered from the last
+ * pass without a new one? While that pass is under a second old and no wake-up of the
+ * core is due: GETs of pending jobs in a stream then cost no pass each, and a pass still
+ * runs at least every second. */
+static bool why_only(sctx_t *c, srv_msg_t *batch, bool stop, int64_t next_wake)
+{
+    if (stop || !srv__only_whys(batch))
+        return false;
+    if (srv_now_ms() - c->last_iter_ms >= 1000)
+        return false;
+    return next_wake == FG_TIME_NEVER || next_wake > srv_now();
+}
+
 static void *sched_main(void *arg)
 {
     prctl(PR_SET_NAME, "fg-scheduler"); /* as top -H and ps -L show it */
@@ -234,7 +248,10 @@ static void *sched_main(void *arg)
         wait_for_work(s, next_wake);
         bool stop;
         srv_msg_t *batch = take_inbox(s, &stop);
-        next_wake = iterate(c, batch, stop);
+        if (why_only(c, batch, stop, next_wake))
+            srv__answer_whys(c, batch); /* from the last pass: nothing changed since */
+        else
+            next_wake = iterate(c, batch, stop);
         while (batch) {
             srv_msg_t *nx = batch->next;
             srv_msg_free(batch);

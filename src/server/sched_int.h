@@ -87,7 +87,8 @@ typedef struct sctx {
     size_t held_accounts; /* accounts when the month's GPU time held was read */
     bool budgets_ready;   /* the first budget check after the start is done */
     int64_t last_usage_save, last_refresh_ms, last_session_gc;
-    bool changed; /* something happened since the last refresh */
+    int64_t last_iter_ms; /* the last full iteration (a pass and its commit) */
+    bool changed;         /* something happened since the last refresh */
     int64_t now;
     fg_rt_model_t *rt; /* run times against limits of the jobs that ended (sched_project.c) */
     uint64_t dry_runs; /* dry runs so far (their ids in the core, h_dry_run.c) */

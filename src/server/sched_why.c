@@ -3,11 +3,13 @@
  * GET /v1/jobs/{id} for a pending job (docs/api.md, "Why a job waits").
  *
  * The core is the scheduler thread's alone, so GET of a pending job posts MSG_WHY
- * (srv_why_get) and parks; after the iteration's pass and commit the thread asks the
- * core for every MSG_WHY of the iteration at once (fg_sched_why_many, fairgpu/why.h: ONE
- * walk of the plan order, bounded, however many ask) and answers each with {code, text,
- * evidence}; the request resumes, renders the job as always and adds "why" while the
- * job is still pending. Other states answer at once, without it.
+ * (srv_why_get) and parks. After the iteration's pass and commit (or at once, from the
+ * last pass, when the batch is only MSG_WHY and that pass is under a second old:
+ * sched.c, why_only), the thread asks the core for every MSG_WHY of the iteration at
+ * once (fg_sched_why_many, fairgpu/why.h: ONE walk of the plan order, bounded, however
+ * many ask) and answers each with {code, text, evidence}; the request resumes, renders
+ * the job as always and adds "why" while the job is still pending. Other states answer
+ * at once, without it.
  *
  * The evidence is that of the reason (whichever apply): fair_share and position for a
  * job that waits for others' GPUs (priority, resources, fragmentation, reservation);

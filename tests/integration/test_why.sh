@@ -12,11 +12,13 @@
 #   4. GPU type: a job of a type no node has: 0 GPUs of it up;
 #   5. a running job has no "why" and `fairgpu why` says since when; an unknown job 404;
 #   6. the projection: ml's recovers_in_s > 0 and equal to h*log2(U(1-s)/(sS)) of its
-#      own numbers at --half-life 1h; `fairgpu share` shows it.
+#      own numbers at --half-life 1h; `fairgpu share` shows it;
+#   7. retry backoff: a failed job says until when; a stream of GETs of it (answered
+#      from the last pass) does not hold back the pass that retries it.
 #
 # usage: bash test_why.sh /path/to/fairgpu      (needs curl, jq and python3)
 FG_TEST_NAME=test_why
-SERVER_EXTRA=(--preemption off --half-life 1h)
+SERVER_EXTRA=(--preemption off --half-life 1h --retry-backoff 4s)
 source "$(dirname "$0")/lib_agent.sh"
 
 "$FG" agent --server "$URL" --token "$(cat "$TMP/data/agent.token")" --name sim --fake-nodes 2 \
@@ -169,6 +171,17 @@ check "/metrics: ml recovers, no later than the API said" python3 -c 'import sys
 FAIRGPU_URL=$URL FAIRGPU_TOKEN=$ALICE "$FG" share >"$TMP/share.out" 2>&1
 check "fairgpu share shows when ml recovers" grep -Eq "^ml +account .* in [0-9.]+ (s|min|h|days)$" "$TMP/share.out"
 touch "$TMP/go-q1" "$TMP/go-q2"
+
+# ------------------------------------------------------------- 7. backoff --
+
+R=$(submit '{"name":"r","account":"ml","gpus":1,"command":"exit 1","max_retries":1,"time_limit_s":60}')
+backoff() { [ "$(why "$R" | jq -r .code)" = retry_backoff ]; }
+check "a failed job waits out its backoff" wait_for 10 backoff
+check "until when, after retry 1 of 1" test "$(why "$R" | jq -c '.evidence.backoff | [.retries_used, .max_retries, (.in_s <= 4), (.until > 0)]')" = '[1,1,true,true]'
+(while :; do api GET "/v1/jobs/$R" >/dev/null; done) &
+BG_PIDS+=($!)
+check "a stream of GETs of it does not hold its retry back" wait_for 20 is_state "$R" FAILED
+check "it ran twice" test "$(api GET "/v1/jobs/$R" | jq .attempts)" = 2
 
 # --------------------------------------------------------------------- done --
 
