@@ -13,13 +13,16 @@
  * errors 55, 57 and 58 s: submit median 5, p90 40; limit median 57, p90 58.
  *
  * Only aggregates leave here (any signed-in user may ask); the jobs are read from memory
- * under srv->mu into a small array, and the figures are made after the lock.
+ * under srv->mu into a small array, and the figures are made after the lock. The metric
+ * does not walk the jobs: each job's errors go, when it first starts, into a window of
+ * the last SRV_EST_WINDOW jobs per series (srv_est_window_t), copied at each scrape.
  */
 #include "server/billfmt.h"
 #include "server/server.h"
 
 #include "common/xalloc.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,56 +201,86 @@ int h_estimates_accuracy(srv_req_t *r)
 
 /* ------------------------------------------------------------------ metrics */
 
-static bool keep_source_size(const est_row_t *r, int arg)
+/* The window's series of the estimate at submission from source (1..4), size class sz;
+ * the limit-based one's of sz. */
+static int series_submit(int source, int sz)
 {
-    return r->source == arg / 4 && size_class(r->gpus) == arg % 4;
+    return (source - 1) * 4 + sz;
 }
 
-/* One summary series set (quantiles 0.5, 0.9, _sum, _count) of m sorted errors. */
-static void put_summary(srv_buf_t *b, const char *labels, const int64_t *v, size_t m)
+static int series_limit(int sz)
 {
+    return 16 + sz;
+}
+
+static void window_put(srv_est_window_t *w, int k, int64_t err)
+{
+    assert(k >= 0 && k < SRV_EST_SERIES && err >= 0);
+    w->err[k][w->head[k]] = err;
+    w->head[k] = (w->head[k] + 1) % SRV_EST_WINDOW;
+    if (w->n[k] < SRV_EST_WINDOW)
+        w->n[k]++;
+    w->count[k]++;
+    w->sum[k] += err;
+}
+
+void srv_est_window_add(srv_t *s, const srv_job_t *j)
+{
+    const fg_store_job_t *r = &j->r;
+    if (!r->est_first_start || !r->est_submit || !r->est_limit_submit || r->est_submit_source < 1 ||
+        r->est_submit_source > 4)
+        return;
+    int sz = size_class(r->gpus);
+    window_put(&s->est_window, series_submit(r->est_submit_source, sz),
+               iabs(r->est_first_start - r->est_submit));
+    window_put(&s->est_window, series_limit(sz), iabs(r->est_first_start - r->est_limit_submit));
+}
+
+/* One summary (quantiles 0.5 and 0.9 of the window, _sum and _count of all) of series
+ * k of the copy w. */
+static void put_summary(srv_buf_t *b, const char *labels, srv_est_window_t *w, int k)
+{
+    int32_t m = w->n[k];
+    qsort(w->err[k], (size_t)m, sizeof w->err[k][0], cmp_i64);
     char line[1024];
-    long long sum = 0;
-    for (size_t i = 0; i < m; i++)
-        sum += v[i];
     int len = snprintf(line, sizeof line,
                        "fairgpu_estimate_abs_error_seconds{%s,quantile=\"0.5\"} %lld\n"
                        "fairgpu_estimate_abs_error_seconds{%s,quantile=\"0.9\"} %lld\n"
                        "fairgpu_estimate_abs_error_seconds_sum{%s} %lld\n"
-                       "fairgpu_estimate_abs_error_seconds_count{%s} %zu\n",
-                       labels, (long long)rank_of(v, m, 50), labels, (long long)rank_of(v, m, 90),
-                       labels, sum, labels, m);
+                       "fairgpu_estimate_abs_error_seconds_count{%s} %lld\n",
+                       labels, (long long)rank_of(w->err[k], (size_t)m, 50), labels,
+                       (long long)rank_of(w->err[k], (size_t)m, 90), labels,
+                       (long long)w->sum[k], labels, (long long)w->count[k]);
     srv_buf_put(b, line, len > 0 && (size_t)len < sizeof line ? (size_t)len : 0);
 }
 
+/* The quantiles are of the last SRV_EST_WINDOW jobs of each series (a bounded copy per
+ * scrape, whatever the number of jobs); _sum and _count of every job since start. */
 void srv_est_metrics(srv_t *s, srv_buf_t *b)
 {
-    size_t n;
-    est_row_t *rows = collect(s, 0, INT64_MAX, &n);
+    srv_est_window_t *w = fg_xmalloc(sizeof *w);
+    pthread_mutex_lock(&s->mu);
+    memcpy(w, &s->est_window, sizeof *w);
+    pthread_mutex_unlock(&s->mu);
     srv_buf_puts(b, "# HELP fairgpu_estimate_abs_error_seconds |first start - estimate| of jobs "
-                    "that waited: estimate=\"submit\" (by its source) and the limit-based one.\n"
+                    "that waited: estimate=\"submit\" (by its source) and the limit-based one; "
+                    "quantiles over the last 512 jobs of each series.\n"
                     "# TYPE fairgpu_estimate_abs_error_seconds summary\n");
     char labels[96];
     for (int src = 1; src <= 4; src++)
         for (int sz = 0; sz < 4; sz++) {
-            size_t m;
-            int64_t *v = errors(rows, n, keep_source_size, src * 4 + sz, false, &m);
             snprintf(labels, sizeof labels, "estimate=\"submit\",source=\"%s\",size=\"%s\"",
                      srv_est_source_name(src), SIZE_NAMES[sz]);
-            if (m)
-                put_summary(b, labels, v, m);
-            free(v);
+            if (w->n[series_submit(src, sz)])
+                put_summary(b, labels, w, series_submit(src, sz));
         }
     for (int sz = 0; sz < 4; sz++) {
-        size_t m;
-        int64_t *v = errors(rows, n, keep_size, sz, true, &m);
         snprintf(labels, sizeof labels, "estimate=\"limit_based\",source=\"limit\",size=\"%s\"",
                  SIZE_NAMES[sz]);
-        if (m)
-            put_summary(b, labels, v, m);
-        free(v);
+        if (w->n[series_limit(sz)])
+            put_summary(b, labels, w, series_limit(sz));
     }
-    free(rows);
+    free(w);
 }
 
 /* ------------------------------------------------------------------ a job's fields */

@@ -49,8 +49,10 @@ void srv__est_set(sctx_t *c, srv_job_t *j, const srv_est_t *e)
 
 void srv__est_started(sctx_t *c, srv_job_t *j)
 {
-    if (!j->r.est_first_start)
+    if (!j->r.est_first_start) {
         j->r.est_first_start = c->now;
+        srv_est_window_add(c->s, j);
+    }
     j->r.est_p10 = j->r.est_p90 = 0;
     j->r.est_source = 0;
     j->est_limit = 0;

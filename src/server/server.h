@@ -377,6 +377,17 @@ typedef struct srv_metrics {
     atomic_long ledger_micros[4];               /* and the sum of their amounts */
 } srv_metrics_t;
 
+/* The start-estimate errors of /metrics (h_estimates.c): per series (the estimate at
+ * submission by its source 1..4 and size class, then the limit-based one by size class),
+ * the last SRV_EST_WINDOW errors and the running count and sum; under srv->mu. */
+#define SRV_EST_SERIES 20
+#define SRV_EST_WINDOW 512
+typedef struct srv_est_window {
+    int64_t err[SRV_EST_SERIES][SRV_EST_WINDOW];
+    int32_t n[SRV_EST_SERIES], head[SRV_EST_SERIES];
+    int64_t count[SRV_EST_SERIES], sum[SRV_EST_SERIES];
+} srv_est_window_t;
+
 typedef struct srv {
     srv_config_t cfg;
     fg_store_t *store;
@@ -457,6 +468,7 @@ typedef struct srv {
     atomic_long suspended;      /* connections suspended now (all kinds) */
 
     srv_metrics_t m;
+    srv_est_window_t est_window; /* under mu */
 
     /* ---- billing: ledger row ids (srv_ledger_ids), taken by any thread; restored as
      * the store's largest id + 1 at start */
@@ -674,6 +686,9 @@ int h_fairshare(srv_req_t *r);
 int h_estimates_accuracy(srv_req_t *r);       /* h_estimates.c */
 const char *srv_est_source_name(int source);  /* "user".."limit", NULL: none (sched_estimates.c) */
 void srv_est_metrics(srv_t *s, srv_buf_t *b); /* h_estimates.c */
+/* A job whose first attempt starts now: its estimate errors into the metrics' window
+ * (h_estimates.c). mu held. */
+void srv_est_window_add(srv_t *s, const srv_job_t *j);
 /* h_dry_run.c: whether ?dry_run= asks for one (any value but false, 0); then the answer
  * (400 for a value other than true, 1) for the checked submission in */
 int srv_dry_run_flag(srv_req_t *r);
