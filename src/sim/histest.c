@@ -13,10 +13,10 @@
  *   - the preemption rule (fair, wfq, round-robin, las with preemption on): a job that
  *     waits may stop long runners once it has waited preempt_wait_s (W). So a job the
  *     projection starts after now + W starts at now + W instead if there is room then:
- *     on one node (8k GPUs: k whole nodes), GPUs free by then or held by jobs that will
- *     be long runners by then (quantum_s of run, and min_run_s and a checkpoint
- *     interval in their attempt: docs/scheduler.md, "Preemption"). Jobs earlier in plan
- *     order take that room first. Which tenants may stop which (entitlements, LAS
+ *     on one node (8k GPUs: k whole nodes), GPUs held by jobs that will be long runners
+ *     by then (quantum_s of run, and min_run_s and a checkpoint interval in their
+ *     attempt: docs/scheduler.md, "Preemption"). Jobs earlier in plan order take that
+ *     room first. Which tenants may stop which (entitlements, LAS
  *     queues) is not modelled: the room is any long runner's;
  *   - each arrival's projected start is its estimate, the p10 and p90 projections its
  *     range.
@@ -24,12 +24,13 @@
  *
  * Worked example (one node of 8 GPUs): a 4-GPU job has run 10 min of a 4 h limit and its
  * user's jobs ran 0.25 of their limits (p50): it is predicted to end in 50 min. Pending
- * in plan order: an 8-GPU job (predicted 30 min), then the arrival (4 GPUs). The 8-GPU
- * job is projected at 50 min, the arrival at 80 min; the core's limit-based estimate
+ * in plan order: an 8-GPU job (predicted 30 min), then the arrival (4 GPUs, predicted
+ * 2 h: too long for the gap the 8-GPU job leaves). The 8-GPU job is projected at 50 min,
+ * the arrival at 80 min; the core's limit-based estimate
  * says after the 8-GPU job's whole limit. Under fair with W = 10 min, had the running
  * job already run 1 h (a long runner), the arrival would be estimated at now + 10 min:
- * it may preempt it then (the 8-GPU job ahead of it takes that room first if it also
- * waits longer than W; here, projected at 50 min, it does).
+ * it may preempt that job then. The 8-GPU job ahead of it, which also waits longer than
+ * W, would take that room first, but the 4 GPUs of a long runner are not enough for it.
  *
  * Cost: the plan order is read in growing prefixes (256, 512, ...) until it holds every
  * arrival, so a job near the head costs little; the projection is O(prefix x nodes)
@@ -140,17 +141,18 @@ static bool *room_of(const fg_histest_t *h, int q)
     return h->usable + (size_t)q * (size_t)h->nnodes * FG_MAX_NODE_GPUS;
 }
 
-/* Marks in room_of(q) the GPUs a job could take at t by preemption under quantile q's
- * ends of the running jobs: free by t, or held by a long runner. Returns how many. */
-static int64_t room_fill(fg_histest_t *h, int q, int64_t t)
+/* Marks in room_of(q) the GPUs a job could take by preemption: those of up nodes held
+ * by a job that will be a long runner then. (GPUs free by then are the projection's:
+ * a job it starts later found none, or the jobs before it took them.) Returns how
+ * many. */
+static int64_t room_fill(fg_histest_t *h, int q)
 {
     int64_t total = 0;
     for (int32_t k = 0; k < h->nnodes; k++) {
         const fg_proj_node_t *n = &h->nodes[(size_t)q * (size_t)h->nnodes + (size_t)k];
         bool *u = room_of(h, q) + (size_t)k * FG_MAX_NODE_GPUS;
         for (int32_t i = 0; i < n->gpus; i++) {
-            u[i] = n->up &&
-                   (n->free_at[i] <= t || h->victim[(size_t)k * FG_MAX_NODE_GPUS + (size_t)i]);
+            u[i] = n->up && h->victim[(size_t)k * FG_MAX_NODE_GPUS + (size_t)i];
             total += u[i];
         }
     }
@@ -232,7 +234,7 @@ void fg_histest_estimate(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_j
     const int64_t by = now + h->wait_s;
     int64_t room[3] = {0, 0, 0};
     for (int q = 0; q < 3 && h->preempts; q++)
-        room[q] = room_fill(h, q, by);
+        room[q] = room_fill(h, q);
     if (h->pj_cap < len) {
         size_t cap = h->pj_cap;
         h->pj = fg_xgrow(h->pj, &cap, len, sizeof *h->pj);
