@@ -13,10 +13,10 @@
  *   - the preemption rule (fair, wfq, round-robin, las with preemption on): a job that
  *     waits may stop long runners once it has waited preempt_wait_s (W). So a job the
  *     projection starts after now + W starts at now + W instead if there is room then:
- *     on one node (8k GPUs: k whole nodes), GPUs held by jobs that will be long runners
- *     by then (quantum_s of run, and min_run_s and a checkpoint interval in their
- *     attempt: docs/scheduler.md, "Preemption"). Jobs earlier in plan order take that
- *     room first. Which tenants may stop which (entitlements, LAS
+ *     on one node (8k GPUs: k whole nodes), GPUs free by then or held by jobs that will
+ *     be long runners by then (quantum_s of run, and min_run_s and a checkpoint
+ *     interval in their attempt: docs/scheduler.md, "Preemption"). Jobs earlier in plan
+ *     order take that room first. Which tenants may stop which (entitlements, LAS
  *     queues) is not modelled: the room is any long runner's;
  *   - each arrival's projected start is its estimate, the p10 and p90 projections its
  *     range.
@@ -28,9 +28,9 @@
  * 2 h: too long for the gap the 8-GPU job leaves). The 8-GPU job is projected at 50 min,
  * the arrival at 80 min; the core's limit-based estimate
  * says after the 8-GPU job's whole limit. Under fair with W = 10 min, had the running
- * job already run 1 h (a long runner), the arrival would be estimated at now + 10 min:
- * it may preempt that job then. The 8-GPU job ahead of it, which also waits longer than
- * W, would take that room first, but the 4 GPUs of a long runner are not enough for it.
+ * job already been a long runner (1 h of run), the 8-GPU job would be estimated at now
+ * + 10 min (it may preempt it then: 4 GPUs free and the long runner's 4), and the
+ * arrival still at 80 min: the job ahead of it in plan order takes that room first.
  *
  * Cost: the plan order is read in growing prefixes (256, 512, ...) until it holds every
  * arrival, so a job near the head costs little; the projection is O(prefix x nodes)
@@ -141,18 +141,19 @@ static bool *room_of(const fg_histest_t *h, int q)
     return h->usable + (size_t)q * (size_t)h->nnodes * FG_MAX_NODE_GPUS;
 }
 
-/* Marks in room_of(q) the GPUs a job could take by preemption: those of up nodes held
- * by a job that will be a long runner then. (GPUs free by then are the projection's:
- * a job it starts later found none, or the jobs before it took them.) Returns how
- * many. */
-static int64_t room_fill(fg_histest_t *h, int q)
+/* Marks in room_of(q) the GPUs a job could take at t by preemption under quantile q's
+ * ends of the running jobs, as the core's victim search counts them: free by t, or held
+ * by a job that will be a long runner then (GPUs free by t that the projection gives
+ * to earlier jobs are counted too: an approximation). Returns how many. */
+static int64_t room_fill(fg_histest_t *h, int q, int64_t t)
 {
     int64_t total = 0;
     for (int32_t k = 0; k < h->nnodes; k++) {
         const fg_proj_node_t *n = &h->nodes[(size_t)q * (size_t)h->nnodes + (size_t)k];
         bool *u = room_of(h, q) + (size_t)k * FG_MAX_NODE_GPUS;
         for (int32_t i = 0; i < n->gpus; i++) {
-            u[i] = n->up && h->victim[(size_t)k * FG_MAX_NODE_GPUS + (size_t)i];
+            u[i] = n->up &&
+                   (n->free_at[i] <= t || h->victim[(size_t)k * FG_MAX_NODE_GPUS + (size_t)i]);
             total += u[i];
         }
     }
@@ -234,7 +235,7 @@ void fg_histest_estimate(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_j
     const int64_t by = now + h->wait_s;
     int64_t room[3] = {0, 0, 0};
     for (int q = 0; q < 3 && h->preempts; q++)
-        room[q] = room_fill(h, q);
+        room[q] = room_fill(h, q, by);
     if (h->pj_cap < len) {
         size_t cap = h->pj_cap;
         h->pj = fg_xgrow(h->pj, &cap, len, sizeof *h->pj);
