@@ -10,6 +10,8 @@
  *     what it kept from its checkpoints, plus this attempt);
  *   - the pending jobs, in the core's plan order (fg_sched_plan_order) up to the last
  *     arrival, run for their predicted run times (a requeued job: given what it kept);
+ *     without backfill (fifo, or backfill off) each starts no earlier than the one
+ *     before it;
  *   - the preemption rule (fair, wfq, round-robin, las with preemption on): a job that
  *     waits may stop long runners once it has waited preempt_wait_s (W). So a job the
  *     projection starts after now + W starts at now + W instead if there is room then:
@@ -62,6 +64,7 @@ void fg_histest_init(fg_histest_t *h, const fg_sched_t *s, size_t njobs)
     const fg_config_t *c = fg_sched_config(s);
     h->preempts = c->preemption && (c->policy == FG_POLICY_FAIR || c->policy == FG_POLICY_WFQ ||
                                     c->policy == FG_POLICY_RR || c->policy == FG_POLICY_LAS);
+    h->in_order = !c->backfill || c->policy == FG_POLICY_FIFO;
     h->wait_s = c->preempt_wait_s;
     h->quantum_s = c->quantum_s;
     h->min_run_s = c->min_run_s;
@@ -192,6 +195,31 @@ static int32_t room_take(fg_histest_t *h, int q, int32_t g)
     return took;
 }
 
+/* Projects h->pj[0..len) on quantile q's nodes into h->start. Without backfill (fifo,
+ * or backfill off) a job starts no earlier than the one before it: one job at a time,
+ * each not before the last start (the gaps a job leaves are then of no use to later
+ * ones, so nothing is lost between the calls). */
+static void project(fg_histest_t *h, int q, size_t len, int64_t now)
+{
+    fg_proj_node_t *nodes = &h->nodes[(size_t)q * (size_t)h->nnodes];
+    if (!h->in_order) {
+        fg_proj_run(nodes, h->nnodes, h->pj, (int32_t)len, now, h->start);
+        return;
+    }
+    int64_t last = now;
+    for (size_t i = 0; i < len; i++) {
+        if (h->pj[i].not_before < last)
+            h->pj[i].not_before = last;
+        fg_proj_run(nodes, h->nnodes, &h->pj[i], 1, now, &h->start[i]);
+        if (h->start[i] == FG_TIME_NEVER) { /* blocks every job behind it */
+            for (size_t k = i + 1; k < len; k++)
+                h->start[k] = FG_TIME_NEVER;
+            return;
+        }
+        last = h->start[i];
+    }
+}
+
 /* The plan order up to the last of ids[0..n): its length, or 0 if some is not in it. */
 static size_t order_prefix(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_job_id_t *ids,
                            size_t n)
@@ -258,8 +286,7 @@ void fg_histest_estimate(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_j
             h->pj[i] =
                 (fg_proj_job_t){.gpus = gpus[i], .type = -1, .run_s = run, .not_before = nb[i]};
         }
-        fg_proj_run(&h->nodes[(size_t)q * (size_t)h->nnodes], h->nnodes, h->pj, (int32_t)len, now,
-                    h->start);
+        project(h, q, len, now);
         for (size_t i = 0; i < len && room[q] > 0; i++) {
             if (h->start[i] == FG_TIME_NEVER || h->start[i] <= by)
                 continue;

@@ -38,6 +38,7 @@ typedef struct fg_histest {
     bool *usable;        /* per quantile, node GPU: room for preemption (histest.c) */
     int32_t *room_nodes; /* scratch: nodes found for one job */
     bool preempts;       /* the policy lets a waiting job preempt long runners */
+    bool in_order;       /* no backfill: jobs start in plan order */
     int64_t wait_s, quantum_s, min_run_s; /* the core's preemption tunables */
     fg_job_id_t *order;                   /* plan order */
     size_t order_cap;
