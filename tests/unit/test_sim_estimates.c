@@ -266,6 +266,40 @@ static void test_history_estimate_knows_preemption(void **state)
     fg_trace_free(&t);
 }
 
+/* Without backfill (fifo) the projection keeps the plan order: c1 (1 GPU) cannot start
+ * in the 4 idle GPUs before b1 (8 GPUs), which waits for a1. No job has ended, so the
+ * run times are the limits (2 x duration): b1 is estimated at 2000, c1 after it at 2200;
+ * they start at 1000 and 1100. */
+static void test_history_estimate_without_backfill(void **state)
+{
+    (void)state;
+    static const char csv[] = "job_id,user,submit_time_s,num_gpus,duration_s\n"
+                              "a1,A,0,4,1000\n"
+                              "b1,B,10,8,100\n"
+                              "c1,C,20,1,50\n";
+    fg_trace_t t;
+    char err[256];
+    if (fg_trace_parse("fifo.csv", csv, strlen(csv), NULL, &t, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    fg_sim_opts_t o;
+    fg_sim_nodes_t g;
+    opts_for(&o, &g);
+    g.count = 1;
+    o.time_limit_factor = 2;
+    o.estimates_history = true;
+    o.cfg.policy = FG_POLICY_FIFO;
+    fg_sim_result_t r;
+    fg_jobrec_t *recs;
+    run_sim(&t, &o, &r, &recs);
+    assert_int_equal(recs[1].start, 1000);
+    assert_int_equal(recs[2].start, 1100);
+    assert_int_equal(r.estacc.waited, 2);
+    assert_int_equal(r.estacc.by_size[2].history.p50, 2000 - 1000); /* b1 */
+    assert_int_equal(r.estacc.by_size[0].history.p50, 2200 - 1100); /* c1, not 20 */
+    fg_sim_recs_free(recs, &t);
+    fg_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -274,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_history_beats_limit_on_stable_fractions),
         cmocka_unit_test(test_history_with_rounded_limits),
         cmocka_unit_test(test_history_estimate_knows_preemption),
+        cmocka_unit_test(test_history_estimate_without_backfill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
