@@ -9,6 +9,7 @@
 #include "fairgpu/core.h"
 #include "fairgpu/estimate.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,8 +18,10 @@ typedef struct fg_histest_job {
     const char *account, *user;
     int32_t gpus;
     int64_t limit_s;
-    int64_t ran_s;      /* run time it keeps: checkpointed progress (+ the running attempt) */
-    int64_t not_before; /* pending: not before this */
+    int64_t ran_s;        /* run time it keeps: checkpointed progress (+ the running attempt) */
+    int64_t not_before;   /* pending: not before this */
+    int64_t attempt_s;    /* running: this attempt's run time so far */
+    int64_t checkpoint_s; /* its checkpoint interval (0: none) */
 } fg_histest_job_t;
 
 /* Fills *out for live job `id` at `now`. */
@@ -26,11 +29,18 @@ typedef void (*fg_histest_job_fn)(void *ctx, fg_job_id_t id, int64_t now, fg_his
 
 typedef struct fg_histest {
     fg_rt_model_t *model;
-    size_t njobs;       /* job ids are 1..njobs */
-    uint32_t call;      /* the current estimate call, for stamp[] */
-    uint32_t *stamp;    /* per job id: the call that predicted end[] */
-    int64_t (*end)[3];  /* per job id: predicted end of a running job (p10, p50, p90) */
-    fg_job_id_t *order; /* plan order */
+    size_t njobs;        /* job ids are 1..njobs */
+    uint32_t call;       /* the current estimate call, for stamp[] */
+    uint32_t *stamp;     /* per job id: the call that predicted end[] */
+    int64_t (*end)[3];   /* per job id: predicted end of a running job (p10, p50, p90) */
+    bool *longrun;       /* per job id: a running job is a long runner by now + wait */
+    bool *victim;        /* per node GPU (node x FG_MAX_NODE_GPUS): its job is a long runner */
+    bool *usable;        /* per quantile, node GPU: room for preemption (histest.c) */
+    int32_t *room_nodes; /* scratch: nodes found for one job */
+    bool preempts;       /* the policy lets a waiting job preempt long runners */
+    bool in_order;       /* no backfill: jobs start in plan order */
+    int64_t wait_s, quantum_s, min_run_s; /* the core's preemption tunables */
+    fg_job_id_t *order;                   /* plan order */
     size_t order_cap;
     fg_proj_node_t *nodes; /* per quantile: nnodes nodes */
     int32_t nnodes;

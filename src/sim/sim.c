@@ -514,17 +514,20 @@ static void history_job(void *ctx, fg_job_id_t id, int64_t now, fg_histest_job_t
     assert(id >= 1 && i < p->n);
     const jstate_t *j = &p->js[i];
     const char *name = p->t->tenants[p->recs[i].tenant];
-    int64_t ran = j->progress;
+    int64_t ran = j->progress, attempt = 0;
     if (j->state == J_RUNNING) {
         const int64_t productive = now - j->run_start - attempt_overhead(p, i);
         ran += productive > 0 ? productive : 0;
+        attempt = now - j->run_start;
     }
     *out = (fg_histest_job_t){.account = name,
                               .user = name,
                               .gpus = p->recs[i].gpus,
                               .limit_s = p->limit[i],
                               .ran_s = ran,
-                              .not_before = 0};
+                              .not_before = 0,
+                              .attempt_s = attempt,
+                              .checkpoint_s = p->o->checkpoint_interval_s};
 }
 
 /* The history estimates of the arrivals of [from, to) that wait, and the core's. */

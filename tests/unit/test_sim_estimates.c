@@ -225,6 +225,81 @@ static void test_history_with_rounded_limits(void **state)
     free(csv);
 }
 
+/* The preemption rule: a 10-hour job of A holds the only node; B's 1-GPU job arrives
+ * after 55 min, while A's job is not yet a long runner (quantum 1 h), so it waits. The
+ * core's estimate is the end of A's limit (20 h); under fair, B preempts A within
+ * preempt_wait_s (A is a long runner by then), which the history estimate says (no
+ * history at all here: without the rule it would say 20 h too). */
+static void test_history_estimate_knows_preemption(void **state)
+{
+    (void)state;
+    static const char csv[] = "job_id,user,submit_time_s,num_gpus,duration_s\n"
+                              "a1,A,0,8,36000\n"
+                              "b1,B,3300,1,100\n";
+    fg_trace_t t;
+    char err[256];
+    if (fg_trace_parse("preempt.csv", csv, strlen(csv), NULL, &t, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    fg_sim_opts_t o;
+    fg_sim_nodes_t g;
+    opts_for(&o, &g);
+    g.count = 1;
+    o.time_limit_factor = 2;
+    o.estimates_history = true;
+    fg_sim_result_t r;
+    fg_jobrec_t *recs;
+    run_sim(&t, &o, &r, &recs);
+    const fg_estacc_t *a = &r.estacc;
+    assert_int_equal(a->waited, 1);
+    assert_int_equal(a->all.jobs, 1);
+    assert_true(recs[1].start > 3300 && recs[1].start <= 3300 + o.cfg.preempt_wait_s);
+    assert_true(a->all.history.p50 <= o.cfg.preempt_wait_s); /* estimate 3900 */
+    assert_true(a->all.limit.p50 > 60000);                   /* estimate 72000 */
+    /* without preemption B waits for A's end, and the estimate says the end of A's limit
+     * (no history: the first job of the trace) */
+    o.cfg.preemption = false;
+    fg_sim_recs_free(recs, &t);
+    run_sim(&t, &o, &r, &recs);
+    assert_int_equal(recs[1].start, 36000);
+    assert_int_equal(r.estacc.all.history.p50, 72000 - 36000);
+    fg_sim_recs_free(recs, &t);
+    fg_trace_free(&t);
+}
+
+/* Without backfill (fifo) the projection keeps the plan order: c1 (1 GPU) cannot start
+ * in the 4 idle GPUs before b1 (8 GPUs), which waits for a1. No job has ended, so the
+ * run times are the limits (2 x duration): b1 is estimated at 2000, c1 after it at 2200;
+ * they start at 1000 and 1100. */
+static void test_history_estimate_without_backfill(void **state)
+{
+    (void)state;
+    static const char csv[] = "job_id,user,submit_time_s,num_gpus,duration_s\n"
+                              "a1,A,0,4,1000\n"
+                              "b1,B,10,8,100\n"
+                              "c1,C,20,1,50\n";
+    fg_trace_t t;
+    char err[256];
+    if (fg_trace_parse("fifo.csv", csv, strlen(csv), NULL, &t, err, sizeof err) != 0)
+        fail_msg("parse: %s", err);
+    fg_sim_opts_t o;
+    fg_sim_nodes_t g;
+    opts_for(&o, &g);
+    g.count = 1;
+    o.time_limit_factor = 2;
+    o.estimates_history = true;
+    o.cfg.policy = FG_POLICY_FIFO;
+    fg_sim_result_t r;
+    fg_jobrec_t *recs;
+    run_sim(&t, &o, &r, &recs);
+    assert_int_equal(recs[1].start, 1000);
+    assert_int_equal(recs[2].start, 1100);
+    assert_int_equal(r.estacc.waited, 2);
+    assert_int_equal(r.estacc.by_size[2].history.p50, 2000 - 1000); /* b1 */
+    assert_int_equal(r.estacc.by_size[0].history.p50, 2200 - 1100); /* c1, not 20 */
+    fg_sim_recs_free(recs, &t);
+    fg_trace_free(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +307,8 @@ int main(void)
         cmocka_unit_test(test_rounded_limits),
         cmocka_unit_test(test_history_beats_limit_on_stable_fractions),
         cmocka_unit_test(test_history_with_rounded_limits),
+        cmocka_unit_test(test_history_estimate_knows_preemption),
+        cmocka_unit_test(test_history_estimate_without_backfill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
