@@ -62,12 +62,12 @@ typedef struct queue {
     bool preempts, in_order;
     fg_time_t wait_s, quantum_s, min_run_s;
     int32_t nnodes;
-    fg_proj_node_t *nodes; /* per quantile: nnodes nodes */
-    bool *victim;          /* per node GPU (node x FG_MAX_NODE_GPUS): a long runner's */
-    bool *room;            /* per quantile, node GPU: room for preemption */
-    int32_t *room_nodes;   /* scratch: the nodes found for one job */
-    run_slot_t *runs;      /* open addressing by id; size a power of two */
-    size_t runs_mask;
+    fg_proj_node_t *nodes;   /* per quantile: nnodes nodes */
+    bool *victim;            /* per node GPU (node x FG_MAX_NODE_GPUS): a long runner's */
+    bool *room;              /* per quantile, node GPU: room for preemption */
+    int32_t *room_nodes;     /* scratch: the nodes found for one job */
+    run_slot_t *runs;        /* open addressing by id; size a power of two */
+    size_t runs_mask, nruns; /* (grown when half full) */
     const char *types[TYPES_MAX];
     int32_t ntypes;
 } queue_t;
@@ -99,23 +99,43 @@ static int32_t job_type(const queue_t *q, const char *t)
     return TYPES_MAX;
 }
 
-/* The slot of running job id: its own, or the empty one where it goes. */
-static run_slot_t *run_slot(queue_t *q, fg_job_id_t id)
+/* The slot of running job id in runs[mask + 1]: its own, or the empty one where it
+ * goes. */
+static run_slot_t *run_slot(run_slot_t *runs, size_t mask, fg_job_id_t id)
 {
     assert(id != 0);
-    size_t i = (size_t)(id * 0x9E3779B97F4A7C15ull >> 17) & q->runs_mask;
-    while (q->runs[i].id && q->runs[i].id != id)
-        i = (i + 1) & q->runs_mask;
-    return &q->runs[i];
+    size_t i = (size_t)(id * 0x9E3779B97F4A7C15ull >> 17) & mask;
+    while (runs[i].id && runs[i].id != id)
+        i = (i + 1) & mask;
+    return &runs[i];
+}
+
+/* Doubles the running jobs' table (a call sees few running jobs on most clusters: it
+ * starts small). */
+static void runs_grow(queue_t *q)
+{
+    const size_t cap = 2 * (q->runs_mask + 1);
+    run_slot_t *t = fg_xcalloc(cap, sizeof *t);
+    for (size_t i = 0; i <= q->runs_mask; i++)
+        if (q->runs[i].id)
+            *run_slot(t, cap - 1, q->runs[i].id) = q->runs[i];
+    free(q->runs);
+    q->runs = t;
+    q->runs_mask = cap - 1;
 }
 
 /* The predicted ends (p10, p50, p90) of running job id, asked of the caller once per
- * call. */
+ * call (the slot returned is valid until the next call). */
 static const run_slot_t *running(queue_t *q, fg_job_id_t id)
 {
-    run_slot_t *r = run_slot(q, id);
+    run_slot_t *r = run_slot(q->runs, q->runs_mask, id);
     if (r->id)
         return r;
+    if (2 * (q->nruns + 1) > q->runs_mask + 1) {
+        runs_grow(q);
+        r = run_slot(q->runs, q->runs_mask, id);
+    }
+    q->nruns++;
     fg_est_job_t j;
     memset(&j, 0, sizeof j);
     q->fn(q->ctx, id, q->now, &j);
@@ -288,11 +308,8 @@ static void queue_init(queue_t *q, const fg_sched_t *s, const fg_rt_model_t *m, 
     q->victim = fg_xcalloc(gpus + 1, sizeof *q->victim);
     q->room = fg_xcalloc(3 * gpus + 1, sizeof *q->room);
     q->room_nodes = fg_xcalloc((size_t)q->nnodes + 1, sizeof *q->room_nodes);
-    size_t cap = 16; /* at most one running job per GPU: at least half the slots empty */
-    while (cap < 2 * gpus)
-        cap *= 2;
-    q->runs = fg_xcalloc(cap, sizeof *q->runs);
-    q->runs_mask = cap - 1;
+    q->runs = fg_xcalloc(64, sizeof *q->runs);
+    q->runs_mask = 63;
 }
 
 static void queue_free(queue_t *q)

@@ -13,6 +13,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -321,6 +322,67 @@ static void test_no_history(void **state)
     world_free(&w);
 }
 
+/* Many running jobs, ids far apart: 24 nodes of 8 GPUs each run eight 1-GPU jobs and
+ * one 16-GPU job spans the last two nodes. Each running job is asked for once; the
+ * pending 8-GPU job starts when the first node empties: the 1-GPU jobs' ends. */
+static void ask_count_fn(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out)
+{
+    int *calls = ctx;
+    const bool pending = id == 7;
+    const bool big = id == 0xB16B16B16ull;
+    calls[pending ? 0 : big ? 1 : 2]++;
+    out->account = "a";
+    out->user = "u";
+    out->gpus = pending ? 8 : big ? 16 : 1;
+    out->limit_s = big ? 99999 : 1000;
+    out->ran_s = out->served_s = out->attempt_s = pending ? 0 : now;
+}
+
+static void test_many_running_jobs(void **state)
+{
+    (void)state;
+    fg_config_t cfg;
+    fg_config_default(&cfg);
+    fg_sched_t *s = fg_sched_new(&cfg);
+    assert_true(fg_sched_account_set(s, "a", 1.0, -1) >= 0);
+    assert_true(fg_sched_member_set(s, "a", "u", 1.0) >= 0);
+    for (int n = 0; n < 24; n++) {
+        char name[16];
+        snprintf(name, sizeof name, "n%d", n);
+        assert_int_equal(fg_sched_node_add(s, name, 8, "a100", FG_NODE_UP), n);
+    }
+    fg_job_spec_t j = {.account = "a", .user = "u", .time_limit_s = 1000, .prio = FG_PRIO_NORMAL};
+    j.gpus = 16;
+    j.time_limit_s = 99999;
+    j.id = 0xB16B16B16ull;
+    assert_int_equal(fg_sched_submit(s, &j, 0), FG_OK);
+    j.gpus = 1;
+    j.time_limit_s = 1000;
+    for (int i = 0; i < 22 * 8; i++) {
+        j.id = ((fg_job_id_t)(i + 1) << 40) + 12345;
+        assert_int_equal(fg_sched_submit(s, &j, 0), FG_OK);
+    }
+    fg_decisions_t d;
+    fg_decisions_init(&d);
+    assert_int_equal(fg_sched_pass(s, 0, &d), FG_OK);
+    assert_int_equal(d.nstarts, 22 * 8 + 1);
+    fg_decisions_free(&d);
+    j.id = 7;
+    j.gpus = 8;
+    assert_int_equal(fg_sched_submit(s, &j, 100), FG_OK);
+    fg_rt_model_t *m = fg_rt_new(); /* no history: each runs its whole limit */
+    int calls[3] = {0, 0, 0};
+    fg_job_id_t id = 7;
+    fg_est_start_t out;
+    fg_est_queue(s, m, 100, &id, 1, ask_count_fn, calls, &out);
+    assert_int_equal(calls[0], 1);
+    assert_int_equal(calls[1], 1);
+    assert_int_equal(calls[2], 22 * 8);
+    assert_int_equal(out.p50, 1000);
+    fg_rt_free(m);
+    fg_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +394,7 @@ int main(void)
         cmocka_unit_test(test_never_fits),
         cmocka_unit_test(test_gpu_type),
         cmocka_unit_test(test_no_history),
+        cmocka_unit_test(test_many_running_jobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
