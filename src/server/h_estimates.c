@@ -249,8 +249,8 @@ static void put_summary(srv_buf_t *b, const char *labels, srv_est_window_t *w, i
                        "fairgpu_estimate_abs_error_seconds_sum{%s} %lld\n"
                        "fairgpu_estimate_abs_error_seconds_count{%s} %lld\n",
                        labels, (long long)rank_of(w->err[k], (size_t)m, 50), labels,
-                       (long long)rank_of(w->err[k], (size_t)m, 90), labels,
-                       (long long)w->sum[k], labels, (long long)w->count[k]);
+                       (long long)rank_of(w->err[k], (size_t)m, 90), labels, (long long)w->sum[k],
+                       labels, (long long)w->count[k]);
     srv_buf_put(b, line, len > 0 && (size_t)len < sizeof line ? (size_t)len : 0);
 }
 
