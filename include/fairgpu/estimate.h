@@ -125,6 +125,12 @@ typedef struct fg_est_start {
     fg_rt_source_t source;
 } fg_est_start_t;
 
+/* Memory fg_est_queue keeps from call to call (a caller that estimates often keeps
+ * one, used by one thread at a time; NULL: a call allocates its own). */
+typedef struct fg_est_scratch fg_est_scratch_t;
+fg_est_scratch_t *fg_est_scratch_new(void);
+void fg_est_scratch_free(fg_est_scratch_t *w); /* NULL: nothing */
+
 /* The start estimates at now of the pending jobs ids[0..n), a prefix of the plan order
  * in its order, into out[0..n) (src/estimate/queue.c). Running jobs end at their
  * predicted ends (model m, given fn's ran_s); the pending ones run their predicted
@@ -132,7 +138,7 @@ typedef struct fg_est_start {
  * than the one before); under fair, wfq, rr and las with preemption, a job projected
  * after now + preempt_wait_s starts then if long runners and free GPUs leave it room.
  * Calls fn once per running job and once per ids[i]; changes nothing in the core or m. */
-void fg_est_queue(const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
+void fg_est_queue(fg_est_scratch_t *w, const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
                   const fg_job_id_t *ids, size_t n, fg_est_job_fn fn, void *ctx,
                   fg_est_start_t *out);
 

@@ -34,7 +34,10 @@
  * job ahead of it in plan order takes that room first.
  *
  * Cost: O(nodes x GPUs) to read the nodes, one prediction per running job and per
- * pending job, then three projections of the n jobs (O(n x nodes), project.c).
+ * pending job, then three projections of the n jobs (O(n x nodes), project.c) and, with
+ * the preemption rule, O(nodes) per job to find room. The arrays of a call live in a
+ * scratch the caller keeps (fg_est_scratch_t): a call in a loop allocates nothing of
+ * its own once they have grown (fg_proj_run still allocates its own).
  */
 #include "fairgpu/estimate.h"
 
@@ -46,11 +49,11 @@
 
 #define TYPES_MAX 64 /* distinct GPU types told apart (others: one more type) */
 
-/* A running job seen in this call: its predicted ends and whether it is a victim. */
+/* A running job seen in this call: the first GPU it was seen on (node x
+ * FG_MAX_NODE_GPUS + GPU), which holds its predicted ends and whether it is a victim. */
 typedef struct run_slot {
     fg_job_id_t id; /* 0: empty */
-    fg_time_t end[3];
-    bool longrun;
+    int32_t at;
 } run_slot_t;
 
 typedef struct queue {
@@ -62,15 +65,55 @@ typedef struct queue {
     bool preempts, in_order;
     fg_time_t wait_s, quantum_s, min_run_s;
     int32_t nnodes;
-    fg_proj_node_t *nodes;   /* per quantile: nnodes nodes */
-    bool *victim;            /* per node GPU (node x FG_MAX_NODE_GPUS): a long runner's */
-    bool *room;              /* per quantile, node GPU: room for preemption */
-    int32_t *room_nodes;     /* scratch: the nodes found for one job */
-    run_slot_t *runs;        /* open addressing by id; size a power of two */
-    size_t runs_mask, nruns; /* (grown when half full) */
+    fg_proj_node_t *nodes[3]; /* per quantile: nnodes nodes */
+    bool *victim;             /* per node GPU (node x FG_MAX_NODE_GPUS): a long runner's */
+    int32_t *room;            /* per quantile, node: GPUs of room for preemption */
+    int32_t *room_nodes;      /* scratch: the nodes found for one job */
+    run_slot_t *runs;         /* open addressing by id; size a power of two */
+    size_t runs_mask, nruns;  /* (at least twice the busy GPUs: half empty at most) */
     const char *types[TYPES_MAX];
     int32_t ntypes;
 } queue_t;
+
+/* What a call needs beyond its inputs, kept from call to call (fairgpu/estimate.h):
+ * each array grows to the largest call's need and stays. */
+struct fg_est_scratch {
+    fg_proj_node_t *nodes[3];
+    size_t nodes_cap[3];
+    bool *victim;
+    int32_t *room;
+    size_t victim_cap, room_cap;
+    int32_t *room_nodes;
+    size_t room_nodes_cap;
+    run_slot_t *runs;
+    size_t runs_cap;
+    fg_rt_pred_t *pred;
+    fg_proj_job_t *pj, *base;
+    fg_time_t *start;
+    size_t pred_cap, pj_cap, base_cap, start_cap;
+};
+
+fg_est_scratch_t *fg_est_scratch_new(void)
+{
+    return fg_xcalloc(1, sizeof(fg_est_scratch_t));
+}
+
+void fg_est_scratch_free(fg_est_scratch_t *w)
+{
+    if (!w)
+        return;
+    for (int k = 0; k < 3; k++)
+        free(w->nodes[k]);
+    free(w->victim);
+    free(w->room);
+    free(w->room_nodes);
+    free(w->runs);
+    free(w->pred);
+    free(w->pj);
+    free(w->base);
+    free(w->start);
+    free(w);
+}
 
 /* The small integer of node GPU type t (added when new and room is left; beyond
  * TYPES_MAX distinct ones: TYPES_MAX). */
@@ -110,51 +153,39 @@ static run_slot_t *run_slot(run_slot_t *runs, size_t mask, fg_job_id_t id)
     return &runs[i];
 }
 
-/* Doubles the running jobs' table (a call sees few running jobs on most clusters: it
- * starts small). */
-static void runs_grow(queue_t *q)
+static fg_proj_node_t *nodes_of(const queue_t *q, int k)
 {
-    const size_t cap = 2 * (q->runs_mask + 1);
-    run_slot_t *t = fg_xcalloc(cap, sizeof *t);
-    for (size_t i = 0; i <= q->runs_mask; i++)
-        if (q->runs[i].id)
-            *run_slot(t, cap - 1, q->runs[i].id) = q->runs[i];
-    free(q->runs);
-    q->runs = t;
-    q->runs_mask = cap - 1;
+    return q->nodes[k];
 }
 
-/* The predicted ends (p10, p50, p90) of running job id, asked of the caller once per
- * call (the slot returned is valid until the next call). */
-static const run_slot_t *running(queue_t *q, fg_job_id_t id)
+/* Sets GPU g of node n, held by running job id: free at the job's predicted ends (p10,
+ * p50, p90 in quantiles 0, 1, 2), and a victim if the job will be a long runner by
+ * now + wait_s. The caller is asked once per job: its other GPUs copy the first. */
+static void gpu_held(queue_t *q, int32_t n, int32_t g, fg_job_id_t id)
 {
+    const int32_t at = n * FG_MAX_NODE_GPUS + g;
     run_slot_t *r = run_slot(q->runs, q->runs_mask, id);
-    if (r->id)
-        return r;
-    if (2 * (q->nruns + 1) > q->runs_mask + 1) {
-        runs_grow(q);
-        r = run_slot(q->runs, q->runs_mask, id);
+    if (r->id) {
+        for (int k = 0; k < 3; k++)
+            nodes_of(q, k)[n].free_at[g] =
+                nodes_of(q, k)[r->at / FG_MAX_NODE_GPUS].free_at[r->at % FG_MAX_NODE_GPUS];
+        q->victim[at] = q->victim[r->at];
+        return;
     }
-    q->nruns++;
+    assert(2 * ++q->nruns <= q->runs_mask + 1);
+    *r = (run_slot_t){.id = id, .at = at};
     fg_est_job_t j;
     memset(&j, 0, sizeof j);
     q->fn(q->ctx, id, q->now, &j);
     fg_rt_pred_t p;
     fg_rt_predict(q->m, j.account, j.user, j.limit_s, j.ran_s, &p);
-    r->id = id;
-    r->end[0] = q->now + p.p10;
-    r->end[1] = q->now + p.p50;
-    r->end[2] = q->now + p.p90;
+    nodes_of(q, 0)[n].free_at[g] = q->now + p.p10;
+    nodes_of(q, 1)[n].free_at[g] = q->now + p.p50;
+    nodes_of(q, 2)[n].free_at[g] = q->now + p.p90;
     /* a victim by then: quantum_s of run in all, min_run_s and a checkpoint interval
      * in this attempt (docs/scheduler.md, "Preemption") */
     const fg_time_t need = j.checkpoint_s > q->min_run_s ? j.checkpoint_s : q->min_run_s;
-    r->longrun = j.served_s + q->wait_s >= q->quantum_s && j.attempt_s + q->wait_s >= need;
-    return r;
-}
-
-static fg_proj_node_t *nodes_of(const queue_t *q, int k)
-{
-    return &q->nodes[(size_t)k * (size_t)q->nnodes];
+    q->victim[at] = j.served_s + q->wait_s >= q->quantum_s && j.attempt_s + q->wait_s >= need;
 }
 
 /* The nodes of quantile k = 0, 1, 2 at now, and the GPUs held by long runners. */
@@ -172,67 +203,67 @@ static void nodes_fill(queue_t *q)
             p->type = type;
             p->up = ni.state == FG_NODE_UP;
         }
-        for (int32_t g = 0; g < ni.gpus; g++) {
-            const run_slot_t *r = ni.gpu_job[g] ? running(q, ni.gpu_job[g]) : NULL;
-            q->victim[(size_t)n * FG_MAX_NODE_GPUS + (size_t)g] = r && r->longrun;
-            for (int k = 0; k < 3; k++)
-                nodes_of(q, k)[n].free_at[g] = r ? r->end[k] : q->now;
-        }
+        for (int32_t g = 0; g < ni.gpus; g++)
+            if (ni.gpu_job[g])
+                gpu_held(q, n, g, ni.gpu_job[g]);
+            else
+                for (int k = 0; k < 3; k++)
+                    nodes_of(q, k)[n].free_at[g] = q->now; /* (victim: calloc's false) */
     }
 }
 
-static bool *room_of(const queue_t *q, int k)
+static int32_t *room_of(const queue_t *q, int k)
 {
-    return q->room + (size_t)k * (size_t)q->nnodes * FG_MAX_NODE_GPUS;
+    return q->room + (size_t)k * (size_t)q->nnodes;
 }
 
-/* Marks in room_of(k) the GPUs a job could take at t by preemption under quantile k's
- * ends of the running jobs, as the core's victim search counts them: free by t, or held
- * by a job that will be a long runner then (GPUs free by t that the projection gives
- * to earlier jobs are counted too: an approximation). Returns how many. */
+/* Counts per node in room_of(k) the GPUs a job could take at t by preemption under
+ * quantile k's ends of the running jobs, as the core's victim search counts them: free
+ * by t, or held by a job that will be a long runner then (GPUs free by t that the
+ * projection gives to earlier jobs are counted too: an approximation). Returns the
+ * total. */
 static int64_t room_fill(queue_t *q, int k, fg_time_t t)
 {
     int64_t total = 0;
     for (int32_t n = 0; n < q->nnodes; n++) {
         const fg_proj_node_t *p = &nodes_of(q, k)[n];
-        bool *u = room_of(q, k) + (size_t)n * FG_MAX_NODE_GPUS;
-        for (int32_t i = 0; i < p->gpus; i++) {
-            u[i] = p->up &&
-                   (p->free_at[i] <= t || q->victim[(size_t)n * FG_MAX_NODE_GPUS + (size_t)i]);
-            total += u[i];
-        }
+        int32_t c = 0;
+        for (int32_t i = 0; i < p->gpus; i++)
+            c += p->up &&
+                 (p->free_at[i] <= t || q->victim[(size_t)n * FG_MAX_NODE_GPUS + (size_t)i]);
+        room_of(q, k)[n] = c;
+        total += c;
     }
     return total;
 }
 
-/* Takes room for a job of g GPUs from room_of(k): g GPUs of one node (g <= 8), or m
- * whole nodes of at least 8 GPUs (8m). Returns how many GPUs it took (0: no room). */
+/* Takes room for a job of g GPUs from room_of(k): g GPUs of the first node with that
+ * many (g <= 8), or the first m nodes of at least 8 GPUs whose every GPU is room (8m).
+ * Returns how many GPUs it took (0: no room). */
 static int32_t room_take(queue_t *q, int k, int32_t g)
 {
-    bool *room = room_of(q, k);
-    const int32_t m = g <= FG_WHOLE_NODE_GPUS ? 1 : g / FG_WHOLE_NODE_GPUS;
+    int32_t *room = room_of(q, k);
+    if (g <= FG_WHOLE_NODE_GPUS) {
+        for (int32_t n = 0; n < q->nnodes; n++)
+            if (room[n] >= g) {
+                room[n] -= g;
+                return g;
+            }
+        return 0;
+    }
+    const int32_t m = g / FG_WHOLE_NODE_GPUS;
     int32_t found = 0, took = 0;
     int32_t *at = q->room_nodes;
     for (int32_t n = 0; n < q->nnodes && found < m; n++) {
-        const bool *u = room + (size_t)n * FG_MAX_NODE_GPUS;
-        const int32_t gpus = q->nodes[n].gpus; /* the same in every quantile */
-        int32_t c = 0;
-        for (int32_t i = 0; i < gpus; i++)
-            c += u[i];
-        if (g <= FG_WHOLE_NODE_GPUS ? c >= g : gpus >= FG_WHOLE_NODE_GPUS && c == gpus)
+        const int32_t gpus = q->nodes[0][n].gpus; /* the same in every quantile */
+        if (gpus >= FG_WHOLE_NODE_GPUS && room[n] == gpus)
             at[found++] = n;
     }
     if (found < m)
         return 0;
     for (int32_t x = 0; x < m; x++) {
-        bool *u = room + (size_t)at[x] * FG_MAX_NODE_GPUS;
-        const int32_t gpus = q->nodes[at[x]].gpus;
-        for (int32_t i = 0, left = g <= FG_WHOLE_NODE_GPUS ? g : gpus; i < gpus && left > 0; i++)
-            if (u[i]) {
-                u[i] = false;
-                left--;
-                took++;
-            }
+        took += room[at[x]];
+        room[at[x]] = 0;
     }
     return took;
 }
@@ -286,8 +317,22 @@ static void swap_if(fg_time_t *a, fg_time_t *b)
     }
 }
 
-static void queue_init(queue_t *q, const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
-                       fg_est_job_fn fn, void *ctx)
+/* The running jobs on the nodes: at most one per busy GPU. */
+static size_t busy_gpus(const fg_sched_t *s, int32_t nnodes)
+{
+    size_t busy = 0;
+    for (int32_t n = 0; n < nnodes; n++) {
+        fg_node_info_t ni;
+        if (fg_sched_node_info(s, n, &ni) == FG_OK)
+            for (int32_t g = 0; g < ni.gpus; g++)
+                busy += ni.gpu_job[g] != 0;
+    }
+    return busy;
+}
+
+/* Sets up q for a call, its arrays in w (grown as needed; victim and runs cleared). */
+static void queue_init(queue_t *q, fg_est_scratch_t *w, const fg_sched_t *s, const fg_rt_model_t *m,
+                       fg_time_t now, fg_est_job_fn fn, void *ctx)
 {
     memset(q, 0, sizeof *q);
     q->s = s;
@@ -303,41 +348,45 @@ static void queue_init(queue_t *q, const fg_sched_t *s, const fg_rt_model_t *m, 
     q->quantum_s = c->quantum_s;
     q->min_run_s = c->min_run_s;
     q->nnodes = (int32_t)fg_sched_node_count(s);
-    const size_t gpus = (size_t)q->nnodes * FG_MAX_NODE_GPUS;
-    q->nodes = fg_xcalloc(3 * (size_t)q->nnodes + 1, sizeof *q->nodes);
-    q->victim = fg_xcalloc(gpus + 1, sizeof *q->victim);
-    q->room = fg_xcalloc(3 * gpus + 1, sizeof *q->room);
-    q->room_nodes = fg_xcalloc((size_t)q->nnodes + 1, sizeof *q->room_nodes);
-    q->runs = fg_xcalloc(64, sizeof *q->runs);
-    q->runs_mask = 63;
+    const size_t nn = (size_t)q->nnodes + 1, gpus = nn * FG_MAX_NODE_GPUS;
+    for (int k = 0; k < 3; k++) /* (each written before it is read) */
+        q->nodes[k] = w->nodes[k] =
+            fg_xgrow(w->nodes[k], &w->nodes_cap[k], nn, sizeof(fg_proj_node_t));
+    q->victim = w->victim = fg_xgrow(w->victim, &w->victim_cap, gpus, sizeof(bool));
+    memset(q->victim, 0, gpus * sizeof(bool));
+    if (q->preempts)
+        q->room = w->room = fg_xgrow(w->room, &w->room_cap, 3 * nn, sizeof(int32_t));
+    q->room_nodes = w->room_nodes =
+        fg_xgrow(w->room_nodes, &w->room_nodes_cap, nn, sizeof(int32_t));
+    size_t cap = 16;
+    while (cap < 2 * busy_gpus(s, q->nnodes))
+        cap *= 2;
+    q->runs = w->runs = fg_xgrow(w->runs, &w->runs_cap, cap, sizeof(run_slot_t));
+    memset(q->runs, 0, cap * sizeof(run_slot_t));
+    q->runs_mask = cap - 1;
 }
 
-static void queue_free(queue_t *q)
-{
-    free(q->nodes);
-    free(q->victim);
-    free(q->room);
-    free(q->room_nodes);
-    free(q->runs);
-}
-
-void fg_est_queue(const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
+void fg_est_queue(fg_est_scratch_t *w, const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
                   const fg_job_id_t *ids, size_t n, fg_est_job_fn fn, void *ctx,
                   fg_est_start_t *out)
 {
     assert(s && m && fn && (n == 0 || (ids && out)));
     if (n == 0)
         return;
+    fg_est_scratch_t *own = w ? NULL : fg_est_scratch_new();
+    if (!w)
+        w = own;
     queue_t q;
-    queue_init(&q, s, m, now, fn, ctx);
+    queue_init(&q, w, s, m, now, fn, ctx);
     nodes_fill(&q); /* (the node types first: a job's type is one of theirs if any) */
     const fg_time_t by = now + q.wait_s;
     int64_t room[3] = {0, 0, 0};
     for (int k = 0; k < 3 && q.preempts; k++)
         room[k] = room_fill(&q, k, by);
-    fg_rt_pred_t *pred = fg_xmalloc(n * sizeof *pred);
-    fg_proj_job_t *pj = fg_xmalloc(n * sizeof *pj), *base = fg_xmalloc(n * sizeof *base);
-    fg_time_t *start = fg_xmalloc(n * sizeof *start);
+    fg_rt_pred_t *pred = w->pred = fg_xgrow(w->pred, &w->pred_cap, n, sizeof *pred);
+    fg_proj_job_t *pj = w->pj = fg_xgrow(w->pj, &w->pj_cap, n, sizeof *pj);
+    fg_proj_job_t *base = w->base = fg_xgrow(w->base, &w->base_cap, n, sizeof *base);
+    fg_time_t *start = w->start = fg_xgrow(w->start, &w->start_cap, n, sizeof *start);
     for (size_t i = 0; i < n; i++) {
         fg_est_job_t j;
         memset(&j, 0, sizeof j);
@@ -365,9 +414,5 @@ void fg_est_queue(const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
         out[i].source = pred[i].source;
         assert(out[i].p10 <= out[i].p50 && out[i].p50 <= out[i].p90);
     }
-    free(pred);
-    free(pj);
-    free(base);
-    free(start);
-    queue_free(&q);
+    fg_est_scratch_free(own);
 }

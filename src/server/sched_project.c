@@ -198,7 +198,9 @@ size_t srv__est_project(sctx_t *c, const srv_dry_job_t *extra, srv_proj_t **out)
     fg_est_start_t *st = fg_xmalloc((n ? n : 1) * sizeof *st);
     est_ctx_t x = {.c = c, .extra = extra};
     names_init(&x.nm, c->core);
-    fg_est_queue(c->core, c->rt, c->now, ids, n, est_job, &x, st);
+    if (!c->est_ws)
+        c->est_ws = fg_est_scratch_new(); /* (freed with the model, sched.c) */
+    fg_est_queue(c->est_ws, c->core, c->rt, c->now, ids, n, est_job, &x, st);
     names_free(&x.nm);
     srv_proj_t *res = fg_xcalloc(n ? n : 1, sizeof *res);
     for (size_t i = 0; i < n; i++) {

@@ -33,11 +33,13 @@ void fg_histest_init(fg_histest_t *h)
 {
     memset(h, 0, sizeof *h);
     h->model = fg_rt_new();
+    h->scratch = fg_est_scratch_new();
 }
 
 void fg_histest_free(fg_histest_t *h)
 {
     fg_rt_free(h->model);
+    fg_est_scratch_free(h->scratch);
     free(h->order);
     free(h->start);
     memset(h, 0, sizeof *h);
@@ -82,7 +84,7 @@ void fg_histest_estimate(fg_histest_t *h, fg_sched_t *s, int64_t now, const fg_j
     if (len == 0)
         return;
     h->start = fg_xgrow(h->start, &h->start_cap, len, sizeof *h->start);
-    fg_est_queue(s, h->model, now, h->order, len, fn, ctx, h->start);
+    fg_est_queue(h->scratch, s, h->model, now, h->order, len, fn, ctx, h->start);
     for (size_t i = 0; i < len; i++)
         for (size_t k = 0; k < n; k++)
             if (h->order[i] == ids[k]) {

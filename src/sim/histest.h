@@ -16,7 +16,8 @@
 
 typedef struct fg_histest {
     fg_rt_model_t *model;
-    fg_job_id_t *order; /* plan order */
+    fg_est_scratch_t *scratch; /* fg_est_queue's memory, kept between calls */
+    fg_job_id_t *order;        /* plan order */
     size_t order_cap;
     fg_est_start_t *start; /* the estimates of the prefix of plan order */
     size_t start_cap;
