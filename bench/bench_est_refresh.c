@@ -157,6 +157,7 @@ int main(int argc, char **argv)
             printf("est_refresh_10k_d32 %.2f ms\n", measure(&c, (int)reps, 1));
         fg_decisions_free(&c.d);
         fg_rt_free(c.rt);
+        fg_est_scratch_free(c.est_ws);
         fg_sched_free(c.core);
     }
     return 0;

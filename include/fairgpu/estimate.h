@@ -17,9 +17,12 @@
  * min, with the range 38..62 min; the limit-based estimate said 110 min.
  *
  * The caller (controller, simulator) owns a model, records each job that ends
- * (fg_rt_record), and before answering builds a projection input from the core's state
- * (nodes, running jobs and the plan order, fg_sched_plan_order) and runs fg_proj_run
- * once per quantile (p10, p50, p90): the three starts of a job are its range.
+ * (fg_rt_record), and before answering reads a prefix of the plan order
+ * (fg_sched_plan_order) and calls fg_est_queue: it reads the core's nodes and running
+ * jobs, asks the caller what the core does not know of each job (its account, user,
+ * how long it has run) and projects the prefix once per quantile (p10, p50, p90,
+ * fg_proj_run) with the core's preemption and no-backfill rules: the three starts of a
+ * job are its range. The controller and the simulator make the same estimate.
  */
 #ifndef FAIRGPU_ESTIMATE_H
 #define FAIRGPU_ESTIMATE_H
@@ -94,6 +97,50 @@ typedef struct fg_proj_job {
  * node could ever hold it). nodes[].free_at is updated as the jobs are placed. */
 void fg_proj_run(fg_proj_node_t *nodes, int32_t nnodes, const fg_proj_job_t *jobs, int32_t njobs,
                  fg_time_t now, fg_time_t *start);
+
+/* ------------------------------------------------------------------ the queue */
+
+/* What the queue estimate needs of a live job that the core does not tell (the
+ * simulator's replay records, the controller's jobs). */
+typedef struct fg_est_job {
+    const char *account, *user; /* NULL: unknown */
+    const char *gpu_type;       /* pending: the type it asks for (NULL or "": any) */
+    int32_t gpus;
+    fg_time_t limit_s;      /* its time limit (<= 0: none known: predicted 1 s) */
+    fg_time_t ran_s;        /* the run time its prediction is given (what it keeps) */
+    fg_time_t served_s;     /* running: run time over all its attempts (quantum_s) */
+    fg_time_t attempt_s;    /* running: this attempt's run time so far */
+    fg_time_t checkpoint_s; /* running: its checkpoint interval (0: none) */
+    fg_time_t not_before;   /* pending: not before this (backoff) */
+} fg_est_job_t;
+
+/* Fills *out (zeroed, gpus 1) for live job id at now. Its strings need to live only
+ * until fn is called again. */
+typedef void (*fg_est_job_fn)(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out);
+
+/* A job's projected starts, p10 <= p50 <= p90 (FG_TIME_NEVER: none), and where its run
+ * time prediction came from. */
+typedef struct fg_est_start {
+    fg_time_t p10, p50, p90;
+    fg_rt_source_t source;
+} fg_est_start_t;
+
+/* Memory fg_est_queue keeps from call to call (a caller that estimates often keeps
+ * one, used by one thread at a time; NULL: a call allocates its own). */
+typedef struct fg_est_scratch fg_est_scratch_t;
+fg_est_scratch_t *fg_est_scratch_new(void);
+void fg_est_scratch_free(fg_est_scratch_t *w); /* NULL: nothing */
+
+/* The start estimates at now of the pending jobs ids[0..n), a prefix of the plan order
+ * in its order, into out[0..n) (src/estimate/queue.c). Running jobs end at their
+ * predicted ends (model m, given fn's ran_s); the pending ones run their predicted
+ * runs, in order as GPUs free up with backfill (fifo or backfill off: each no earlier
+ * than the one before); under fair, wfq, rr and las with preemption, a job projected
+ * after now + preempt_wait_s starts then if long runners and free GPUs leave it room.
+ * Calls fn once per running job and once per ids[i]; changes nothing in the core or m. */
+void fg_est_queue(fg_est_scratch_t *w, const fg_sched_t *s, const fg_rt_model_t *m, fg_time_t now,
+                  const fg_job_id_t *ids, size_t n, fg_est_job_fn fn, void *ctx,
+                  fg_est_start_t *out);
 
 #ifdef __cplusplus
 }

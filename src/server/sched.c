@@ -289,6 +289,8 @@ void srv_sched_stop(srv_t *s)
     c->core = NULL;
     fg_rt_free(c->rt);
     c->rt = NULL;
+    fg_est_scratch_free(c->est_ws);
+    c->est_ws = NULL;
     s->core = NULL;
     free(c->parked);
     free(c->dirty);

@@ -91,7 +91,8 @@ typedef struct sctx {
     bool changed;         /* something happened since the last refresh */
     int64_t now;
     fg_rt_model_t *rt; /* run times against limits of the jobs that ended (sched_project.c) */
-    uint64_t dry_runs; /* dry runs so far (their ids in the core, h_dry_run.c) */
+    fg_est_scratch_t *est_ws; /* the projection's memory, kept between refreshes (idem) */
+    uint64_t dry_runs;        /* dry runs so far (their ids in the core, h_dry_run.c) */
 } sctx_t;
 
 /* sched.c: the one scheduler thread's state */

@@ -8,18 +8,20 @@
  * is rebuilt from the newest ended jobs in memory (at most RT_REBUILD_MAX of them), and
  * every job read back counts as seen by a refresh (sched_estimates.c).
  *
- * A projection reads the core: each node's GPUs and the running job on each, whose
- * remaining run is predicted from its user's history given how long it has run; the
- * first estimate_depth pending jobs in plan order (fg_sched_plan_order), each with its
- * predicted run. fg_proj_run then starts them in that order as GPUs free up (with
- * backfill), once with every run at its p10, once at p50 and once at p90: a job's three
- * starts are its estimate (p50) and its range.
+ * A projection is the queue estimate the simulator makes too (fg_est_queue,
+ * src/estimate/queue.c): of the first estimate_depth pending jobs in plan order
+ * (fg_sched_plan_order), with the core's preemption rule (fair, wfq, rr, las: a job may
+ * start at now + preempt_wait_s in room held by long runners) and its no-backfill rule
+ * (fifo or backfill off: in plan order). What the core does not tell, est_job gives
+ * from the controller's jobs: account and user names, a pending job's GPU type, a
+ * running job's checkpoint interval; a running job's prediction is given this attempt's
+ * run. A job's three starts are its estimate (p50) and its range.
  * Example: one GPU, alice's job running 1 s of a 60 s limit, and her last five jobs
  * ran 3 s of 60 s: its remaining run is 2 s (p10 = p50 = p90), so the job behind it is
  * estimated to start in 2 s, source "user"; the core's limit-based estimate says 59 s.
  *
- * Cost: O(nodes x GPUs) to read the nodes, one prediction per running GPU (O(log 50)),
- * then 3 x fg_proj_run over estimate_depth jobs; independent of the queue's length
+ * Cost: O(nodes x GPUs) to read the nodes, one prediction per running job (O(log 50)),
+ * then three projections of estimate_depth jobs; independent of the queue's length
  * beyond what fg_sched_plan_order costs (docs/perf/2026-12-estimates-controller.md).
  *
  * Every function here runs on the scheduler thread.
@@ -29,11 +31,11 @@
 #include "common/xalloc.h"
 
 #include <assert.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RT_REBUILD_MAX 20000 /* ended jobs read back into the model at start-up */
-#define PROJ_TYPES_MAX 64    /* distinct GPU types told apart (others: one more type) */
 
 /* ------------------------------------------------------------------ the model */
 
@@ -88,22 +90,7 @@ void srv__est_model_build(sctx_t *c)
             s->jobs[id - 1]->est_seen = true;
 }
 
-/* ------------------------------------------------------------------ projection input */
-
-/* The small integer of GPU type t among types[] (a node's type is added when new and
- * room is left; a type no node has is PROJ_TYPES_MAX); -1 for any type. */
-static int32_t type_id(const char *t, const char **types, int32_t *ntypes, bool add)
-{
-    if (!t || !*t)
-        return -1;
-    for (int32_t i = 0; i < *ntypes; i++)
-        if (!strcmp(types[i], t))
-            return i;
-    if (!add || *ntypes == PROJ_TYPES_MAX)
-        return PROJ_TYPES_MAX;
-    types[*ntypes] = t;
-    return (*ntypes)++;
-}
+/* ------------------------------------------------------------------ the jobs */
 
 /* The core's account and user names by index, looked up once per projection
  * (fg_sched_*_info are O(accounts), O(members) a call: 4,000 running jobs of 1,000
@@ -146,84 +133,55 @@ static void names_of(names_t *nm, const fg_sched_t *core, const fg_job_info_t *j
     }
 }
 
-/* The predicted remaining run of running job id at p10, p50 and p90 into rem[3]. */
-static void remaining(sctx_t *c, names_t *nm, fg_job_id_t id, fg_time_t rem[3])
+/* What a projection asks of the controller's jobs (fg_est_job_fn). */
+typedef struct est_ctx {
+    sctx_t *c;
+    names_t nm;
+    const srv_dry_job_t *extra;
+    char gpu_type[FG_NAME_MAX + 1]; /* the last pending job's, copied under mu */
+} est_ctx_t;
+
+/* Copies into x->gpu_type the GPU type pending job id asks for, and for a running one
+ * its checkpoint interval into *ckpt (mu taken). */
+static void job_extras(est_ctx_t *x, fg_job_id_t id, bool running, fg_time_t *ckpt)
 {
-    rem[0] = rem[1] = rem[2] = 1;
+    x->gpu_type[0] = '\0';
+    if (!running && x->extra && id == x->extra->id) {
+        if (x->extra->gpu_type)
+            snprintf(x->gpu_type, sizeof x->gpu_type, "%s", x->extra->gpu_type);
+        return;
+    }
+    pthread_mutex_lock(&x->c->s->mu);
+    const srv_job_t *j = srv__job(x->c, id);
+    if (j && running)
+        *ckpt = j->r.checkpoint_interval_s;
+    else if (j && j->r.gpu_type)
+        snprintf(x->gpu_type, sizeof x->gpu_type, "%s", j->r.gpu_type);
+    pthread_mutex_unlock(&x->c->s->mu);
+}
+
+/* The controller's view of live job id for fg_est_queue: a running job's prediction is
+ * given this attempt's run (a requeued job restarts), a pending one's none. */
+static void est_job(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out)
+{
+    est_ctx_t *x = ctx;
     fg_job_info_t ji;
-    if (fg_sched_job_info(c->core, id, &ji) || ji.state != FG_JOB_RUNNING)
-        return;
-    const char *acct, *user;
-    names_of(nm, c->core, &ji, &acct, &user);
-    fg_time_t ran = c->now > ji.start_time ? c->now - ji.start_time : 0;
-    if (ran >= ji.time_limit_s)
-        return;
-    fg_rt_pred_t p;
-    fg_rt_predict(c->rt, acct, user, ji.time_limit_s, ran, &p);
-    rem[0] = p.p10;
-    rem[1] = p.p50;
-    rem[2] = p.p90;
-}
-
-/* The nodes as the projection sees them at p10, p50 and p90 (nodes[q], the returned
- * count each; the caller frees them): when each GPU is free. The nodes' GPU types go
- * into types[] (matched exactly, as the core does). Each running job is predicted once. */
-static int32_t read_nodes(sctx_t *c, names_t *nm, const char **types, int32_t *ntypes,
-                          fg_proj_node_t *nodes[3])
-{
-    size_t n = fg_sched_node_count(c->core);
-    for (int q = 0; q < 3; q++)
-        nodes[q] = fg_xcalloc(n ? n : 1, sizeof *nodes[q]);
-    for (size_t k = 0; k < n; k++) {
-        fg_node_info_t ni;
-        if (fg_sched_node_info(c->core, (int)k, &ni))
-            continue;
-        fg_proj_node_t *p = &nodes[1][k];
-        p->gpus = ni.gpus;
-        p->type = type_id(ni.gpu_type, types, ntypes, true);
-        p->up = ni.state == FG_NODE_UP;
-        nodes[0][k] = nodes[2][k] = *p;
-        fg_time_t rem[3] = {0, 0, 0};
-        for (int32_t g = 0; g < ni.gpus; g++) {
-            fg_job_id_t id = ni.gpu_job[g];
-            /* a job on several GPUs: one prediction, reused */
-            if (id && (g == 0 || id != ni.gpu_job[g - 1]))
-                remaining(c, nm, id, rem);
-            for (int q = 0; q < 3; q++)
-                nodes[q][k].free_at[g] = c->now + (id ? rem[q] : 0);
-        }
+    if (fg_sched_job_info(x->c->core, id, &ji))
+        return; /* (the core just named it: cannot happen) */
+    const bool running = ji.state == FG_JOB_RUNNING;
+    names_of(&x->nm, x->c->core, &ji, &out->account, &out->user);
+    job_extras(x, id, running, &out->checkpoint_s);
+    out->gpu_type = x->gpu_type;
+    out->gpus = ji.gpus;
+    out->limit_s = ji.time_limit_s;
+    if (running) {
+        const fg_time_t attempt = now > ji.start_time ? now - ji.start_time : 0;
+        out->ran_s = attempt;
+        out->attempt_s = attempt;
+        out->served_s = attempt + (ji.gpus > 0 ? ji.attained_gpu_s / ji.gpus : 0);
+    } else {
+        out->not_before = ji.eligible_time;
     }
-    return (int32_t)n;
-}
-
-/* The pending jobs of the projection: the first `max` of plan order, with their three
- * predicted runs (run[3 * i + q]) and sources. mu taken for their GPU types. */
-static size_t read_jobs(sctx_t *c, names_t *nm, size_t max, const char **types, int32_t *ntypes,
-                        fg_job_id_t *ids, fg_proj_job_t *jobs, fg_time_t *runs, int *src,
-                        const srv_dry_job_t *extra)
-{
-    size_t n = fg_sched_plan_order(c->core, c->now, ids, max);
-    pthread_mutex_lock(&c->s->mu);
-    for (size_t i = 0; i < n; i++) {
-        fg_job_info_t ji;
-        fg_rt_pred_t p = {.p10 = 1, .p50 = 1, .p90 = 1, .source = FG_RT_LIMIT};
-        const srv_job_t *j = extra && ids[i] == extra->id ? NULL : srv__job(c, ids[i]);
-        const char *gt = extra && ids[i] == extra->id ? extra->gpu_type : j ? j->r.gpu_type : NULL;
-        jobs[i] = (fg_proj_job_t){.gpus = 1, .type = type_id(gt, types, ntypes, false)};
-        if (fg_sched_job_info(c->core, ids[i], &ji) == 0) {
-            const char *acct, *user;
-            names_of(nm, c->core, &ji, &acct, &user);
-            fg_rt_predict(c->rt, acct, user, ji.time_limit_s, 0, &p);
-            jobs[i].gpus = ji.gpus;
-            jobs[i].not_before = ji.eligible_time;
-        }
-        runs[3 * i] = p.p10;
-        runs[3 * i + 1] = p.p50;
-        runs[3 * i + 2] = p.p90;
-        src[i] = (int)p.source + 1;
-    }
-    pthread_mutex_unlock(&c->s->mu);
-    return n;
 }
 
 /* ------------------------------------------------------------------ projection */
@@ -235,47 +193,27 @@ size_t srv__est_project(sctx_t *c, const srv_dry_job_t *extra, srv_proj_t **out)
     size_t max = depth > 0 ? (size_t)depth : 0;
     if (!c->rt || !max || fg_sched_pending_count(c->core) == 0)
         return 0;
-    const char *types[PROJ_TYPES_MAX];
-    int32_t ntypes = 0;
     fg_job_id_t *ids = fg_xmalloc(max * sizeof *ids);
-    fg_proj_job_t *jobs = fg_xmalloc(max * sizeof *jobs);
-    fg_time_t *runs = fg_xmalloc(3 * max * sizeof *runs), *start = fg_xmalloc(max * sizeof *start);
-    int *src = fg_xmalloc(max * sizeof *src);
-    /* the node types first, so that a job's type is one of theirs when it exists */
-    fg_proj_node_t *nodes[3];
-    names_t nm;
-    names_init(&nm, c->core);
-    int32_t nn = read_nodes(c, &nm, types, &ntypes, nodes);
-    size_t n = read_jobs(c, &nm, max, types, &ntypes, ids, jobs, runs, src, extra);
-    names_free(&nm);
+    size_t n = fg_sched_plan_order(c->core, c->now, ids, max);
+    fg_est_start_t *st = fg_xmalloc((n ? n : 1) * sizeof *st);
+    est_ctx_t x = {.c = c, .extra = extra};
+    names_init(&x.nm, c->core);
+    if (!c->est_ws)
+        c->est_ws = fg_est_scratch_new(); /* (freed with the model, sched.c) */
+    fg_est_queue(c->est_ws, c->core, c->rt, c->now, ids, n, est_job, &x, st);
+    names_free(&x.nm);
     srv_proj_t *res = fg_xcalloc(n ? n : 1, sizeof *res);
-    for (int q = 0; q < 3; q++) {
-        for (size_t i = 0; i < n; i++)
-            jobs[i].run_s = runs[3 * i + q];
-        if (n)
-            fg_proj_run(nodes[q], nn, jobs, (int32_t)n, c->now, start);
-        for (size_t i = 0; i < n; i++) {
-            int64_t t = start[i] == FG_TIME_NEVER ? 0 : start[i];
-            res[i].id = ids[i];
-            res[i].source = src[i];
-            *(q == 0 ? &res[i].p10 : q == 1 ? &res[i].p50 : &res[i].p90) = t;
+    for (size_t i = 0; i < n; i++) {
+        res[i].id = ids[i];
+        res[i].source = (int)st[i].source + 1;
+        if (st[i].p90 != FG_TIME_NEVER) { /* (sorted: none never, or no estimate) */
+            res[i].p10 = st[i].p10;
+            res[i].p50 = st[i].p50;
+            res[i].p90 = st[i].p90;
         }
-        free(nodes[q]);
     }
-    for (size_t i = 0; i < n; i++) /* each run is placed alone: keep the range ordered */
-        if (res[i].p50 && res[i].p10 && res[i].p90) {
-            if (res[i].p10 > res[i].p50)
-                res[i].p10 = res[i].p50;
-            if (res[i].p90 < res[i].p50)
-                res[i].p90 = res[i].p50;
-        } else {
-            res[i].p10 = res[i].p50 = res[i].p90 = 0;
-        }
     free(ids);
-    free(jobs);
-    free(runs);
-    free(start);
-    free(src);
+    free(st);
     *out = res;
     return n;
 }

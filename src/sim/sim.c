@@ -507,7 +507,7 @@ static int passes_at(replay_t *p, int64_t now, int64_t *wake)
 
 /* What the history estimate reads of live job id (histest.h): a resumed job has kept
  * its checkpointed progress, a running one also this attempt's productive time. */
-static void history_job(void *ctx, fg_job_id_t id, int64_t now, fg_histest_job_t *out)
+static void history_job(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out)
 {
     const replay_t *p = ctx;
     const size_t i = (size_t)(id - 1);
@@ -520,14 +520,15 @@ static void history_job(void *ctx, fg_job_id_t id, int64_t now, fg_histest_job_t
         ran += productive > 0 ? productive : 0;
         attempt = now - j->run_start;
     }
-    *out = (fg_histest_job_t){.account = name,
-                              .user = name,
-                              .gpus = p->recs[i].gpus,
-                              .limit_s = p->limit[i],
-                              .ran_s = ran,
-                              .not_before = 0,
-                              .attempt_s = attempt,
-                              .checkpoint_s = p->o->checkpoint_interval_s};
+    *out = (fg_est_job_t){.account = name,
+                          .user = name,
+                          .gpus = p->recs[i].gpus,
+                          .limit_s = p->limit[i],
+                          .ran_s = ran,
+                          .served_s = ran,
+                          .not_before = 0,
+                          .attempt_s = attempt,
+                          .checkpoint_s = p->o->checkpoint_interval_s};
 }
 
 /* The history estimates of the arrivals of [from, to) that wait, and the core's. */
@@ -694,7 +695,7 @@ int fg_sim_run_recs(const fg_trace_t *t, const fg_sim_opts_t *o, fg_sim_result_t
     fg_decisions_init(&p.d);
     fair_setup(&p);
     if (o->estimates_history) {
-        fg_histest_init(&p.hist, p.s, p.n);
+        fg_histest_init(&p.hist);
         p.limit = fg_xcalloc(p.n + 1, sizeof *p.limit);
         p.est = fg_xcalloc(p.n + 1, sizeof *p.est);
     }
