@@ -8,6 +8,7 @@
  */
 #include "agent/agent.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,7 +45,8 @@ void fg_node_bind_gpus(fg_node_t *n)
     pthread_mutex_unlock(&n->ag->mu);
     for (int i = 0; i < ng; i++) {
         char dir[sizeof n->work_dir + 80];
-        snprintf(dir, sizeof dir, "%s/jobs/%s", n->work_dir, job[i]);
-        n->gpu.bind(n->gpu.ctx, i, job[i][0] ? dir : NULL);
+        int w = snprintf(dir, sizeof dir, "%s/jobs/%s", n->work_dir, job[i]);
+        bool fits = w > 0 && (size_t)w < sizeof dir; /* (it always does: 600 + 6 + 71) */
+        n->gpu.bind(n->gpu.ctx, i, job[i][0] && fits ? dir : NULL);
     }
 }

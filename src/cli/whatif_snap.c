@@ -332,8 +332,8 @@ int cli_whatif_change(const fg_whatif_snapshot_t *snap, fg_whatif_settings_t *se
     char key[16];
     memcpy(key, change, (size_t)(eq - change));
     key[eq - change] = '\0';
-    const char *v = eq + 1, *val;
-    int a;
+    const char *v = eq + 1, *val = NULL;
+    int a = -1;
     if (strcmp(key, "weight") && strcmp(key, "quota")) {
         fg_whatif_settings_t tmp;
         fg_whatif_settings_copy(set, snap->naccounts, &tmp);
