@@ -70,6 +70,19 @@ static int64_t attempt_end_ms(const srv_job_t *j)
     return t <= j->cur.start_time_ms ? j->cur.start_time_ms + 1 : t;
 }
 
+/* The run time j's attempt kept: from its start to the gang's last checkpoint in it
+ * (the earliest rank's, as billing takes it), 0 without one. */
+static int64_t attempt_kept_s(const srv_job_t *j)
+{
+    int64_t ck = 0;
+    for (int k = 0; k < j->nranks; k++)
+        if (j->ranks[k].last_checkpoint_ms > 0 && (!ck || j->ranks[k].last_checkpoint_ms < ck))
+            ck = j->ranks[k].last_checkpoint_ms;
+    if (ck <= j->cur.start_time_ms || ck > j->cur.end_time_ms)
+        return 0;
+    return (ck - j->cur.start_time_ms) / 1000;
+}
+
 /* Closes j's attempt record (queued for the commit), charges its GPU-seconds and
  * forgets its ranks. */
 static void close_attempt(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, bool has_exit,
@@ -80,6 +93,7 @@ static void close_attempt(sctx_t *c, srv_job_t *j, fg_end_cause_t cause, bool ha
     j->cur.has_exit_code = has_exit;
     j->cur.exit_code = exit_code;
     j->cur.signal = signal;
+    j->kept_s += attempt_kept_s(j);
     srv__add_attempt(c, &j->cur, OP_ATTEMPT_UPDATE);
     srv__bill_attempt_end(c, j); /* its ledger rows, in the same commit */
     j->r.attained_gpu_s += gpu_seconds;

@@ -142,8 +142,9 @@ typedef struct est_ctx {
 } est_ctx_t;
 
 /* Copies into x->gpu_type the GPU type pending job id asks for, and for a running one
- * its checkpoint interval into *ckpt (mu taken). */
-static void job_extras(est_ctx_t *x, fg_job_id_t id, bool running, fg_time_t *ckpt)
+ * its checkpoint interval into *ckpt; into *kept the run time its checkpoints kept over
+ * its earlier attempts (mu taken). */
+static void job_extras(est_ctx_t *x, fg_job_id_t id, bool running, fg_time_t *ckpt, fg_time_t *kept)
 {
     x->gpu_type[0] = '\0';
     if (!running && x->extra && id == x->extra->id) {
@@ -153,6 +154,8 @@ static void job_extras(est_ctx_t *x, fg_job_id_t id, bool running, fg_time_t *ck
     }
     pthread_mutex_lock(&x->c->s->mu);
     const srv_job_t *j = srv__job(x->c, id);
+    if (j)
+        *kept = j->kept_s;
     if (j && running)
         *ckpt = j->r.checkpoint_interval_s;
     else if (j && j->r.gpu_type)
@@ -160,8 +163,9 @@ static void job_extras(est_ctx_t *x, fg_job_id_t id, bool running, fg_time_t *ck
     pthread_mutex_unlock(&x->c->s->mu);
 }
 
-/* The controller's view of live job id for fg_est_queue: a running job's prediction is
- * given this attempt's run (a requeued job restarts), a pending one's none. */
+/* The controller's view of live job id for fg_est_queue: a job's prediction is given
+ * what its checkpoints kept over its earlier attempts (a job that does not checkpoint
+ * restarts from nothing), plus this attempt's run when running. */
 static void est_job(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out)
 {
     est_ctx_t *x = ctx;
@@ -170,16 +174,20 @@ static void est_job(void *ctx, fg_job_id_t id, fg_time_t now, fg_est_job_t *out)
         return; /* (the core just named it: cannot happen) */
     const bool running = ji.state == FG_JOB_RUNNING;
     names_of(&x->nm, x->c->core, &ji, &out->account, &out->user);
-    job_extras(x, id, running, &out->checkpoint_s);
+    fg_time_t kept = 0;
+    job_extras(x, id, running, &out->checkpoint_s, &kept);
+    if (ji.time_limit_s > 0 && kept >= ji.time_limit_s)
+        kept = ji.time_limit_s - 1;
     out->gpu_type = x->gpu_type;
     out->gpus = ji.gpus;
     out->limit_s = ji.time_limit_s;
     if (running) {
         const fg_time_t attempt = now > ji.start_time ? now - ji.start_time : 0;
-        out->ran_s = attempt;
+        out->ran_s = kept + attempt;
         out->attempt_s = attempt;
         out->served_s = attempt + (ji.gpus > 0 ? ji.attained_gpu_s / ji.gpus : 0);
     } else {
+        out->ran_s = kept;
         out->not_before = ji.eligible_time;
     }
 }

@@ -187,6 +187,8 @@ typedef struct srv_job {
     uint64_t dirty_iter; /* the scheduler iteration of its last change (srv_t.pub_iter) */
     srv_idle_t idle;     /* idle GPUs of the running attempt (sched_idle.c) */
     int64_t est_limit;   /* the latest limit-based estimate (0: none; sched_estimates.c) */
+    int64_t kept_s;      /* run time its checkpoints kept over its ended attempts (this
+                            process only: estimates of a resume, sched_project.c) */
     bool est_seen;       /* a refresh saw it pending (its estimate at submission is settled) */
 } srv_job_t;
 
