@@ -131,7 +131,7 @@ void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y)
     srv_sync_wait(y);
 }
 
-static void sync_free(void *p)
+void srv_sync_free(void *p)
 {
     srv_sync_t *y = p;
     srv_sync_destroy(y);
@@ -180,7 +180,7 @@ int srv_sched_call_job(srv_req_t *r, srv_msg_t *m, uint64_t render_job)
     y->render_job = render_job;
     m->sync = y;
     r->ctx = y;
-    r->ctx_free = sync_free;
+    r->ctx_free = srv_sync_free;
     r->resume = sched_resume;
     srv_park_request(r);
     srv_sched_post(s, m);

@@ -397,13 +397,6 @@ void srv__answer_whys(sctx_t *c, srv_msg_t *batch)
 
 /* ------------------------------------------------------------------ the HTTP side */
 
-static void why_sync_free(void *p)
-{
-    srv_sync_t *y = p;
-    srv_sync_destroy(y);
-    free(y);
-}
-
 /* Renders job id with "why" (when it is still pending and the scheduler gave one). */
 static int why_resume(srv_req_t *r)
 {
@@ -453,7 +446,7 @@ int srv_why_get(srv_req_t *r, uint64_t id)
     y->render_job = id;
     m->sync = y;
     r->ctx = y;
-    r->ctx_free = why_sync_free;
+    r->ctx_free = srv_sync_free;
     r->resume = why_resume;
     srv_park_request(r);
     srv_sched_post(s, m);

@@ -894,6 +894,8 @@ int srv_why_get(srv_req_t *r, uint64_t id);
 void srv_fairshare_metrics(srv_t *s, srv_buf_t *b);
 /* Posts m and waits; the caller reads *y and calls srv_sync_destroy(y). */
 void srv_sched_wait(srv_t *s, srv_msg_t *m, srv_sync_t *y);
+/* Destroys and frees a heap srv_sync_t: the ctx_free of a parked request. */
+void srv_sync_free(void *p);
 fg_sched_t *srv_core_build(srv_t *s);
 
 /* agent.c helpers used by the scheduler thread (mu held) */

@@ -147,11 +147,11 @@ host_pid() {
     echo "$1"
 }
 
-# start_h100_agent NAME: one agent with 8 fake H100 GPUs, waited for until it is up
-# (the billing tests price H100).
+# start_h100_agent NAME [GPUS]: one agent with GPUS (default 8) fake H100 GPUs, waited
+# for until it is up (the billing tests price H100).
 start_h100_agent() {
     "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
-        --fake-gpus 8 --gpu-type H100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
+        --fake-gpus "${2:-8}" --gpu-type H100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
         --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
         >>"$TMP/agent-$1.log" 2>&1 &
     AGENT_PIDS+=($!)

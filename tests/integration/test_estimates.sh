@@ -18,17 +18,7 @@
 FG_TEST_NAME=test_estimates
 source "$(dirname "$0")/lib_agent.sh"
 
-start_one_gpu_agent() {
-    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
-        --fake-gpus 1 --gpu-type H100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
-        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
-        >>"$TMP/agent-$1.log" 2>&1 &
-    AGENT_PIDS+=($!)
-    local node=$1
-    node_up() { [ "$(api GET /v1/nodes | jq --arg n "$node" '[.items[] | select(.name==$n and .state=="up")] | length')" = 1 ]; }
-    check "agent $1 registers" wait_for 15 node_up
-}
-start_one_gpu_agent n1
+start_h100_agent n1 1
 
 job() { api GET "/v1/jobs/$1"; }
 field() { job "$1" | jq -r ".$2"; }

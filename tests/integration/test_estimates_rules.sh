@@ -16,17 +16,7 @@ FG_TEST_NAME=test_estimates_rules
 SERVER_EXTRA=(--quantum 2s --preempt-wait 4s --min-run 1s)
 source "$(dirname "$0")/lib_agent.sh"
 
-start_agent() {
-    "$FG" agent --server "$URL" --token-file "$TMP/data/agent.token" --name "$1" \
-        --fake-gpus 2 --gpu-type H100 --work-dir "$TMP/w-$1" --checkpoint-root "$TMP/ckpt" \
-        --heartbeat 1 --user-map "$TMP/usermap" --stop-jobs-on-exit ${AGENT_ISO[@]+"${AGENT_ISO[@]}"} \
-        >>"$TMP/agent-$1.log" 2>&1 &
-    AGENT_PIDS+=($!)
-    local node=$1
-    node_up() { [ "$(api GET /v1/nodes | jq --arg n "$node" '[.items[] | select(.name==$n and .state=="up")] | length')" = 1 ]; }
-    check "agent $1 registers" wait_for 15 node_up
-}
-start_agent n1
+start_h100_agent n1 2
 
 curl -s -X POST "$URL/v1/users" -d '{"username":"bob","email":"b@example.org","password":"bob-password-1"}' >/dev/null
 BOB=$(curl -s -X POST "$URL/v1/sessions" -d '{"username":"bob","password":"bob-password-1"}' | jq -r .token)
